@@ -1,0 +1,62 @@
+# Every target works on a fresh machine: `setup` installs what the others need.
+# Test environment (uv, .venv) and clashing tools (aws-sam-cli, checkov: own uv tool envs under
+# .tools/) stay apart, as their boto3 pins conflict.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PY313 := $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13.*/bin/python3.13) $(shell command -v python3.13 2>/dev/null))
+export UV_PYTHON := $(PY313)
+export UV_TOOL_DIR := $(CURDIR)/.tools/envs
+export UV_TOOL_BIN_DIR := $(CURDIR)/.tools/bin
+# sam build checks the runtime's python on PATH.
+export PATH := $(UV_TOOL_BIN_DIR):$(dir $(PY313)):$(PATH)
+export SAM_CLI_TELEMETRY := 0
+export AWS_DEFAULT_REGION ?= us-east-1
+
+UV := uv
+SAM_CLI_VERSION := 1.170.0
+CHECKOV_VERSION := 3.3.30
+STAMP := .tools/.installed-$(SAM_CLI_VERSION)-$(CHECKOV_VERSION)
+
+.PHONY: help setup lint unit integration test up run bench build
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup: $(STAMP) ## install the test environment and the tools
+	$(UV) sync --frozen
+
+$(STAMP):
+	@test -n "$(PY313)" || { echo "Python 3.13 not found (pyenv or python3.13 on PATH)"; exit 1; }
+	command -v $(UV) >/dev/null || python3 -m pip install --quiet uv==0.13.8
+	$(UV) tool install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+	$(UV) tool install --quiet checkov==$(CHECKOV_VERSION)
+	touch $@
+
+lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and audit
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+	$(UV) run cfn-lint template.yaml
+	sam validate --lint --template template.yaml
+	checkov --quiet --compact --framework cloudformation --file template.yaml
+
+unit: setup ## unit tests (moto in-process, no network)
+	$(UV) run pytest tests/unit
+
+integration: setup ## integration tests: the local stack, or a deployed one (AWS_SAM_STACK_NAME)
+	$(UV) run pytest tests/integration
+
+test: lint unit integration ## every check and test (what .ci/run calls)
+
+build: setup ## sam build (python3.13, arm64 layer, no container)
+	sam build
+
+up: setup ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides)
+	$(UV) run python -m emulator up
+
+run: setup ## demo: local stack, demo files in, summary out
+	$(UV) run python -m emulator demo
+
+bench: setup build ## performance figures against their budgets -> bench/results.json
+	$(UV) run python -m bench

@@ -1,0 +1,6 @@
+"""Shared code of the contact-center functions, shipped as the SharedLayer.
+
+Pure modules (no AWS I/O): model, keys, rules, files, s3_events.
+AWS adapters (clients passed in, built once by each handler): store, objects, notify.
+One Powertools idempotency configuration: idempotency.
+"""

@@ -1,0 +1,37 @@
+"""The one Powertools idempotency configuration of the application.
+
+Records live in IdempotencyTable (partition key `id`, TTL on `expiration`, the Powertools
+defaults). Each handler builds its persistence layer and config once at module level and
+registers the Lambda context per call, so an in-progress record left by a crashed or timed-out
+invocation expires with that invocation and a retry can run.
+"""
+
+import os
+
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+)
+
+# "Once per contact, ever": the key outlives any realistic re-export of a contact. The gift card's
+# own conditional write guards it beyond that; see docs for the trade-off.
+ONCE_PER_CONTACT_SECONDS = 400 * 24 * 3600
+# A file is claimed for as long as S3 may redeliver its event (days, not hours).
+ONCE_PER_FILE_SECONDS = 14 * 24 * 3600
+# The notifier dedupes retries and duplicates of a queue message.
+ONCE_PER_NOTIFICATION_SECONDS = ONCE_PER_CONTACT_SECONDS
+
+
+def persistence_layer(dynamodb_client=None) -> DynamoDBPersistenceLayer:
+    return DynamoDBPersistenceLayer(
+        table_name=os.environ["IDEMPOTENCY_TABLE_NAME"], boto3_client=dynamodb_client
+    )
+
+
+def idempotency_config(key_jmespath: str, expires_after_seconds: int) -> IdempotencyConfig:
+    """A missing key is an error, never a silent pass-through without protection."""
+    return IdempotencyConfig(
+        event_key_jmespath=key_jmespath,
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=expires_after_seconds,
+    )

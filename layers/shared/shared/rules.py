@@ -1,0 +1,43 @@
+"""Business rules over a contact, as plain values (no AWS, no I/O)."""
+
+from collections.abc import Mapping
+from typing import Any
+
+RESOLVED = "RESOLVED"
+ABANDONED = "ABANDONED"
+ESCALATED = "ESCALATED"
+TRANSFERRED = "TRANSFERRED"
+DISPOSITIONS = (RESOLVED, ABANDONED, ESCALATED, TRANSFERRED)
+
+DEFAULT_GOODWILL_WAIT_SECONDS = 600
+
+
+def survey_due(contact: Mapping[str, Any]) -> bool:
+    """A post-call survey goes to resolved contacts whose caller opted in and left an email."""
+    return (
+        contact.get("disposition") == RESOLVED
+        and contact.get("survey_opt_in") is True
+        and bool(contact.get("email"))
+    )
+
+
+def long_wait(wait_seconds: int, goodwill_wait_seconds: int) -> bool:
+    return wait_seconds >= goodwill_wait_seconds
+
+
+def gift_card_due(contact: Mapping[str, Any], goodwill_wait_seconds: int) -> bool:
+    """A goodwill gift card goes to abandoned contacts and to those who waited too long."""
+    return contact.get("disposition") == ABANDONED or long_wait(
+        int(contact.get("wait_seconds", 0)), goodwill_wait_seconds
+    )
+
+
+def sets_last_agent(contact: Mapping[str, Any]) -> bool:
+    """Only a contact that reached an agent says who the caller's last agent is."""
+    return bool(contact.get("agent_id")) and contact.get("disposition") != ABANDONED
+
+
+def is_newer(candidate: tuple[str, str], current: tuple[str, str] | None) -> bool:
+    """Order contacts by (ended_at as fixed-width UTC, contact_id): later wins, ties go to the
+    higher contact_id, so any delivery order converges on the same last agent."""
+    return current is None or candidate > current
