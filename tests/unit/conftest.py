@@ -6,7 +6,6 @@ import importlib.util
 import json
 import sys
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -14,25 +13,17 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from tests.resources import REGION, Resources, create_resources
+
 ROOT = Path(__file__).resolve().parents[2]
 # The layer's package is importable as in Lambda (/opt/python), before any handler is loaded.
 sys.path.insert(0, str(ROOT / "layers" / "shared"))
 
-REGION = "us-east-1"
 GOODWILL_WAIT_SECONDS = 600
 
 
-@dataclass
-class Stack:
-    """The resources of one test, named as the stack outputs name them."""
-
-    bucket: str
-    contacts_table: str
-    idempotency_table: str
-    ingest_queue_url: str
-    notification_queue_url: str
-    topic_arn: str
-    topic_capture_url: str  # a queue subscribed to the topic with raw delivery
+class Stack(Resources):
+    """The resources of one test, with clients and helpers to look at them."""
 
     @property
     def dynamodb(self):
@@ -85,62 +76,10 @@ def stack(monkeypatch) -> Stack:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
     with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name=REGION)
-        dynamodb.create_table(
-            TableName="contacts",
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )
-        dynamodb.create_table(
-            TableName="idempotency",
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        s3 = boto3.client("s3", region_name=REGION)
-        s3.create_bucket(Bucket="contacts-bucket")
-        s3.put_bucket_versioning(
-            Bucket="contacts-bucket", VersioningConfiguration={"Status": "Enabled"}
-        )
-        sqs = boto3.client("sqs", region_name=REGION)
-        ingest_url = sqs.create_queue(QueueName="ingest")["QueueUrl"]
-        notification_url = sqs.create_queue(QueueName="notifications")["QueueUrl"]
-        capture_url = sqs.create_queue(QueueName="topic-capture")["QueueUrl"]
-        sns = boto3.client("sns", region_name=REGION)
-        topic_arn = sns.create_topic(Name="notifications")["TopicArn"]
-        capture_arn = sqs.get_queue_attributes(QueueUrl=capture_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        sns.subscribe(
-            TopicArn=topic_arn,
-            Protocol="sqs",
-            Endpoint=capture_arn,
-            Attributes={"RawMessageDelivery": "true"},
-        )
-        for name, value in {
-            "CONTACTS_TABLE_NAME": "contacts",
-            "IDEMPOTENCY_TABLE_NAME": "idempotency",
-            "NOTIFICATION_QUEUE_URL": notification_url,
-            "NOTIFICATIONS_TOPIC_ARN": topic_arn,
-        }.items():
+        stack = Stack(**vars(create_resources()))
+        for name, value in stack.function_env().items():
             monkeypatch.setenv(name, value)
-        yield Stack(
-            bucket="contacts-bucket",
-            contacts_table="contacts",
-            idempotency_table="idempotency",
-            ingest_queue_url=ingest_url,
-            notification_queue_url=notification_url,
-            topic_arn=topic_arn,
-            topic_capture_url=capture_url,
-        )
+        yield stack
 
 
 def load_handler(function_dir: str, monkeypatch=None) -> ModuleType:
