@@ -39,7 +39,7 @@ lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and
 	$(UV) run ruff format --check .
 	$(UV) run cfn-lint template.yaml
 	sam validate --lint --template template.yaml
-	checkov --quiet --compact --framework cloudformation --file template.yaml
+	checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
 
 unit: setup ## unit tests (moto in-process, no network)
 	$(UV) run pytest tests/unit
