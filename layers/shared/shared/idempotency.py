@@ -11,6 +11,7 @@ import os
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
     IdempotencyConfig,
+    IdempotentHookFunction,
 )
 
 # "Once per contact, ever": the key outlives any realistic re-export of a contact. The gift card's
@@ -28,10 +29,19 @@ def persistence_layer(dynamodb_client=None) -> DynamoDBPersistenceLayer:
     )
 
 
-def idempotency_config(key_jmespath: str, expires_after_seconds: int) -> IdempotencyConfig:
-    """A missing key is an error, never a silent pass-through without protection."""
+def idempotency_config(
+    key_jmespath: str,
+    expires_after_seconds: int,
+    response_hook: IdempotentHookFunction | None = None,
+) -> IdempotencyConfig:
+    """A missing key is an error, never a silent pass-through without protection.
+
+    `response_hook` runs only when Powertools returns a stored result instead of running the
+    function again: the honest place to count suppressed duplicates.
+    """
     return IdempotencyConfig(
         event_key_jmespath=key_jmespath,
         raise_on_no_idempotency_key=True,
         expires_after_seconds=expires_after_seconds,
+        response_hook=response_hook,
     )

@@ -1,0 +1,74 @@
+"""NotifierFunction: NotificationQueue -> one SNS message per notification_id.
+
+A message that is not a valid notification fails its record every time, so after the queue's
+maxReceiveCount it ends in the DLQ; the rest of the batch is unaffected.
+"""
+
+import os
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.idempotency import idempotent_function
+from shared import idempotency, notifications, notify
+
+logger = Logger()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.SQS)
+sns = boto3.client("sns")
+dynamodb = boto3.client("dynamodb")
+NOTIFICATIONS_TOPIC_ARN = os.environ["NOTIFICATIONS_TOPIC_ARN"]
+
+
+def _already_sent(response: dict, _record) -> dict:
+    """Powertools calls this only when it returns a stored result instead of running again."""
+    metrics.add_metric(name="DuplicatesSuppressed", unit=MetricUnit.Count, value=1)
+    logger.info("notification already sent", notification_id=response["notification_id"])
+    return response
+
+
+config = idempotency.idempotency_config(
+    "notification_id", idempotency.ONCE_PER_NOTIFICATION_SECONDS, response_hook=_already_sent
+)
+
+
+# key_prefix keeps the key stable when code moves (the default embeds the module path).
+@idempotent_function(
+    data_keyword_argument="notification",
+    persistence_store=idempotency.persistence_layer(dynamodb),
+    config=config,
+    key_prefix="NotifierFunction",
+)
+def send(*, notification: dict) -> dict:
+    notify.publish(sns, NOTIFICATIONS_TOPIC_ARN, notification)
+    metrics.add_metric(name="NotificationsSent", unit=MetricUnit.Count, value=1)
+    logger.info(
+        "notification sent",
+        notification_id=notification["notification_id"],
+        kind=notification["kind"],
+    )
+    return {"notification_id": notification["notification_id"]}
+
+
+def record_handler(record: SQSRecord) -> None:
+    try:
+        notification = notifications.parse(record.body)
+    except notifications.InvalidNotification as poison:
+        logger.error("invalid notification", message_id=record.message_id, reason=str(poison))
+        raise
+    send(notification=notification)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def lambda_handler(event: dict, context) -> dict:
+    config.register_lambda_context(context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

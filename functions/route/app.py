@@ -1,0 +1,44 @@
+"""RouteFunction: Amazon Connect contact flow -> the caller's last agent, as a flat map of strings.
+
+It runs inside a live call, so cold start and latency matter: only boto3 and the Powertools
+Logger are imported, the raw event dict is read directly, and DynamoDB calls are bounded.
+"""
+
+import os
+import re
+
+import boto3
+from aws_lambda_powertools import Logger
+from botocore.config import Config
+from shared import store
+
+logger = Logger()
+# Connect waits at most 8 s for the function; a slow read must fail fast so the flow can route
+# the caller by its error branch instead of holding the line.
+dynamodb = boto3.client(
+    "dynamodb",
+    config=Config(
+        connect_timeout=1, read_timeout=1, retries={"mode": "standard", "max_attempts": 3}
+    ),
+)
+CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
+# E.164, as the input contract stores callers; anything else cannot have a last agent.
+E164 = re.compile(r"\+[1-9][0-9]{6,14}")
+NOT_FOUND = {"found": "false"}
+
+
+@logger.inject_lambda_context
+def lambda_handler(event: dict, context) -> dict[str, str]:
+    contact_data = (event.get("Details") or {}).get("ContactData") or {}
+    # The live contact's id, not personal data: it ties this log line to the call.
+    logger.append_keys(connect_contact_id=contact_data.get("ContactId"))
+    caller = (contact_data.get("CustomerEndpoint") or {}).get("Address")
+    if not isinstance(caller, str) or not E164.fullmatch(caller):
+        logger.warning("caller is missing or not E.164: no last agent")
+        return NOT_FOUND
+    last_agent = store.get_last_agent(dynamodb, CONTACTS_TABLE_NAME, caller)
+    if last_agent is None:
+        logger.info("no last agent for caller")
+        return NOT_FOUND
+    logger.info("last agent found", contact_id=last_agent["contact_id"])
+    return {"found": "true", **last_agent}

@@ -1,0 +1,31 @@
+"""The goodwill gift card, as plain values (no AWS, no I/O).
+
+One card per contact, ever: its id is derived from the contact_id, so every attempt to issue it
+(retries, duplicates, re-exports) names the same card and the store's conditional write keeps one.
+Every card has the same fixed value; a tiered amount would be a business decision, not a need.
+"""
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+AMOUNT = 10
+CURRENCY = "USD"
+
+# Fixed forever: changing it would give already-issued contacts a second card id.
+_GIFT_CARD_NAMESPACE = uuid.UUID("5b0c7a3e-2f4d-4c1e-9a57-6f1d0e8b2c41")
+
+
+def gift_card_id(contact_id: str) -> str:
+    return str(uuid.uuid5(_GIFT_CARD_NAMESPACE, contact_id))
+
+
+def new_gift_card(contact: Mapping[str, Any]) -> dict[str, Any]:
+    """The card a contact is due: who gets it, for which contact, and its value."""
+    return {
+        "gift_card_id": gift_card_id(contact["contact_id"]),
+        "contact_id": contact["contact_id"],
+        "caller": contact["caller"],
+        "amount": AMOUNT,
+        "currency": CURRENCY,
+    }

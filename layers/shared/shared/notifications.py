@@ -1,0 +1,71 @@
+"""Notification messages between the consumers and NotifierFunction (no AWS, no I/O).
+
+A message is JSON: notification_id, kind, contact_id, caller, plus the kind's own fields. The
+notification_id is derived from (kind, contact_id), so however often a message is built or
+enqueued for a contact, the notifier sees one id and publishes once.
+"""
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from shared import keys
+
+COMMON_FIELDS = ("notification_id", "kind", "contact_id", "caller")
+FIELDS_BY_KIND = {
+    keys.SURVEY: (*COMMON_FIELDS, "email"),
+    keys.GIFT_CARD: (*COMMON_FIELDS, "gift_card_id", "amount", "currency"),
+}
+
+
+class InvalidNotification(ValueError):
+    """A message that can never be delivered (a poison message). Its text names fields only,
+    never their values, so it is safe to log."""
+
+
+def survey(contact: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "notification_id": keys.notification_id(keys.SURVEY, contact["contact_id"]),
+        "kind": keys.SURVEY,
+        "contact_id": contact["contact_id"],
+        "caller": contact["caller"],
+        "email": contact["email"],
+    }
+
+
+def gift_card(card: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "notification_id": keys.notification_id(keys.GIFT_CARD, card["contact_id"]),
+        "kind": keys.GIFT_CARD,
+        "contact_id": card["contact_id"],
+        "caller": card["caller"],
+        "gift_card_id": card["gift_card_id"],
+        # The store gives numbers back as Decimal; the message carries a JSON number.
+        "amount": int(card["amount"]),
+        "currency": card["currency"],
+    }
+
+
+def parse(body: str) -> dict[str, Any]:
+    """The notification in a queue message body, or InvalidNotification.
+
+    The id must be the one its kind and contact_id yield: the notifier dedupes on it, so a message
+    with any other id could reach the topic a second time for the same (kind, contact_id).
+    """
+    try:
+        message = json.loads(body)
+    except (TypeError, ValueError):
+        raise InvalidNotification("body is not JSON") from None
+    if not isinstance(message, dict):
+        raise InvalidNotification("body is not a JSON object")
+    kind = message.get("kind")
+    if kind not in FIELDS_BY_KIND:
+        raise InvalidNotification("kind is missing or unknown")
+    missing = [field for field in FIELDS_BY_KIND[kind] if message.get(field) in (None, "")]
+    if missing:
+        raise InvalidNotification(f"missing fields: {', '.join(missing)}")
+    if not isinstance(message["contact_id"], str) or message["notification_id"] != (
+        keys.notification_id(kind, message["contact_id"])
+    ):
+        raise InvalidNotification("notification_id does not match kind and contact_id")
+    return message

@@ -1,0 +1,112 @@
+"""SurveyFunction: exactly one SURVEY notification per contact, ever."""
+
+import json
+
+import pytest
+
+from shared import keys, rules
+from tests.unit.conftest import load_handler
+from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
+
+OPTED_IN = contact("c-survey", survey_opt_in=True)
+
+
+@pytest.fixture
+def survey(stack, monkeypatch):
+    return load_handler("survey", monkeypatch)
+
+
+def enqueued(stack) -> list[dict]:
+    return [json.loads(m["Body"]) for m in stack.drain(stack.notification_queue_url)]
+
+
+def test_a_resolved_opted_in_contact_gets_one_survey_notification(stack, survey, lambda_context):
+    response = survey.lambda_handler(stream_event(stream_record(OPTED_IN)), lambda_context)
+
+    assert failed_ids(response) == []
+    assert enqueued(stack) == [
+        {
+            "notification_id": "SURVEY#c-survey",
+            "kind": "SURVEY",
+            "contact_id": "c-survey",
+            "caller": "+14155550101",
+            "email": "pat@example.com",
+        }
+    ]
+
+
+def test_the_same_record_twice_in_one_batch_enqueues_once(stack, survey, lambda_context, capsys):
+    record = stream_record(OPTED_IN)
+    response = survey.lambda_handler(stream_event(record, record), lambda_context)
+
+    assert failed_ids(response) == []
+    assert len(enqueued(stack)) == 1
+    metrics = capsys.readouterr().out.replace(" ", "")
+    assert '"SurveysEnqueued":[1.0]' in metrics
+    assert '"DuplicatesSuppressed":[1.0]' in metrics
+
+
+def test_a_redelivery_to_a_new_execution_environment_enqueues_nothing(
+    stack, monkeypatch, lambda_context
+):
+    load_handler("survey", monkeypatch).lambda_handler(
+        stream_event(stream_record(OPTED_IN)), lambda_context
+    )
+    load_handler("survey", monkeypatch).lambda_handler(
+        stream_event(stream_record(OPTED_IN)), lambda_context
+    )
+
+    assert len(enqueued(stack)) == 1
+
+
+def test_a_contact_re_exported_with_other_fields_gets_nothing_new(stack, survey, lambda_context):
+    survey.lambda_handler(stream_event(stream_record(OPTED_IN)), lambda_context)
+    re_exported = contact(
+        "c-survey", ended_at="2026-11-29T10:06:00Z", survey_opt_in=True, email="new@example.com"
+    )
+    survey.lambda_handler(stream_event(stream_record(re_exported)), lambda_context)
+
+    assert [n["email"] for n in enqueued(stack)] == ["pat@example.com"]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        contact("c-not-opted-in"),
+        contact("c-no-email", survey_opt_in=True, email=None),
+        contact("c-empty-email", survey_opt_in=True, email=""),
+        contact("c-escalated", survey_opt_in=True, disposition=rules.ESCALATED),
+        contact("c-abandoned", survey_opt_in=True, disposition=rules.ABANDONED, agent_id=None),
+    ],
+    ids=lambda item: item["contact_id"],
+)
+def test_contacts_not_due_a_survey_are_skipped(stack, survey, lambda_context, item):
+    response = survey.lambda_handler(stream_event(stream_record(item)), lambda_context)
+
+    assert failed_ids(response) == []
+    assert enqueued(stack) == []
+
+
+def test_a_failed_enqueue_fails_only_its_record_and_its_retry_enqueues(
+    stack, survey, lambda_context, monkeypatch
+):
+    other = contact("c-other", caller="+14155550102", survey_opt_in=True)
+    failing, passing = stream_record(OPTED_IN), stream_record(other)
+    real_enqueue = survey.notify.enqueue
+
+    def enqueue_failing_for_c_survey(client, url, notification):
+        if notification["contact_id"] == "c-survey":
+            raise ConnectionError("queue unreachable")
+        real_enqueue(client, url, notification)
+
+    monkeypatch.setattr(survey.notify, "enqueue", enqueue_failing_for_c_survey)
+    response = survey.lambda_handler(stream_event(failing, passing), lambda_context)
+    assert failed_ids(response) == [failing["dynamodb"]["SequenceNumber"]]
+
+    monkeypatch.setattr(survey.notify, "enqueue", real_enqueue)
+    response = survey.lambda_handler(stream_event(failing, passing), lambda_context)
+    assert failed_ids(response) == []
+    assert sorted(n["notification_id"] for n in enqueued(stack)) == [
+        keys.notification_id("SURVEY", "c-other"),
+        keys.notification_id("SURVEY", "c-survey"),
+    ]
