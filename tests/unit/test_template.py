@@ -1,0 +1,632 @@
+"""Invariants of template.yaml and samconfig.toml, checked for every queue, mapping and function so
+that an edit cannot drop one silently. Offline and fast: the template is only parsed, never
+deployed (cfn-lint's decoder understands the short-form intrinsic tags)."""
+
+import json
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
+TEMPLATE_TEXT = (ROOT / "template.yaml").read_text()
+SAMCONFIG = tomllib.loads((ROOT / "samconfig.toml").read_text())
+RESOURCES = TEMPLATE["Resources"]
+PARAMETERS = TEMPLATE["Parameters"]
+GLOBAL_FUNCTION = TEMPLATE.get("Globals", {}).get("Function", {})
+
+SQS_DEFAULT_RETENTION = 345600  # AWS default MessageRetentionPeriod
+LAMBDA_DEFAULT_TIMEOUT = 3
+
+# CONTRACT.md: logical id -> code dir, and the environment each function gets (besides the
+# POWERTOOLS_* variables every function gets).
+FUNCTIONS = {
+    "IngestFunction": (
+        "functions/ingest",
+        {"CONTACTS_TABLE_NAME", "IDEMPOTENCY_TABLE_NAME", "GOODWILL_WAIT_SECONDS"},
+    ),
+    "LastAgentFunction": ("functions/last_agent", {"CONTACTS_TABLE_NAME"}),
+    "SurveyFunction": ("functions/survey", {"IDEMPOTENCY_TABLE_NAME", "NOTIFICATION_QUEUE_URL"}),
+    "GoodwillFunction": (
+        "functions/goodwill",
+        {
+            "CONTACTS_TABLE_NAME",
+            "IDEMPOTENCY_TABLE_NAME",
+            "NOTIFICATION_QUEUE_URL",
+            "GOODWILL_WAIT_SECONDS",
+        },
+    ),
+    "NotifierFunction": (
+        "functions/notifier",
+        {"IDEMPOTENCY_TABLE_NAME", "NOTIFICATIONS_TOPIC_ARN"},
+    ),
+    "RouteFunction": ("functions/route", {"CONTACTS_TABLE_NAME"}),
+}
+POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
+ENV_SOURCES = {
+    "CONTACTS_TABLE_NAME": {"Ref": "ContactsTable"},
+    "IDEMPOTENCY_TABLE_NAME": {"Ref": "IdempotencyTable"},
+    "NOTIFICATION_QUEUE_URL": {"Ref": "NotificationQueue"},
+    "NOTIFICATIONS_TOPIC_ARN": {"Ref": "NotificationsTopic"},
+    "GOODWILL_WAIT_SECONDS": {"Ref": "GoodwillWaitSeconds"},
+}
+
+# CONTRACT.md's stream filters, exactly.
+CONTRACT_FILTERS = {
+    "LastAgentFunction": [
+        {
+            "eventName": ["INSERT"],
+            "dynamodb": {
+                "NewImage": {
+                    "type": {"S": ["CONTACT"]},
+                    "agent_id": {"S": [{"exists": True}]},
+                    "disposition": {"S": [{"anything-but": ["ABANDONED"]}]},
+                }
+            },
+        }
+    ],
+    "SurveyFunction": [
+        {
+            "eventName": ["INSERT"],
+            "dynamodb": {
+                "NewImage": {
+                    "type": {"S": ["CONTACT"]},
+                    "disposition": {"S": ["RESOLVED"]},
+                    "survey_opt_in": {"BOOL": [True]},
+                    "email": {"S": [{"exists": True}]},
+                }
+            },
+        }
+    ],
+    "GoodwillFunction": [
+        {
+            "eventName": ["INSERT"],
+            "dynamodb": {
+                "NewImage": {"type": {"S": ["CONTACT"]}, "disposition": {"S": ["ABANDONED"]}}
+            },
+        },
+        {
+            "eventName": ["INSERT"],
+            "dynamodb": {"NewImage": {"type": {"S": ["CONTACT"]}, "long_wait": {"BOOL": [True]}}},
+        },
+    ],
+}
+
+CONTRACT_OUTPUTS = {
+    "ContactsBucketName": {"Ref": "ContactsBucket"},
+    "ContactsTableName": {"Ref": "ContactsTable"},
+    "IdempotencyTableName": {"Ref": "IdempotencyTable"},
+    "IngestQueueUrl": {"Ref": "IngestQueue"},
+    "IngestDeadLetterQueueUrl": {"Ref": "IngestDeadLetterQueue"},
+    "NotificationQueueUrl": {"Ref": "NotificationQueue"},
+    "NotificationDeadLetterQueueUrl": {"Ref": "NotificationDeadLetterQueue"},
+    "StreamFailureQueueUrl": {"Ref": "StreamFailureQueue"},
+    "NotificationsTopicArn": {"Ref": "NotificationsTopic"},
+    "RouteFunctionName": {"Ref": "RouteFunction"},
+}
+
+# IAM statements allowed a "*" resource, each because AWS offers no resource-level scoping.
+# (X-Ray comes from SAM's managed policy for Tracing: Active; metrics go out as EMF in logs.)
+STAR_RESOURCE_ALLOWLIST = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+# SAM policy templates that are scoped to one named resource and grant no more than needed.
+ALLOWED_POLICY_TEMPLATES = {"SQSSendMessagePolicy", "SNSPublishMessagePolicy", "S3ReadPolicy"}
+
+DYNAMODB_TYPES = {"S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"}
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def of_type(resource_type: str) -> dict[str, dict]:
+    return {k: v for k, v in RESOURCES.items() if v["Type"] == resource_type}
+
+
+FUNCTION_RESOURCES = of_type("AWS::Serverless::Function")
+QUEUES = of_type("AWS::SQS::Queue")
+
+
+def function_property(name: str, key: str, default=None):
+    return FUNCTION_RESOURCES[name]["Properties"].get(key, GLOBAL_FUNCTION.get(key, default))
+
+
+def ref_target(value) -> str:
+    """Logical id behind {"Ref": X} or {"Fn::GetAtt": [X, attr]}."""
+    assert isinstance(value, dict), f"expected Ref/GetAtt, got {value!r}"
+    if "Ref" in value:
+        return value["Ref"]
+    if "Fn::GetAtt" in value:
+        return value["Fn::GetAtt"][0]
+    raise AssertionError(f"expected Ref/GetAtt, got {value!r}")
+
+
+def parse_overrides(raw) -> dict[str, str]:
+    items = raw if isinstance(raw, list) else shlex.split(raw or "")
+    return dict(item.split("=", 1) for item in items)
+
+
+def samconfig_envs() -> dict[str, dict[str, str]]:
+    return {
+        env: parse_overrides(
+            body.get("deploy", {}).get("parameters", {}).get("parameter_overrides")
+        )
+        for env, body in SAMCONFIG.items()
+        if isinstance(body, dict)
+    }
+
+
+# Parameter values as each deployment sees them: the template defaults, then every env's.
+PARAMETER_SETS = {"template-defaults": {}} | {
+    f"samconfig-{env}": overrides for env, overrides in samconfig_envs().items()
+}
+
+
+def resolve_number(value, overrides: dict[str, str]) -> int:
+    if isinstance(value, dict):
+        name = value["Ref"]
+        assert name in PARAMETERS, f"{name} is not a template parameter"
+        return int(overrides.get(name, PARAMETERS[name]["Default"]))
+    return int(value)
+
+
+def events(function: str, event_type: str) -> dict[str, dict]:
+    all_events = FUNCTION_RESOURCES[function]["Properties"].get("Events", {})
+    return {k: v["Properties"] for k, v in all_events.items() if v["Type"] == event_type}
+
+
+SQS_MAPPINGS = [(fn, ev) for fn in FUNCTION_RESOURCES for ev in events(fn, "SQS")]
+STREAM_MAPPINGS = [(fn, ev) for fn in FUNCTION_RESOURCES for ev in events(fn, "DynamoDB")]
+STREAM_CONSUMERS = sorted({fn for fn, _ in STREAM_MAPPINGS})
+DLQS = sorted(
+    {
+        ref_target(q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"])
+        for q in QUEUES.values()
+        if "RedrivePolicy" in q["Properties"]
+    }
+)
+FAILURE_DESTINATIONS = sorted(
+    {
+        ref_target(events(fn, "DynamoDB")[ev]["DestinationConfig"]["OnFailure"]["Destination"])
+        for fn, ev in STREAM_MAPPINGS
+    }
+)
+
+
+def retention(queue: str) -> int:
+    return int(QUEUES[queue]["Properties"].get("MessageRetentionPeriod", SQS_DEFAULT_RETENTION))
+
+
+def statements(function: str) -> list[dict]:
+    found = []
+    for policy in FUNCTION_RESOURCES[function]["Properties"].get("Policies", []):
+        if isinstance(policy, dict) and "Statement" in policy:
+            found.extend(policy["Statement"])
+    return found
+
+
+def as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+# --- resources and functions ------------------------------------------------------------------
+
+
+def test_every_resource_of_the_design_is_there():
+    expected = {
+        "ContactsBucket": "AWS::S3::Bucket",
+        "IngestQueue": "AWS::SQS::Queue",
+        "IngestDeadLetterQueue": "AWS::SQS::Queue",
+        "ContactsTable": "AWS::DynamoDB::Table",
+        "IdempotencyTable": "AWS::DynamoDB::Table",
+        "NotificationQueue": "AWS::SQS::Queue",
+        "NotificationDeadLetterQueue": "AWS::SQS::Queue",
+        "StreamFailureQueue": "AWS::SQS::Queue",
+        "NotificationsTopic": "AWS::SNS::Topic",
+        "AlarmTopic": "AWS::SNS::Topic",
+        "SharedLayer": "AWS::Serverless::LayerVersion",
+    } | {name: "AWS::Serverless::Function" for name in FUNCTIONS}
+    assert {k: RESOURCES[k]["Type"] for k in expected if k in RESOURCES} == expected
+    assert set(FUNCTION_RESOURCES) == set(FUNCTIONS)
+
+
+def test_shared_layer():
+    layer = RESOURCES["SharedLayer"]
+    assert layer["Metadata"]["BuildMethod"] == "python3.13"
+    assert layer["Properties"]["ContentUri"] == "layers/shared"
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_function_runtime_code_layer_tracing(function):
+    assert function_property(function, "Runtime") == "python3.13"
+    assert function_property(function, "Architectures") == ["arm64"]
+    assert function_property(function, "Handler") == "app.lambda_handler"
+    assert function_property(function, "Tracing") == "Active"
+    assert function_property(function, "CodeUri") == FUNCTIONS[function][0]
+    assert {"Ref": "SharedLayer"} in function_property(function, "Layers", [])
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_function_has_a_log_group_with_retention(function):
+    log_group = ref_target(function_property(function, "LoggingConfig", {})["LogGroup"])
+    resource = RESOURCES[log_group]
+    assert resource["Type"] == "AWS::Logs::LogGroup"
+    assert resource["Properties"]["RetentionInDays"]
+    assert resource["Properties"]["LogGroupName"]["Fn::Sub"].startswith("/aws/lambda/")
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_function_environment_is_exactly_the_contract(function):
+    env = dict(GLOBAL_FUNCTION.get("Environment", {}).get("Variables", {}))
+    env |= FUNCTION_RESOURCES[function]["Properties"].get("Environment", {}).get("Variables", {})
+    assert set(env) == FUNCTIONS[function][1] | POWERTOOLS_ENV
+    for name in FUNCTIONS[function][1]:
+        assert env[name] == ENV_SOURCES[name], name
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "ContactCenter"
+    assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
+    service = FUNCTION_RESOURCES[function]["Properties"]["Environment"]["Variables"]
+    assert service["POWERTOOLS_SERVICE_NAME"], "a service name per function"
+
+
+def test_parameters_the_deployers_need():
+    assert PARAMETERS["GoodwillWaitSeconds"]["Default"] == 600
+    assert {"local", "test", "prod"} <= set(PARAMETERS["Stage"]["AllowedValues"])
+    assert "INFO" in PARAMETERS["LogLevel"]["AllowedValues"]
+
+
+# --- SQS: every queue and every SQS mapping ----------------------------------------------------
+
+
+def test_there_are_sqs_and_stream_mappings():
+    assert {fn for fn, _ in SQS_MAPPINGS} == {"IngestFunction", "NotifierFunction"}
+    assert STREAM_CONSUMERS == ["GoodwillFunction", "LastAgentFunction", "SurveyFunction"]
+
+
+@pytest.mark.parametrize("queue", sorted(QUEUES))
+def test_every_queue_is_encrypted(queue):
+    props = QUEUES[queue]["Properties"]
+    assert props.get("SqsManagedSseEnabled") is True or props.get("KmsMasterKeyId")
+
+
+@pytest.mark.parametrize("queue", sorted(QUEUES))
+def test_every_queue_is_a_source_with_redrive_or_a_failure_destination(queue):
+    sources = {ref_target(events(fn, "SQS")[ev]["Queue"]) for fn, ev in SQS_MAPPINGS}
+    assert queue in sources | set(DLQS) | set(FAILURE_DESTINATIONS)
+    if queue in sources:
+        assert "RedrivePolicy" in QUEUES[queue]["Properties"]
+
+
+@pytest.mark.parametrize(("function", "event"), SQS_MAPPINGS)
+def test_sqs_mapping_reports_failures_and_batches(function, event):
+    props = events(function, "SQS")[event]
+    assert "ReportBatchItemFailures" in props["FunctionResponseTypes"]
+    assert "MaximumBatchingWindowInSeconds" in props
+    for name, overrides in PARAMETER_SETS.items():
+        window = resolve_number(props["MaximumBatchingWindowInSeconds"], overrides)
+        assert 0 <= window <= 300, name
+
+
+@pytest.mark.parametrize(("function", "event"), SQS_MAPPINGS)
+@pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))
+def test_visibility_timeout_is_at_least_6x_the_function_timeout(function, event, parameter_set):
+    overrides = PARAMETER_SETS[parameter_set]
+    queue = ref_target(events(function, "SQS")[event]["Queue"])
+    timeout = resolve_number(
+        function_property(function, "Timeout", LAMBDA_DEFAULT_TIMEOUT), overrides
+    )
+    visibility = resolve_number(QUEUES[queue]["Properties"]["VisibilityTimeout"], overrides)
+    assert visibility >= 6 * timeout, f"{queue}: {visibility} < 6 x {function} {timeout}"
+
+
+@pytest.mark.parametrize(("function", "event"), SQS_MAPPINGS)
+def test_sqs_source_redrives_to_a_longer_lived_dlq(function, event):
+    queue = ref_target(events(function, "SQS")[event]["Queue"])
+    redrive = QUEUES[queue]["Properties"]["RedrivePolicy"]
+    assert int(redrive["maxReceiveCount"]) >= 5
+    dlq = ref_target(redrive["deadLetterTargetArn"])
+    assert retention(dlq) > retention(queue)
+
+
+# --- streams: every stream mapping --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("function", "event"), STREAM_MAPPINGS)
+def test_stream_mapping_fails_safely(function, event):
+    props = events(function, "DynamoDB")[event]
+    assert ref_target(props["Stream"]) == "ContactsTable"
+    assert props["StartingPosition"] in {"TRIM_HORIZON", "LATEST"}
+    assert props["BisectBatchOnFunctionError"] is True
+    assert 0 <= int(props["MaximumRetryAttempts"]) <= 10000  # -1 would retry forever
+    assert 60 <= int(props["MaximumRecordAgeInSeconds"]) <= 86400  # within stream retention
+    assert "ReportBatchItemFailures" in props["FunctionResponseTypes"]
+    destination = props["DestinationConfig"]["OnFailure"]["Destination"]
+    assert destination == {"Fn::GetAtt": ["StreamFailureQueue", "Arn"]}
+
+
+@pytest.mark.parametrize(("function", "event"), STREAM_MAPPINGS)
+def test_stream_consumer_may_send_to_the_failure_queue(function, event):
+    allowed = [
+        p["SQSSendMessagePolicy"]["QueueName"]
+        for p in FUNCTION_RESOURCES[function]["Properties"]["Policies"]
+        if isinstance(p, dict) and "SQSSendMessagePolicy" in p
+    ]
+    assert {"Fn::GetAtt": ["StreamFailureQueue", "QueueName"]} in allowed
+
+
+@pytest.mark.parametrize(("function", "event"), STREAM_MAPPINGS)
+def test_stream_filters_are_exactly_the_contract(function, event):
+    filters = events(function, "DynamoDB")[event]["FilterCriteria"]["Filters"]
+    patterns = [json.loads(f["Pattern"]) for f in filters]
+    assert patterns == CONTRACT_FILTERS[function]
+
+
+def _check_leaves(node, path):
+    """Every leaf of a filter pattern is a list of rules (strings, booleans, rule objects)."""
+    assert isinstance(node, dict), f"{path}: expected an object"
+    for key, value in node.items():
+        if isinstance(value, dict):
+            _check_leaves(value, f"{path}.{key}")
+        else:
+            assert isinstance(value, list) and value, f"{path}.{key}: leaves are non-empty lists"
+
+
+def _check_typed_image(image: dict, path: str):
+    for attribute, typed in image.items():
+        where = f"{path}.{attribute}"
+        assert isinstance(typed, dict), f"{where}: a bare value never matches a typed attribute"
+        assert len(typed) == 1 and set(typed) <= DYNAMODB_TYPES, f"{where}: one DynamoDB type key"
+        (rules,) = typed.values()
+        assert isinstance(rules, list), f"{where}: rules are a list"
+        for rule in rules:
+            assert not (isinstance(rule, dict) and "numeric" in rule), (
+                f"{where}: numeric never matches a DynamoDB value (numbers are strings)"
+            )
+
+
+@pytest.mark.parametrize(("function", "event"), STREAM_MAPPINGS)
+def test_stream_filters_are_valid_and_typed(function, event):
+    for f in events(function, "DynamoDB")[event]["FilterCriteria"]["Filters"]:
+        pattern = json.loads(f["Pattern"])
+        _check_leaves(pattern, function)
+        for image in ("NewImage", "OldImage", "Keys"):
+            if image in pattern.get("dynamodb", {}):
+                _check_typed_image(pattern["dynamodb"][image], f"{function}.{image}")
+
+
+def test_stream_filter_checker_rejects_untyped_and_numeric_rules():
+    with pytest.raises(AssertionError):
+        _check_typed_image({"disposition": ["ABANDONED"]}, "x")
+    with pytest.raises(AssertionError):
+        _check_typed_image({"wait_seconds": {"N": [{"numeric": [">=", 600]}]}}, "x")
+
+
+# --- stores -----------------------------------------------------------------------------------
+
+
+def test_tables_are_encrypted_and_shaped_as_the_contract():
+    for table in of_type("AWS::DynamoDB::Table").values():
+        assert table["Properties"]["SSESpecification"]["SSEEnabled"] is True
+        assert table["Properties"]["BillingMode"] == "PAY_PER_REQUEST"
+    contacts = RESOURCES["ContactsTable"]["Properties"]
+    assert [k["AttributeName"] for k in contacts["KeySchema"]] == ["pk", "sk"]
+    assert contacts["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert contacts["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    idempotency = RESOURCES["IdempotencyTable"]["Properties"]
+    assert [k["AttributeName"] for k in idempotency["KeySchema"]] == ["id"]
+    assert idempotency["TimeToLiveSpecification"] == {
+        "AttributeName": "expiration",
+        "Enabled": True,
+    }
+
+
+def test_topics_are_encrypted():
+    for topic in of_type("AWS::SNS::Topic").values():
+        assert topic["Properties"]["KmsMasterKeyId"]
+    # CloudWatch can publish to an encrypted topic only through a customer managed key.
+    key = ref_target(RESOURCES["AlarmTopic"]["Properties"]["KmsMasterKeyId"])
+    assert RESOURCES[key]["Type"] == "AWS::KMS::Key"
+    principals = [s["Principal"] for s in RESOURCES[key]["Properties"]["KeyPolicy"]["Statement"]]
+    assert {"Service": "cloudwatch.amazonaws.com"} in principals
+
+
+def test_bucket_is_encrypted_versioned_private_and_tls_only():
+    bucket = RESOURCES["ContactsBucket"]["Properties"]
+    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert bucket["VersioningConfiguration"]["Status"] == "Enabled"
+    block = bucket["PublicAccessBlockConfiguration"]
+    assert all(
+        block[k] is True
+        for k in (
+            "BlockPublicAcls",
+            "BlockPublicPolicy",
+            "IgnorePublicAcls",
+            "RestrictPublicBuckets",
+        )
+    )
+    policies = [
+        p["Properties"]
+        for p in of_type("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": "ContactsBucket"}
+    ]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"]["Bool"]["aws:SecureTransport"] in (False, "false")
+        for p in policies
+        for s in p["PolicyDocument"]["Statement"]
+    )
+
+
+def test_bucket_notifies_ingest_queue_only_for_incoming_without_a_cycle():
+    bucket = RESOURCES["ContactsBucket"]
+    configs = bucket["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+    assert configs
+    for config in configs:
+        assert config["Event"] == "s3:ObjectCreated:*"
+        assert ref_target(config["Queue"]) == "IngestQueue"
+        assert config["Filter"]["S3Key"]["Rules"] == [{"Name": "prefix", "Value": "incoming/"}]
+    # The name is built (Fn::Sub), so the queue policy needs no Ref to the bucket: no cycle.
+    assert "Fn::Sub" in bucket["Properties"]["BucketName"]
+    assert "IngestQueuePolicy" in as_list(bucket["DependsOn"])
+    policy = RESOURCES["IngestQueuePolicy"]["Properties"]
+    assert {"Ref": "IngestQueue"} in policy["Queues"]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "s3.amazonaws.com"}
+    assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
+    assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    source_arn = statement["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Sub"]
+    bucket_name = bucket["Properties"]["BucketName"]["Fn::Sub"]
+    assert source_arn[0] == "arn:${AWS::Partition}:s3:::" + bucket_name[0]
+    assert source_arn[1] == bucket_name[1]
+
+
+# --- least privilege --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_no_broad_policies(function):
+    for policy in FUNCTION_RESOURCES[function]["Properties"].get("Policies", []):
+        assert isinstance(policy, dict), f"managed policy {policy!r}: use a scoped statement"
+        if "Statement" not in policy:
+            (template,) = policy
+            assert template in ALLOWED_POLICY_TEMPLATES, template
+    for statement in statements(function):
+        actions = set(as_list(statement["Action"]))
+        assert not any(a == "*" or a.endswith(":*") for a in actions), actions
+        if "*" in as_list(statement["Resource"]):
+            assert actions <= STAR_RESOURCE_ALLOWLIST, f"{function}: {actions} on *"
+    for resource in of_type("AWS::IAM::Policy").values():
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            assert "*" not in as_list(statement["Resource"])
+
+
+def test_ingest_permissions():
+    granted = {
+        (action, json.dumps(statement["Resource"], sort_keys=True))
+        for statement in statements("IngestFunction")
+        for action in as_list(statement["Action"])
+    }
+    incoming = json.dumps({"Fn::Sub": "${ContactsBucket.Arn}/incoming/*"})
+    rejected = json.dumps({"Fn::Sub": "${ContactsBucket.Arn}/rejected/*"})
+    contacts = json.dumps({"Fn::GetAtt": ["ContactsTable", "Arn"]})
+    idempotency = json.dumps({"Fn::GetAtt": ["IdempotencyTable", "Arn"]})
+    assert {("s3:GetObject", incoming), ("s3:GetObjectVersion", incoming)} <= granted
+    assert ("s3:PutObject", rejected) in granted
+    for action in ("BatchWriteItem", "PutItem", "UpdateItem"):
+        assert (f"dynamodb:{action}", contacts) in granted
+    for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem"):
+        assert (f"dynamodb:{action}", idempotency) in granted
+
+
+# --- alarms -----------------------------------------------------------------------------------
+
+ALARMS = list(of_type("AWS::CloudWatch::Alarm").values())
+
+
+def _alarms_on(namespace: str, metric: str, dimension: str, target: dict) -> list[dict]:
+    return [
+        a["Properties"]
+        for a in ALARMS
+        if a["Properties"]["Namespace"] == namespace
+        and a["Properties"]["MetricName"] == metric
+        and {"Name": dimension, "Value": target} in a["Properties"]["Dimensions"]
+        and {"Ref": "AlarmTopic"} in a["Properties"]["AlarmActions"]
+    ]
+
+
+@pytest.mark.parametrize("queue", sorted(set(DLQS) | set(FAILURE_DESTINATIONS)))
+def test_every_dead_letter_queue_has_a_depth_alarm(queue):
+    (alarm,) = _alarms_on(
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        "QueueName",
+        {"Fn::GetAtt": [queue, "QueueName"]},
+    )
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Threshold"] == 0
+
+
+def test_dead_letter_queues_are_the_expected_ones():
+    assert DLQS == ["IngestDeadLetterQueue", "NotificationDeadLetterQueue"]
+    assert FAILURE_DESTINATIONS == ["StreamFailureQueue"]
+
+
+@pytest.mark.parametrize("function", STREAM_CONSUMERS)
+def test_every_stream_consumer_has_an_iterator_age_alarm(function):
+    assert _alarms_on("AWS/Lambda", "IteratorAge", "FunctionName", {"Ref": function})
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_every_function_has_an_errors_alarm(function):
+    assert _alarms_on("AWS/Lambda", "Errors", "FunctionName", {"Ref": function})
+
+
+# --- outputs and layout -----------------------------------------------------------------------
+
+
+def test_outputs_include_the_contract_names():
+    outputs = TEMPLATE["Outputs"]
+    for name, value in CONTRACT_OUTPUTS.items():
+        assert outputs[name]["Value"] == value, name
+
+
+def test_template_reads_as_the_data_flow():
+    flows = [
+        "Flow 1 - ingest",
+        "Flow 2 - fan-out",
+        "Flow 3 - notify",
+        "Flow 4 - route",
+        "Flow 5 - alarms",
+    ]
+    positions = [TEMPLATE_TEXT.index(flow) for flow in flows]
+    assert positions == sorted(positions)
+
+
+def test_checkov_skips_carry_reasons():
+    for name, resource in RESOURCES.items():
+        for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", []):
+            assert skip["id"].startswith("CKV_") and len(skip["comment"]) > 20, name
+
+
+# --- samconfig --------------------------------------------------------------------------------
+
+
+def test_samconfig_environments():
+    assert SAMCONFIG["version"] == 0.1
+    assert SAMCONFIG["default"]["global"]["parameters"]["stack_name"] == "last-agent-routing"
+    build = SAMCONFIG["default"]["build"]["parameters"]
+    assert build["cached"] is True and build["parallel"] is True
+    for env, confirm in (("test", False), ("prod", True)):
+        deploy = SAMCONFIG[env]["deploy"]["parameters"]
+        assert deploy["capabilities"] == "CAPABILITY_IAM"
+        assert deploy["confirm_changeset"] is confirm
+        assert deploy["resolve_s3"] is True
+        assert deploy["region"]
+        assert deploy["fail_on_empty_changeset"] is False
+        assert parse_overrides(deploy["parameter_overrides"])["Stage"] == env
+    assert samconfig_envs()["default"]["Stage"] == "local"
+
+
+@pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))
+def test_overrides_name_real_parameters_with_allowed_values(parameter_set):
+    for name, value in PARAMETER_SETS[parameter_set].items():
+        spec = PARAMETERS[name]
+        if "AllowedValues" in spec:
+            assert value in {str(v) for v in spec["AllowedValues"]}, name
+        if spec["Type"] == "Number":
+            number = int(value)
+            assert number >= spec.get("MinValue", number), name
+            assert number <= spec.get("MaxValue", number), name
+
+
+def test_local_stack_is_fast():
+    local = PARAMETER_SETS["samconfig-default"]
+    for name in ("IngestFunctionTimeout", "NotifierFunctionTimeout", "StreamFunctionTimeout"):
+        assert int(local[name]) <= 10, name
+    for name in (
+        "IngestBatchingWindowSeconds",
+        "NotificationBatchingWindowSeconds",
+        "StreamBatchingWindowSeconds",
+    ):
+        assert int(local[name]) <= 1, name
