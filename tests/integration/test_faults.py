@@ -1,0 +1,88 @@
+"""Duplicate deliveries, concurrent pollers and crashes after side effects (local fault switches)
+still give exactly one effect each."""
+
+import pytest
+from shared import keys
+
+from tests.integration.conftest import (
+    LONG_WAIT,
+    Stack,
+    contact,
+    eventually,
+    expected_notifications,
+    new_caller,
+    processing_log,
+    wait_for_notifications,
+)
+
+pytestmark = pytest.mark.integration
+
+CRASHING = ("IngestFunction", "SurveyFunction", "GoodwillFunction", "NotifierFunction")
+
+
+def test_duplicates_and_crashes_still_give_one_effect_each(
+    local_stack: Stack, files, topic, contact_cleanup
+):
+    stack = local_stack
+    callers = [new_caller() for _ in range(3)]
+    contact_cleanup.extend(callers)
+    rows = []
+    for n, caller in enumerate(callers):
+        rows += [
+            contact(
+                caller,
+                minutes=n,
+                agent_id=f"agent-{n}-early",
+                disposition="RESOLVED",
+                email=f"c{n}@example.com",
+                survey_opt_in=True,
+            ),
+            contact(caller, minutes=10 + n, agent_id=None, disposition="ABANDONED"),
+            contact(
+                caller,
+                minutes=5 + n,
+                agent_id=f"agent-{n}-last",
+                disposition="RESOLVED",
+                email=f"d{n}@example.com",
+                survey_opt_in=True,
+                wait_seconds=LONG_WAIT,
+            ),
+        ]
+    expected = expected_notifications(rows)
+    assert sum(expected.values()) == 12
+
+    faults = stack.faults(
+        duplicate_deliveries=2,
+        sqs_pollers=2,
+        crash_after_side_effects=dict.fromkeys(CRASHING, 1),
+    )
+    assert faults["duplicate_deliveries"] == 2
+    assert faults["crash_after_side_effects"] == dict.fromkeys(CRASHING, 1)
+
+    key, version = files.put_jsonl("duplicated and crashed.jsonl", rows)
+    # The crashed ingest comes back after the queue's visibility timeout.
+    bound = int(stack.queue_attributes("IngestQueueUrl", "VisibilityTimeout")["VisibilityTimeout"])
+    bound += 90
+
+    counts = wait_for_notifications(stack, topic, expected, timeout=bound)
+    # Each injected crash was consumed: every function ran into its crash and was retried.
+    assert stack.local.control("/_emulator/faults")["crash_after_side_effects"] == {}
+    assert counts == expected
+    ids = [m["notification_id"] for m in topic.for_contacts({r["contact_id"] for r in rows})]
+    assert len(ids) == len(set(ids)) == 12
+
+    try:
+        for caller, n in zip(callers, range(3), strict=True):
+            contacts = stack.contacts_of(caller)
+            assert len(contacts) == 3, contacts
+            assert stack.route(caller)["agent_id"] == f"agent-{n}-last"
+        log = eventually(lambda: processing_log(stack, key, version), timeout=30)
+        assert log["outcome"] == {"S": "PROCESSED"}, log
+        assert log["rows_ok"] == {"N": str(len(rows))}, log
+        for kind, contact_id in expected:
+            if kind == keys.GIFT_CARD:
+                assert stack.get_item(keys.gift_card_key(contact_id)), contact_id
+    finally:
+        stack.delete_items(
+            keys.gift_card_key(cid) for kind, cid in expected if kind == keys.GIFT_CARD
+        )
