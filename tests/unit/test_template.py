@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
+from samtranslator.internal.managed_policies import get_bundled_managed_policy_map
+from samtranslator.translator.transform import transform
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
@@ -630,3 +632,44 @@ def test_local_stack_is_fast():
         "StreamBatchingWindowSeconds",
     ):
         assert int(local[name]) <= 1, name
+
+
+# --- the translated template (what CloudFormation receives) -----------------------------------
+
+# AWS managed policies SAM attaches on its own: logs, X-Ray (Tracing: Active), and the event
+# source pollers' read permissions. Anything else would be a broadening edit.
+SAM_MANAGED_POLICIES = {
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+    "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole",
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole",
+}
+
+
+@pytest.fixture(scope="module")
+def translated():
+    template = json.loads(json.dumps(TEMPLATE))
+    for resource in template["Resources"].values():
+        for key in ("CodeUri", "ContentUri"):
+            if key in resource.get("Properties", {}):
+                resource["Properties"][key] = "s3://placeholder/code.zip"
+    policies = get_bundled_managed_policy_map("aws")
+
+    class Loader:
+        def load(self):
+            return policies
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the translator needs one, any will do
+        return transform(template, {}, Loader())
+
+
+def test_translated_roles_are_scoped(translated):
+    roles = {k: v for k, v in translated["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+    assert len(roles) == len(FUNCTIONS)
+    for name, role in roles.items():
+        assert set(role["Properties"].get("ManagedPolicyArns", [])) <= SAM_MANAGED_POLICIES, name
+        for policy in role["Properties"].get("Policies", []):
+            for statement in policy["PolicyDocument"]["Statement"]:
+                if "*" in as_list(statement["Resource"]):
+                    assert set(as_list(statement["Action"])) <= STAR_RESOURCE_ALLOWLIST, name
