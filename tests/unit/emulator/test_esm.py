@@ -1,0 +1,767 @@
+"""The event source mapping engine against a real moto server, with a scripted runtime.
+
+The runtime is the boundary double here: it records every event the engine sends and returns the
+result a function would. Queues, tables, streams and the mappings themselves are moto's, created
+through the AWS APIs exactly as a deployment creates them.
+"""
+
+import copy
+import hashlib
+import io
+import json
+import logging
+import socket
+import threading
+import time
+import urllib.request
+import zipfile
+from collections.abc import Callable
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import (
+    DynamoDBStreamLambdaOnFailureDestinationModel,
+    DynamoDBStreamModel,
+    SqsModel,
+)
+from botocore.config import Config
+from moto.server import ThreadedMotoServer
+
+from emulator import moto_patches
+from emulator.esm import EventSourceMappingEngine, read_outcome
+from emulator.faults import Faults
+from emulator.runtime import InvokeResult
+
+REGION = "us-east-1"
+CLIENT_CONFIG = Config(account_id_endpoint_mode="disabled", retries={"max_attempts": 2})
+
+
+def _free_port() -> int:
+    for port in range(4700, 4800):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 4700-4799")
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.05):
+    """Poll until predicate() is truthy; return its value or fail after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+# --- the runtime double ------------------------------------------------------------------------
+
+
+class FakeRuntime:
+    """Records each invocation; ``behaviour(records, call_index)`` scripts the result:
+    return a payload (the function's response) or raise to make the invocation fail."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, dict]] = []
+        self.behaviour: Callable[[list[dict], int], object] = lambda records, n: None
+        self.active = 0
+        self.max_active = 0
+        self.delay = 0.0
+
+    def invoke(self, function_name: str, event: dict) -> InvokeResult:
+        with self.lock:
+            index = len(self.calls)
+            self.calls.append((function_name, copy.deepcopy(event)))
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            try:
+                payload = self.behaviour(event["Records"], index)
+            except Exception as error:
+                return InvokeResult(
+                    False, None, {"errorType": type(error).__name__, "errorMessage": str(error)}
+                )
+            return InvokeResult(True, json.loads(json.dumps(payload)), None)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    @property
+    def batches(self) -> list[list[dict]]:
+        with self.lock:
+            return [event["Records"] for _, event in self.calls]
+
+
+def failures(*identifiers: str) -> dict:
+    return {"batchItemFailures": [{"itemIdentifier": i} for i in identifiers]}
+
+
+# --- moto server and resources ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    moto_patches.install()  # the local stack's patches: moto's own ESM delivery switched off
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+class Aws:
+    def __init__(self, endpoint: str):
+        self.endpoint = endpoint
+        kwargs = {
+            "endpoint_url": endpoint,
+            "region_name": REGION,
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+            "config": CLIENT_CONFIG,
+        }
+        self.sqs = boto3.client("sqs", **kwargs)
+        self.ddb = boto3.client("dynamodb", **kwargs)
+        self.lam = boto3.client("lambda", **kwargs)
+        self.iam = boto3.client("iam", **kwargs)
+        role = self.iam.create_role(RoleName="esm-test", AssumeRolePolicyDocument="{}")
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w") as zf:
+            zf.writestr("app.py", "def lambda_handler(event, context):\n    return None\n")
+        self.function_arn = self.lam.create_function(
+            FunctionName="consumer",
+            Runtime="python3.13",
+            Role=role["Role"]["Arn"],
+            Handler="app.lambda_handler",
+            Code={"ZipFile": archive.getvalue()},
+        )["FunctionArn"]
+
+    def queue(self, name: str, visibility: int = 1, **attributes: str) -> tuple[str, str]:
+        url = self.sqs.create_queue(
+            QueueName=name, Attributes={"VisibilityTimeout": str(visibility), **attributes}
+        )["QueueUrl"]
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        return url, arn["Attributes"]["QueueArn"]
+
+    def table(self, name: str) -> str:
+        description = self.ddb.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        return description["TableDescription"]["LatestStreamArn"]
+
+    def put(self, table: str, pk: str, **attrs: str) -> None:
+        item = {"pk": {"S": pk}, **{k: {"S": v} for k, v in attrs.items()}}
+        self.ddb.put_item(TableName=table, Item=item)
+
+    def mapping(self, source_arn: str, **settings) -> str:
+        return self.lam.create_event_source_mapping(
+            EventSourceArn=source_arn, FunctionName="consumer", **settings
+        )["UUID"]
+
+    def send(self, url: str, *bodies: str) -> list[str]:
+        return [self.sqs.send_message(QueueUrl=url, MessageBody=b)["MessageId"] for b in bodies]
+
+    def drain(self, url: str) -> list[dict]:
+        messages = []
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
+            ).get("Messages", [])
+            if not got:
+                return messages
+            messages.extend(got)
+
+    def counts(self, url: str) -> tuple[int, int]:
+        attrs = self.sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+            ],
+        )["Attributes"]
+        return (
+            int(attrs["ApproximateNumberOfMessages"]),
+            int(attrs["ApproximateNumberOfMessagesNotVisible"]),
+        )
+
+
+@pytest.fixture
+def aws(endpoint):
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
+    return Aws(endpoint)
+
+
+@pytest.fixture
+def runtime():
+    return FakeRuntime()
+
+
+@pytest.fixture
+def faults():
+    return Faults()
+
+
+@pytest.fixture
+def engine(endpoint, aws, runtime, faults):
+    engines = []
+
+    def start() -> EventSourceMappingEngine:
+        esm = EventSourceMappingEngine(
+            endpoint,
+            REGION,
+            runtime,
+            faults,
+            refresh_interval=0.2,
+            poll_interval=0.05,
+            retry_delay=0.05,
+        )
+        esm.start()
+        engines.append(esm)
+        return esm
+
+    yield start
+    for esm in engines:
+        started = time.monotonic()
+        esm.stop()
+        assert time.monotonic() - started < 3, "stop() must return promptly"
+
+
+def stats_of(esm: EventSourceMappingEngine, mapping: str) -> dict:
+    return esm.stats()[mapping]
+
+
+# --- read_outcome: Lambda's success and failure conditions ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "kind"),
+    [
+        (None, "ok"),
+        ({}, "ok"),
+        ({"statusCode": 200}, "ok"),
+        ({"batchItemFailures": None}, "ok"),
+        ({"batchItemFailures": []}, "ok"),
+        (failures("a"), "partial"),
+        (failures("a", "b", "a"), "partial"),
+        ({"batchItemFailures": "a"}, "malformed"),
+        ({"batchItemFailures": {"itemIdentifier": "a"}}, "malformed"),
+        (failures(""), "malformed"),
+        ({"batchItemFailures": [{"itemIdentifier": None}]}, "malformed"),
+        ({"batchItemFailures": [{"id": "a"}]}, "malformed"),
+        ({"batchItemFailures": ["a"]}, "malformed"),
+        (failures("a", "zz"), "malformed"),
+        ("a string", "malformed"),
+        ([failures("a")], "malformed"),
+    ],
+)
+def test_partial_batch_response_conditions(payload, kind):
+    outcome = read_outcome(InvokeResult(True, payload, None), ["a", "b", "c"], True)
+    assert outcome.kind == kind
+    if kind == "partial":
+        assert outcome.failed == {i["itemIdentifier"] for i in payload["batchItemFailures"]}
+    if kind == "malformed":
+        assert outcome.all_failed
+
+
+def test_without_report_batch_item_failures_any_response_is_success():
+    assert read_outcome(InvokeResult(True, failures("a"), None), ["a"], False).kind == "ok"
+    assert read_outcome(InvokeResult(True, "junk", None), ["a"], False).kind == "ok"
+    error = read_outcome(InvokeResult(False, None, {"errorType": "X"}), ["a"], False)
+    assert error.kind == "error"
+    assert error.all_failed
+
+
+# --- SQS --------------------------------------------------------------------------------------
+
+
+def test_sqs_event_has_lambdas_record_shape_and_batch_is_deleted(aws, runtime, engine):
+    url, arn = aws.queue("shape")
+    message_id = aws.sqs.send_message(
+        QueueUrl=url,
+        MessageBody='{"kind": "A"}',
+        MessageAttributes={
+            "kind": {"DataType": "String", "StringValue": "SURVEY"},
+            "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+            "count": {"DataType": "Number", "StringValue": "5"},
+        },
+    )["MessageId"]
+    mapping = aws.mapping(arn, BatchSize=10)
+    esm = engine()
+
+    wait_for(lambda: runtime.calls)
+    function, event = runtime.calls[0]
+    assert function == aws.function_arn
+    parse(event=event, model=SqsModel)  # Powertools' model of Lambda's SQS event validates it
+    (record,) = event["Records"]
+    assert record["messageId"] == message_id
+    assert record["body"] == '{"kind": "A"}'
+    assert record["eventSource"] == "aws:sqs"
+    assert record["eventSourceARN"] == arn
+    assert record["awsRegion"] == REGION
+    assert record["md5OfBody"] == hashlib.md5(b'{"kind": "A"}').hexdigest()
+    assert len(record["md5OfMessageAttributes"]) == 32
+    assert record["receiptHandle"]
+    assert record["attributes"]["ApproximateReceiveCount"] == "1"
+    assert {"SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp"} <= set(
+        record["attributes"]
+    )
+    assert record["messageAttributes"] == {
+        "kind": {
+            "stringValue": "SURVEY",
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": "String",
+        },
+        "blob": {
+            "binaryValue": "AAE=",
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": "Binary",
+        },
+        "count": {
+            "stringValue": "5",
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": "Number",
+        },
+    }
+    assert wait_for(esm.idle)
+    assert aws.counts(url) == (0, 0)
+    assert len(runtime.calls) == 1
+    stats = stats_of(esm, mapping)
+    assert stats["invocations"] == 1
+    assert stats["records_delivered"] == 1
+    assert stats["failures"] == 0
+
+
+def test_sqs_partial_failure_keeps_exactly_the_failed_messages(aws, runtime, engine):
+    url, arn = aws.queue("partial")
+    ids = aws.send(url, *(json.dumps({"n": n}) for n in range(4)))
+    failed = {ids[1], ids[3]}
+
+    def behaviour(records, index):
+        if index == 0:
+            return failures(*sorted(failed))
+        return None
+
+    runtime.behaviour = behaviour
+    mapping = aws.mapping(arn, BatchSize=4, FunctionResponseTypes=["ReportBatchItemFailures"])
+    esm = engine()
+
+    wait_for(lambda: runtime.calls)
+    assert {r["messageId"] for r in runtime.batches[0]} == set(ids)
+    # Right after the first invocation: the two successes are gone, the failures wait for their
+    # visibility timeout (they are not made visible early).
+    assert wait_for(lambda: aws.counts(url) == (0, 2), timeout=0.9)
+    wait_for(lambda: len(runtime.calls) >= 2)
+    retried = runtime.batches[1]
+    assert {r["messageId"] for r in retried} == failed
+    assert {r["attributes"]["ApproximateReceiveCount"] for r in retried} == {"2"}
+    assert wait_for(esm.idle)
+    assert len(runtime.calls) == 2
+    assert aws.counts(url) == (0, 0)
+    stats = stats_of(esm, mapping)
+    assert stats["failures"] == 1
+    assert stats["records_failed"] == 2
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {"batchItemFailures": "oops"},
+        {"batchItemFailures": [{"itemIdentifier": "not-in-this-batch"}]},
+        {"batchItemFailures": [{"itemIdentifier": ""}]},
+    ],
+)
+def test_sqs_malformed_partial_response_fails_the_whole_batch(aws, runtime, engine, response):
+    url, arn = aws.queue("malformed")
+    ids = aws.send(url, "a", "b", "c")
+    runtime.behaviour = lambda records, index: response if index == 0 else None
+    aws.mapping(arn, BatchSize=3, FunctionResponseTypes=["ReportBatchItemFailures"])
+    esm = engine()
+
+    wait_for(lambda: len(runtime.calls) >= 2, timeout=5)
+    assert {r["messageId"] for r in runtime.batches[0]} == set(ids)
+    assert {r["messageId"] for r in runtime.batches[1]} == set(ids)
+    assert wait_for(esm.idle)
+
+
+def test_sqs_function_error_without_partial_reporting_leaves_every_message(aws, runtime, engine):
+    url, arn = aws.queue("error")
+    ids = aws.send(url, "a", "b")
+
+    def behaviour(records, index):
+        if index == 0:
+            raise RuntimeError("boom")
+        return failures(records[0]["messageId"])  # ignored: not ReportBatchItemFailures
+
+    runtime.behaviour = behaviour
+    aws.mapping(arn, BatchSize=2)
+    esm = engine()
+    wait_for(lambda: len(runtime.calls) >= 2, timeout=5)
+    assert {r["messageId"] for r in runtime.batches[1]} == set(ids)
+    assert wait_for(esm.idle)
+    assert len(runtime.calls) == 2
+    assert aws.counts(url) == (0, 0)
+
+
+def test_sqs_messages_matching_no_filter_are_deleted_without_invoking(aws, runtime, engine):
+    url, arn = aws.queue("filtered")
+    wanted = aws.send(url, json.dumps({"kind": "SURVEY", "n": 1}))[0]
+    aws.send(url, json.dumps({"kind": "GIFT_CARD"}), "SURVEY as plain text")
+    mapping = aws.mapping(
+        arn,
+        BatchSize=10,
+        FilterCriteria={"Filters": [{"Pattern": json.dumps({"body": {"kind": ["SURVEY"]}})}]},
+    )
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and runtime.calls)
+    assert [r["messageId"] for batch in runtime.batches for r in batch] == [wanted]
+    assert aws.counts(url) == (0, 0)
+    assert stats_of(esm, mapping)["records_filtered"] == 2
+
+
+def test_sqs_message_is_redriven_to_the_dlq_after_max_receive_count(aws, runtime, engine):
+    dlq_url, dlq_arn = aws.queue("ingest-dlq")
+    url, arn = aws.queue(
+        "ingest",
+        RedrivePolicy=json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2}),
+    )
+    (message_id,) = aws.send(url, '{"poison": true}')
+
+    def behaviour(records, index):
+        raise ValueError("cannot process")
+
+    runtime.behaviour = behaviour
+    mapping = aws.mapping(arn, BatchSize=1)
+    esm = engine()
+
+    assert wait_for(esm.idle, timeout=10)
+    in_dlq = aws.drain(dlq_url)
+    assert [m["MessageId"] for m in in_dlq] == [message_id]
+    assert in_dlq[0]["Body"] == '{"poison": true}'
+    counts = [
+        r["attributes"]["ApproximateReceiveCount"] for batch in runtime.batches for r in batch
+    ]
+    assert counts == ["1", "2"]
+    assert aws.counts(url) == (0, 0)
+    stats = stats_of(esm, mapping)
+    assert stats["sent_to_dlq"] == 1
+    assert stats["failures"] == 2
+
+
+def test_sqs_duplicate_deliveries_invoke_each_batch_twice(aws, runtime, faults, engine):
+    faults.duplicate_deliveries = 2
+    url, arn = aws.queue("dupes")
+    ids = aws.send(url, "a", "b")
+    mapping = aws.mapping(arn, BatchSize=2)
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) >= 2)
+    assert len(runtime.calls) == 2
+    assert [{r["messageId"] for r in b} for b in runtime.batches] == [set(ids), set(ids)]
+    assert runtime.batches[0] == runtime.batches[1]
+    assert aws.counts(url) == (0, 0)
+    assert stats_of(esm, mapping)["invocations"] == 2
+
+
+def test_sqs_batching_window_gathers_up_to_batch_size(aws, runtime, engine):
+    url, arn = aws.queue("window")
+    aws.mapping(arn, BatchSize=3, MaximumBatchingWindowInSeconds=2)
+    esm = engine()
+    first = aws.send(url, "1")
+    time.sleep(0.3)  # later arrivals within the window join the same batch
+    rest = aws.send(url, "2", "3")
+    wait_for(lambda: runtime.calls)
+    assert {r["messageId"] for r in runtime.batches[0]} == set(first + rest)
+    assert wait_for(esm.idle)
+
+
+def test_sqs_pollers_fault_processes_batches_concurrently(aws, runtime, faults, engine):
+    faults.sqs_pollers = 3
+    runtime.delay = 0.4
+    url, arn = aws.queue("scaled", visibility=5)
+    aws.send(url, *[str(n) for n in range(6)])
+    mapping = aws.mapping(arn, BatchSize=1)
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 6, timeout=10)
+    assert runtime.max_active >= 2
+    assert esm.stats()[mapping]["pollers"] == 3
+    assert sorted(r["body"] for b in runtime.batches for r in b) == [str(n) for n in range(6)]
+
+
+def test_disabling_a_mapping_stops_delivery_and_enabling_resumes_it(aws, runtime, engine):
+    url, arn = aws.queue("toggle")
+    mapping = aws.mapping(arn, BatchSize=1)
+    esm = engine()
+    assert wait_for(esm.all_enabled)
+    aws.send(url, "before")
+    wait_for(lambda: runtime.calls)
+
+    aws.lam.update_event_source_mapping(UUID=mapping, Enabled=False)
+    wait_for(lambda: not esm.all_enabled())
+    wait_for(lambda: esm.stats()[mapping]["pollers"] == 0)
+    assert esm.stats()[mapping]["state"] == "Disabled"
+    aws.send(url, "while disabled")
+    time.sleep(0.5)  # several poll and refresh intervals
+    assert len(runtime.calls) == 1
+    assert aws.counts(url) == (1, 0)
+    assert esm.idle()  # a disabled mapping is not waited for
+
+    aws.lam.update_event_source_mapping(UUID=mapping, Enabled=True)
+    wait_for(lambda: len(runtime.calls) == 2)
+    assert runtime.batches[1][0]["body"] == "while disabled"
+    assert esm.all_enabled()
+
+
+def test_updated_batch_size_and_filter_take_effect(aws, runtime, engine):
+    url, arn = aws.queue("update", visibility=10)
+    mapping = aws.mapping(arn, BatchSize=1)
+    esm = engine()
+    aws.send(url, '{"k": 1}')
+    wait_for(lambda: runtime.calls)
+    aws.lam.update_event_source_mapping(
+        UUID=mapping,
+        BatchSize=5,
+        MaximumBatchingWindowInSeconds=1,
+        FilterCriteria={"Filters": [{"Pattern": json.dumps({"body": {"k": [2]}})}]},
+    )
+    time.sleep(0.5)  # the engine re-reads mappings every 0.2 s here (every 1 s by default)
+    aws.send(url, '{"k": 2}', '{"k": 3}', '{"k": 2}')
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) >= 2)
+    assert [r["body"] for b in runtime.batches[1:] for r in b] == ['{"k": 2}', '{"k": 2}']
+
+
+# --- DynamoDB streams ----------------------------------------------------------------------------
+
+
+def sequence_numbers(records: list[dict]) -> list[str]:
+    return [r["dynamodb"]["SequenceNumber"] for r in records]
+
+
+def on_failure(aws: Aws) -> tuple[str, dict]:
+    url, arn = aws.queue("stream-failures")
+    return url, {"OnFailure": {"Destination": arn}}
+
+
+def test_stream_records_carry_source_arn_and_unmatched_ones_are_never_invoked(aws, runtime, engine):
+    stream = aws.table("contacts")
+    aws.put("contacts", "1", type="CONTACT", disposition="RESOLVED")
+    aws.put("contacts", "2", type="GIFT_CARD")
+    aws.put("contacts", "3", type="CONTACT", disposition="ABANDONED")
+    pattern = {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"type": {"S": ["CONTACT"]}}}}
+    mapping = aws.mapping(
+        stream,
+        StartingPosition="TRIM_HORIZON",
+        BatchSize=10,
+        FilterCriteria={"Filters": [{"Pattern": json.dumps(pattern)}]},
+    )
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and runtime.calls)
+    records = [r for batch in runtime.batches for r in batch]
+    assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in records] == ["1", "3"]
+    parse(event=runtime.calls[0][1], model=DynamoDBStreamModel)
+    for record in records:
+        assert record["eventSourceARN"] == stream
+        assert record["awsRegion"] == REGION
+        assert record["eventSource"] == "aws:dynamodb"
+        created = record["dynamodb"]["ApproximateCreationDateTime"]
+        assert isinstance(created, float)
+        assert abs(created - time.time()) < 60
+    stats = stats_of(esm, mapping)
+    assert stats["records_filtered"] == 1
+    assert stats["records_delivered"] == 2
+
+
+def test_stream_batches_preserve_shard_order(aws, runtime, engine):
+    stream = aws.table("ordered")
+    for n in range(10):
+        aws.put("ordered", f"{n:02d}")
+    runtime.delay = 0.02
+    aws.mapping(stream, StartingPosition="TRIM_HORIZON", BatchSize=3)
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 4)
+    keys = [r["dynamodb"]["Keys"]["pk"]["S"] for b in runtime.batches for r in b]
+    assert keys == [f"{n:02d}" for n in range(10)]
+    assert [len(b) for b in runtime.batches] == [3, 3, 3, 1]
+    assert runtime.max_active == 1
+
+
+def test_stream_partial_failure_retries_from_the_lowest_failed_sequence_number(
+    aws, runtime, engine
+):
+    stream = aws.table("partial")
+    for n in range(5):
+        aws.put("partial", str(n))
+    aws.mapping(
+        stream,
+        StartingPosition="TRIM_HORIZON",
+        BatchSize=5,
+        FunctionResponseTypes=["ReportBatchItemFailures"],
+    )
+
+    def behaviour(records, index):
+        if index == 0:  # the 4th and the 2nd failed: the checkpoint is the 2nd
+            return failures(sequence_numbers(records)[3], sequence_numbers(records)[1])
+        return {"batchItemFailures": []}
+
+    runtime.behaviour = behaviour
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 2)
+    first, second = (sequence_numbers(b) for b in runtime.batches)
+    assert len(first) == 5
+    assert second == first[1:]
+
+
+def test_stream_bisects_a_failing_batch_down_to_the_poison_record(aws, runtime, engine):
+    failure_url, destination = on_failure(aws)
+    stream = aws.table("bisect")
+    for n in range(4):
+        aws.put("bisect", str(n), poison="yes" if n == 2 else "no")
+
+    def behaviour(records, index):
+        if any(r["dynamodb"]["NewImage"]["poison"]["S"] == "yes" for r in records):
+            raise RuntimeError("poison")
+
+    runtime.behaviour = behaviour
+    mapping = aws.mapping(
+        stream,
+        StartingPosition="TRIM_HORIZON",
+        BatchSize=4,
+        BisectBatchOnFunctionError=True,
+        MaximumRetryAttempts=1,
+        DestinationConfig=destination,
+    )
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 6)
+    keys = [[r["dynamodb"]["Keys"]["pk"]["S"] for r in b] for b in runtime.batches]
+    assert keys == [["0", "1", "2", "3"], ["0", "1"], ["2", "3"], ["2"], ["2"], ["3"]]
+    (message,) = aws.drain(failure_url)
+    record = json.loads(message["Body"])
+    info = record["DDBStreamBatchInfo"]
+    poison_sequence = runtime.batches[3][0]["dynamodb"]["SequenceNumber"]
+    assert info["startSequenceNumber"] == info["endSequenceNumber"] == poison_sequence
+    assert info["batchSize"] == 1
+    assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert record["requestContext"]["approximateInvokeCount"] == 2
+    stats = stats_of(esm, mapping)
+    assert stats["bisections"] == 2
+    assert stats["sent_to_on_failure"] == 1
+
+
+def test_stream_retries_exhausted_sends_the_batch_info_to_the_on_failure_queue(
+    aws, runtime, engine
+):
+    failure_url, destination = on_failure(aws)
+    stream = aws.table("exhausted")
+    for n in range(3):
+        aws.put("exhausted", str(n))
+
+    def behaviour(records, index):
+        if any(r["dynamodb"]["Keys"]["pk"]["S"] == "later" for r in records):
+            return None
+        raise RuntimeError("always")
+
+    runtime.behaviour = behaviour
+    mapping = aws.mapping(
+        stream,
+        StartingPosition="TRIM_HORIZON",
+        BatchSize=10,
+        MaximumRetryAttempts=2,
+        DestinationConfig=destination,
+    )
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 3)
+    assert all(b == runtime.batches[0] for b in runtime.batches)
+    sequences = sequence_numbers(runtime.batches[0])
+
+    (message,) = aws.drain(failure_url)
+    record = json.loads(message["Body"])
+    parsed = parse(event=record, model=DynamoDBStreamLambdaOnFailureDestinationModel)
+    assert parsed.request_context.condition == "RetryAttemptsExhausted"
+    assert parsed.request_context.approximate_invoke_count == 3
+    assert parsed.request_context.function_arn == aws.function_arn
+    assert parsed.response_context.function_error == "Unhandled"
+    assert record["version"] == "1.0"
+    info = record["DDBStreamBatchInfo"]
+    assert info["shardId"].startswith("shardId-")
+    assert info["startSequenceNumber"] == sequences[0]
+    assert info["endSequenceNumber"] == sequences[-1]
+    assert info["batchSize"] == 3
+    assert info["streamArn"] == stream
+    assert info["approximateArrivalOfFirstRecord"].endswith("Z")
+    assert stats_of(esm, mapping)["sent_to_on_failure"] == 3
+
+    # The shard moved past the discarded batch: the next record is delivered on its own.
+    aws.put("exhausted", "later")
+    wait_for(lambda: len(runtime.calls) == 4)
+    assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in runtime.batches[3]] == ["later"]
+
+
+def test_stream_records_older_than_maximum_age_are_discarded(aws, runtime, engine):
+    failure_url, destination = on_failure(aws)
+    stream = aws.table("aged")
+    aws.put("aged", "old")
+
+    def behaviour(records, index):
+        raise RuntimeError("keeps failing")
+
+    runtime.behaviour = behaviour
+    aws.mapping(
+        stream,
+        StartingPosition="TRIM_HORIZON",
+        BatchSize=10,
+        MaximumRetryAttempts=-1,
+        MaximumRecordAgeInSeconds=1,
+        DestinationConfig=destination,
+    )
+    esm = engine()
+    messages = wait_for(lambda: aws.drain(failure_url), timeout=10)
+    record = json.loads(messages[0]["Body"])
+    assert record["requestContext"]["condition"] == "RecordAgeExceeded"
+    assert record["DDBStreamBatchInfo"]["batchSize"] == 1
+    assert wait_for(esm.idle)
+
+
+def test_stream_duplicate_deliveries_invoke_each_batch_twice(aws, runtime, faults, engine):
+    faults.duplicate_deliveries = 2
+    stream = aws.table("dupes")
+    aws.put("dupes", "a")
+    aws.put("dupes", "b")
+    aws.mapping(stream, StartingPosition="TRIM_HORIZON", BatchSize=10)
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 2)
+    assert runtime.batches[0] == runtime.batches[1]
+    assert len(runtime.batches[0]) == 2
+
+
+def test_stream_latest_skips_existing_records_and_disable_pauses_the_shard(aws, runtime, engine):
+    stream = aws.table("latest")
+    aws.put("latest", "before")
+    mapping = aws.mapping(stream, StartingPosition="LATEST", BatchSize=10)
+    esm = engine()
+    assert wait_for(esm.all_enabled)
+    aws.put("latest", "after")
+    wait_for(lambda: runtime.calls)
+    assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in runtime.batches[0]] == ["after"]
+
+    aws.lam.update_event_source_mapping(UUID=mapping, Enabled=False)
+    wait_for(lambda: esm.stats()[mapping]["pollers"] == 0)
+    aws.put("latest", "while-disabled")
+    time.sleep(0.5)
+    assert len(runtime.calls) == 1
+    aws.lam.update_event_source_mapping(UUID=mapping, Enabled=True)
+    wait_for(lambda: len(runtime.calls) == 2)
+    assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in runtime.batches[1]] == ["while-disabled"]
