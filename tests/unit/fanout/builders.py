@@ -6,13 +6,11 @@ import json
 from datetime import datetime
 
 from boto3.dynamodb.types import TypeSerializer
-
 from shared import keys, rules
+
 from tests.resources import REGION
 
-STREAM_ARN = (
-    f"arn:aws:dynamodb:{REGION}:123456789012:table/contacts/stream/2026-11-29T00:00:00.000"
-)
+STREAM_ARN = f"arn:aws:dynamodb:{REGION}:123456789012:table/contacts/stream/2026-11-29T00:00:00.000"
 _sequence = itertools.count(100_000_000_000_000_000_000)
 _serializer = TypeSerializer()
 

@@ -3,10 +3,10 @@
 import itertools
 
 import pytest
-
 from shared import keys, rules
-from tests.unit.conftest import load_handler
+
 from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
+from tests.unit.fanout.helpers import cold_start
 
 CALLER = "+14155550101"
 EARLY = contact("c-early", CALLER, "2026-11-29T09:00:00Z", agent_id="agent-early")
@@ -18,7 +18,7 @@ LATE = contact("c-late", CALLER, "2026-11-29T11:00:00Z", agent_id="agent-late")
 
 @pytest.fixture
 def last_agent(stack, monkeypatch):
-    return load_handler("last_agent", monkeypatch)
+    return cold_start("last_agent", monkeypatch)
 
 
 def stored_last_agent(stack, caller=CALLER):
@@ -68,12 +68,16 @@ def test_duplicates_change_nothing(stack, last_agent, lambda_context):
 
 
 @pytest.mark.parametrize("order", list(itertools.permutations([EARLY, MIDDLE, TIE, LATE])))
-def test_every_delivery_order_converges_on_the_rules_newest(stack, last_agent, lambda_context, order):
+def test_every_delivery_order_converges_on_the_rules_newest(
+    stack, last_agent, lambda_context, order
+):
     run(last_agent, lambda_context, *order)
 
     newest = max(order, key=lambda c: (c["ended_at"], c["contact_id"]))
     assert all(
-        not rules.is_newer((c["ended_at"], c["contact_id"]), (newest["ended_at"], newest["contact_id"]))
+        not rules.is_newer(
+            (c["ended_at"], c["contact_id"]), (newest["ended_at"], newest["contact_id"])
+        )
         for c in order
     )
     assert stored_last_agent(stack)["contact_id"] == newest["contact_id"]
@@ -96,7 +100,12 @@ def test_stale_and_updated_outcomes_are_counted(stack, last_agent, lambda_contex
         stream_record(contact("c-modified"), event_name="MODIFY", old_image=contact("c-modified")),
         stream_record(contact("c-removed"), event_name="REMOVE", old_image=contact("c-removed")),
         stream_record(
-            {**keys.last_agent_key(CALLER), "type": "LAST_AGENT", "agent_id": "a", "contact_id": "c"}
+            {
+                **keys.last_agent_key(CALLER),
+                "type": "LAST_AGENT",
+                "agent_id": "a",
+                "contact_id": "c",
+            }
         ),
     ],
     ids=["abandoned", "abandoned-with-agent", "no-agent", "modify", "remove", "last-agent-item"],

@@ -1,23 +1,17 @@
 """SurveyFunction: exactly one SURVEY notification per contact, ever."""
 
-import json
-
 import pytest
-
 from shared import keys, rules
-from tests.unit.conftest import load_handler
+
 from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
+from tests.unit.fanout.helpers import cold_start, enqueued
 
 OPTED_IN = contact("c-survey", survey_opt_in=True)
 
 
 @pytest.fixture
 def survey(stack, monkeypatch):
-    return load_handler("survey", monkeypatch)
-
-
-def enqueued(stack) -> list[dict]:
-    return [json.loads(m["Body"]) for m in stack.drain(stack.notification_queue_url)]
+    return cold_start("survey", monkeypatch)
 
 
 def test_a_resolved_opted_in_contact_gets_one_survey_notification(stack, survey, lambda_context):
@@ -49,10 +43,10 @@ def test_the_same_record_twice_in_one_batch_enqueues_once(stack, survey, lambda_
 def test_a_redelivery_to_a_new_execution_environment_enqueues_nothing(
     stack, monkeypatch, lambda_context
 ):
-    load_handler("survey", monkeypatch).lambda_handler(
+    cold_start("survey", monkeypatch).lambda_handler(
         stream_event(stream_record(OPTED_IN)), lambda_context
     )
-    load_handler("survey", monkeypatch).lambda_handler(
+    cold_start("survey", monkeypatch).lambda_handler(
         stream_event(stream_record(OPTED_IN)), lambda_context
     )
 

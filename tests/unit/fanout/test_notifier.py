@@ -1,0 +1,146 @@
+"""NotifierFunction: one SNS message per notification_id; poison messages fail alone."""
+
+import json
+
+import pytest
+from shared import notifications, notify
+
+from tests.unit.fanout.builders import contact, failed_ids, sqs_bodies_event, sqs_event
+from tests.unit.fanout.helpers import cold_start, queue_arn
+
+SURVEY = notifications.survey(contact("c-1", survey_opt_in=True))
+GIFT_CARD = notifications.gift_card(
+    {
+        "gift_card_id": "4b7c0d5e-0000-5000-8000-000000000001",
+        "contact_id": "c-2",
+        "caller": "+14155550102",
+        "amount": 10,
+        "currency": "USD",
+    }
+)
+
+
+@pytest.fixture
+def notifier(stack, monkeypatch):
+    return cold_start("notifier", monkeypatch)
+
+
+def queued_event(stack, *notifications_, deliveries=1) -> dict:
+    """Messages sent to NotificationQueue and received back, as Lambda would deliver them."""
+    for notification in notifications_:
+        notify.enqueue(stack.sqs, stack.notification_queue_url, notification)
+    messages = stack.drain(stack.notification_queue_url)
+    return sqs_event(messages * deliveries, queue_arn(stack, stack.notification_queue_url))
+
+
+def test_each_notification_is_published_with_its_kind_attribute(stack, notifier, lambda_context):
+    response = notifier.lambda_handler(queued_event(stack, SURVEY, GIFT_CARD), lambda_context)
+
+    assert failed_ids(response) == []
+    messages = stack.drain(stack.topic_capture_url)
+    assert sorted(json.loads(m["Body"])["notification_id"] for m in messages) == [
+        "GIFT_CARD#c-2",
+        "SURVEY#c-1",
+    ]
+    assert {
+        json.loads(m["Body"])["kind"]: m["MessageAttributes"]["kind"]["StringValue"]
+        for m in messages
+    } == {"SURVEY": "SURVEY", "GIFT_CARD": "GIFT_CARD"}
+    assert [json.loads(m["Body"]) for m in messages if "SURVEY" in m["Body"]] == [SURVEY]
+
+
+def test_the_same_message_delivered_twice_is_published_once(stack, notifier, lambda_context):
+    event = queued_event(stack, SURVEY)
+    notifier.lambda_handler(event, lambda_context)
+    notifier.lambda_handler(event, lambda_context)
+
+    assert stack.published() == [SURVEY]
+
+
+def test_the_same_notification_enqueued_twice_is_published_once(
+    stack, monkeypatch, lambda_context, capsys
+):
+    """Survey/Goodwill re-enqueue after a crash: two messages (two message ids), one id."""
+    event = queued_event(stack, GIFT_CARD, GIFT_CARD)
+    assert len({record["messageId"] for record in event["Records"]}) == 2
+    cold_start("notifier", monkeypatch).lambda_handler(event, lambda_context)
+
+    assert stack.published() == [GIFT_CARD]
+    metrics = capsys.readouterr().out.replace(" ", "")
+    assert '"NotificationsSent":[1.0]' in metrics
+    assert '"DuplicatesSuppressed":[1.0]' in metrics
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "not json",
+        json.dumps(["a list"]),
+        json.dumps({**SURVEY, "kind": "COUPON"}),
+        *(json.dumps({k: v for k, v in SURVEY.items() if k != field}) for field in SURVEY),
+        json.dumps({**SURVEY, "notification_id": "SURVEY#someone-else"}),
+        json.dumps({**GIFT_CARD, "gift_card_id": ""}),
+    ],
+)
+def test_a_poison_message_fails_alone_and_the_rest_is_sent(stack, notifier, lambda_context, body):
+    event = sqs_bodies_event(
+        [json.dumps(SURVEY), body, json.dumps(GIFT_CARD)],
+        queue_arn(stack, stack.notification_queue_url),
+    )
+    response = notifier.lambda_handler(event, lambda_context)
+
+    assert failed_ids(response) == ["msg-1"]
+    assert sorted(n["notification_id"] for n in stack.published()) == [
+        "GIFT_CARD#c-2",
+        "SURVEY#c-1",
+    ]
+
+
+def test_a_publish_failure_fails_exactly_its_record_and_the_retry_publishes(
+    stack, notifier, lambda_context, monkeypatch
+):
+    event = queued_event(stack, SURVEY, GIFT_CARD)
+    real_publish = notifier.notify.publish
+
+    def publish_failing_for_gift_cards(client, topic, notification):
+        if notification["kind"] == "GIFT_CARD":
+            raise ConnectionError("topic unreachable")
+        real_publish(client, topic, notification)
+
+    monkeypatch.setattr(notifier.notify, "publish", publish_failing_for_gift_cards)
+    response = notifier.lambda_handler(event, lambda_context)
+    assert failed_ids(response) == [event["Records"][1]["messageId"]]
+
+    monkeypatch.setattr(notifier.notify, "publish", real_publish)
+    assert failed_ids(notifier.lambda_handler(event, lambda_context)) == []
+    assert sorted(n["notification_id"] for n in stack.published()) == [
+        "GIFT_CARD#c-2",
+        "SURVEY#c-1",
+    ]
+
+
+def test_a_poison_message_ends_in_the_dead_letter_queue(stack, notifier, lambda_context):
+    """The queue's redrive policy does the rest: the record fails on every receive."""
+    dlq_url = stack.sqs.create_queue(QueueName="notifications-dlq")["QueueUrl"]
+    stack.sqs.set_queue_attributes(
+        QueueUrl=stack.notification_queue_url,
+        Attributes={
+            "VisibilityTimeout": "0",
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": queue_arn(stack, dlq_url), "maxReceiveCount": "5"}
+            ),
+        },
+    )
+    stack.sqs.send_message(QueueUrl=stack.notification_queue_url, MessageBody="not json")
+    arn = queue_arn(stack, stack.notification_queue_url)
+    for _ in range(6):
+        received = stack.sqs.receive_message(QueueUrl=stack.notification_queue_url).get(
+            "Messages", []
+        )
+        if not received:
+            break
+        with pytest.raises(Exception, match="All records failed"):
+            notifier.lambda_handler(sqs_event(received, arn), lambda_context)
+
+    assert [m["Body"] for m in stack.drain(dlq_url)] == ["not json"]
+    assert stack.published() == []

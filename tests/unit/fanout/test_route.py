@@ -1,0 +1,77 @@
+"""RouteFunction: the caller's last agent for a live Connect contact, as a flat map of strings."""
+
+import json
+from pathlib import Path
+
+import pytest
+from shared import store
+
+from tests.unit.conftest import ROOT
+from tests.unit.fanout.builders import contact
+from tests.unit.fanout.helpers import cold_start
+
+EVENTS = ROOT / "events"
+
+
+@pytest.fixture
+def route(stack, monkeypatch):
+    return cold_start("route", monkeypatch)
+
+
+def connect_event(address) -> dict:
+    event = json.loads((EVENTS / "connect-contact-flow.json").read_text())
+    endpoint = event["Details"]["ContactData"]["CustomerEndpoint"]
+    if address is None:
+        del endpoint["Address"]
+    else:
+        endpoint["Address"] = address
+    return event
+
+
+def seed_last_agent(stack, caller="+14155550101"):
+    store.update_last_agent(
+        stack.dynamodb,
+        stack.contacts_table,
+        contact("c-42", caller, "2026-11-29T10:05:00Z", agent_id="agent-7"),
+    )
+
+
+def test_a_known_caller_is_routed_to_the_last_agent(stack, route, lambda_context):
+    seed_last_agent(stack)
+
+    assert route.lambda_handler(connect_event("+14155550101"), lambda_context) == {
+        "found": "true",
+        "agent_id": "agent-7",
+        "contact_id": "c-42",
+        "ended_at": "2026-11-29T10:05:00.000Z",
+    }
+
+
+def test_an_unknown_caller_is_not_found(stack, route, lambda_context):
+    seed_last_agent(stack)
+    event = json.loads((EVENTS / "connect-contact-flow-unknown-caller.json").read_text())
+
+    assert route.lambda_handler(event, lambda_context) == {"found": "false"}
+
+
+@pytest.mark.parametrize(
+    "address", [None, "", "anonymous", "14155550101", "+0123456789", 14155550101, "+1415555010a"]
+)
+def test_a_missing_or_invalid_caller_is_not_found_and_not_logged(
+    stack, monkeypatch, lambda_context, address, capsys
+):
+    seed_last_agent(stack)
+    route = cold_start("route", monkeypatch)
+
+    assert route.lambda_handler(connect_event(address), lambda_context) == {"found": "false"}
+    out = capsys.readouterr().out
+    assert "not E.164" in out
+    if address:
+        assert str(address) not in out
+
+
+@pytest.mark.parametrize("path", sorted(EVENTS.glob("connect-*.json")), ids=lambda p: p.name)
+def test_every_result_is_a_flat_map_of_strings(stack, route, lambda_context, path: Path):
+    seed_last_agent(stack)
+    result = route.lambda_handler(json.loads(path.read_text()), lambda_context)
+    assert all(isinstance(v, str) for v in result.values())
