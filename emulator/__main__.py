@@ -1,0 +1,256 @@
+"""python -m emulator {up,invoke,filter-test,demo}: the Docker-free local stack.
+
+See docs/local-stack.md. Subcommands import what they need when they run (`filter-test` stays
+fast: it never imports moto or boto3).
+"""
+
+# ruff: noqa: PLC0415 - imports are lazy on purpose (see above)
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TEMPLATE = "template.yaml"
+
+
+def _region() -> str:
+    return os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+
+
+def _default_port() -> int:
+    return int(os.environ.get("EMULATOR_PORT", "4566"))
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return number
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m emulator", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run the local stack in the foreground")
+    up.add_argument("--port", type=int, default=None, help="default: EMULATOR_PORT or 4566")
+    up.add_argument("--template", default=DEFAULT_TEMPLATE)
+    up.add_argument("--config-file", default=None, help="samconfig.toml (default: beside it)")
+    up.add_argument("--duplicate-deliveries", type=_positive, default=1)
+    up.add_argument("--sqs-pollers", type=_positive, default=1)
+    up.add_argument("--verbose", action="store_true", help="echo function logs with a prefix")
+
+    invoke = sub.add_parser("invoke", help="run one function once (docker-free sam local invoke)")
+    invoke.add_argument("logical_id")
+    invoke.add_argument("-e", "--event", default=None, help="event JSON file ('-': stdin)")
+    invoke.add_argument("-n", "--env-vars", default=None, help="SAM CLI env-vars JSON file")
+    invoke.add_argument("-t", "--template", default=DEFAULT_TEMPLATE)
+    invoke.add_argument("--config-file", default=None)
+
+    sub.add_parser(
+        "filter-test", help="check a Lambda filter pattern against an event", add_help=False
+    )
+    sub.add_parser("demo", help="demo data through the local stack", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Teammates' commands take their own arguments: dispatch before parsing (and import lazily).
+    if argv and argv[0] == "filter-test":
+        from emulator import filter_test
+
+        return int(filter_test.main(argv[1:]) or 0)
+    if argv and argv[0] == "demo":
+        from emulator import demo
+
+        return int(demo.main(argv[1:]) or 0)
+    args = _parser().parse_args(argv)
+    if args.command == "up":
+        return up(args)
+    return invoke(args)
+
+
+# --- up ------------------------------------------------------------------------------------------
+def up(args: argparse.Namespace) -> int:
+    from emulator.faults import Faults
+    from emulator.runtime import Runtime
+    from emulator.server import EmulatorServer
+    from emulator.stack import DeployError, deploy
+
+    started = time.monotonic()
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+
+    template = Path(args.template).resolve()
+    if not template.exists():
+        print(f"error: {template} not found", file=sys.stderr)
+        return 2
+    region = _region()
+    port = args.port if args.port is not None else _default_port()
+    faults = Faults(duplicate_deliveries=args.duplicate_deliveries, sqs_pollers=args.sqs_pollers)
+    engine = None
+    # The runtime serves Lambda Invoke from the start (functions register once deployed), so an
+    # early Invoke never falls through to moto's Docker path.
+    runtime = Runtime(
+        endpoint_url=f"http://127.0.0.1:{port}",
+        faults=faults,
+        log_dir=template.parent / ".emulator" / "logs",
+        echo=args.verbose,
+    )
+    server = EmulatorServer(port, faults=faults, runtime=runtime, region=region)
+    try:
+        server.start()
+        try:
+            deployment = deploy(
+                server.endpoint_url,
+                template,
+                samconfig_path=Path(args.config_file) if args.config_file else None,
+                region=region,
+            )
+        except DeployError as exc:
+            print(f"error: deploy failed: {exc}", file=sys.stderr)
+            return 1
+        server.stack_name = deployment.stack_name
+        for spec in deployment.functions:
+            runtime.register(spec)
+        threading.Thread(target=runtime.warm, daemon=True).start()
+        engine = _start_engine(server.endpoint_url, region, runtime, faults)
+        if engine is not None:
+            server.mappings_enabled = engine.all_enabled
+            deadline = time.monotonic() + 60
+            while not engine.all_enabled():
+                if stop.wait(0.05) or time.monotonic() > deadline:
+                    if not stop.is_set():
+                        print("error: event source mappings not enabled in 60 s", file=sys.stderr)
+                    return 0 if stop.is_set() else 1
+        server.ready = True
+        names = ", ".join(f.logical_id for f in deployment.functions)
+        print(
+            f"ready {server.endpoint_url} stack={deployment.stack_name} "
+            f"functions={len(deployment.functions)} ({names}) "
+            f"in {time.monotonic() - started:.1f}s",
+            flush=True,
+        )
+        for key, value in sorted(deployment.outputs.items()):
+            print(f"  {key} = {value}", flush=True)
+        stop.wait()
+        print("stopping", file=sys.stderr, flush=True)
+        return 0
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if engine is not None:
+            engine.stop()
+        runtime.close()
+        server.stop()
+
+
+def _start_engine(endpoint_url: str, region: str, runtime: Any, faults: Any) -> Any:
+    try:
+        from emulator.esm import EventSourceMappingEngine
+    except ImportError as exc:
+        print(
+            f"warning: no event source mapping engine ({exc}): events are not delivered",
+            file=sys.stderr,
+        )
+        return None
+    engine = EventSourceMappingEngine(endpoint_url, region, runtime, faults)
+    engine.start()
+    return engine
+
+
+# --- invoke --------------------------------------------------------------------------------------
+def invoke(args: argparse.Namespace) -> int:
+    from emulator.runtime import Runtime
+    from emulator.stack import DeployError, function_specs_offline
+
+    template = Path(args.template).resolve()
+    if args.event in (None, "-"):
+        raw = sys.stdin.read() if args.event == "-" else "{}"
+    else:
+        raw = Path(args.event).read_text()
+    try:
+        event = json.loads(raw or "{}")
+    except ValueError as exc:
+        print(f"error: event is not JSON: {exc}", file=sys.stderr)
+        return 2
+    env_vars = json.loads(Path(args.env_vars).read_text()) if args.env_vars else None
+    try:
+        specs = function_specs_offline(
+            template,
+            samconfig_path=Path(args.config_file) if args.config_file else None,
+            env_vars=env_vars,
+            region=_region(),
+        )
+    except (DeployError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    spec = specs.get(args.logical_id)
+    if spec is None:
+        print(
+            f"error: no function {args.logical_id!r} in {template} (have: {', '.join(specs)})",
+            file=sys.stderr,
+        )
+        return 2
+    _environment_from_running_stack(spec, template, args, env_vars)
+    # A local endpoint gets dummy credentials; otherwise the caller's AWS_* settings pass through.
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
+    with Runtime(
+        [spec], endpoint_url=endpoint, log_dir=None, echo=True, echo_prefix=False
+    ) as runtime:
+        result = runtime.invoke(spec.logical_id, event)
+    document = result.payload if result.ok else result.error
+    print(json.dumps(document))
+    return 0 if result.ok else 1
+
+
+def _environment_from_running_stack(
+    spec: Any, template: Path, args: argparse.Namespace, env_vars: dict[str, Any] | None
+) -> None:
+    """With AWS_ENDPOINT_URL pointing at a running local stack, take the function's environment
+    (real resource names) from the deployed function, as a deployed Lambda would see it."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if not endpoint:
+        return
+    import boto3
+    from botocore.config import Config
+
+    from emulator.stack import DUMMY_CREDENTIALS, load_samconfig
+
+    config = load_samconfig(
+        Path(args.config_file) if args.config_file else template.parent / "samconfig.toml"
+    )
+    stack_name = config.stack_name or template.parent.name
+    quick = Config(connect_timeout=1, read_timeout=5, retries={"max_attempts": 1})
+    credentials = {} if os.environ.get("AWS_ACCESS_KEY_ID") else DUMMY_CREDENTIALS
+    try:
+        cfn = boto3.client("cloudformation", region_name=spec.region, config=quick, **credentials)
+        physical = cfn.describe_stack_resource(
+            StackName=stack_name, LogicalResourceId=spec.logical_id
+        )["StackResourceDetail"]["PhysicalResourceId"]
+        lam = boto3.client("lambda", region_name=spec.region, config=quick, **credentials)
+        deployed = lam.get_function_configuration(FunctionName=physical)
+    except Exception:
+        return  # no such stack there: keep the template's values
+    spec.function_name = deployed["FunctionName"]
+    spec.environment.update(deployed.get("Environment", {}).get("Variables", {}))
+    overrides = env_vars or {}
+    spec.environment.update(
+        {k: str(v) for k, v in overrides.get("Parameters", {}).items() if k in spec.environment}
+    )
+    spec.environment.update({k: str(v) for k, v in overrides.get(spec.logical_id, {}).items()})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The local AWS endpoint: moto's server in this process, plus the emulator's control endpoints.
+
+- Every AWS API moto serves, on http://127.0.0.1:<port> (EMULATOR_PORT, default 4566).
+- moto patched in-process (moto_patches.py): Lambda Invoke runs the function on our Runtime,
+  moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
+- Control endpoints on the same port (CONTRACT.md):
+  GET/POST /_emulator/faults, GET /_emulator/status.
+
+One server per process: moto's backends (and the patches) are process-global.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from moto.awslambda.models import lambda_backends
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import make_server
+
+from emulator import moto_patches
+from emulator.faults import Faults
+from emulator.runtime import Runtime
+
+DEFAULT_PORT = 4566
+CONTROL_PREFIX = "/_emulator/"
+
+
+class _SkipUnsupportedTypeWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("No Moto CloudFormation support for")
+
+
+class ControlApp:
+    """WSGI middleware: /_emulator/* here, everything else to moto."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], server: EmulatorServer) -> None:
+        self.app = app
+        self.server = server
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if not path.startswith(CONTROL_PREFIX):
+            return self.app(environ, start_response)
+        method = environ.get("REQUEST_METHOD", "GET")
+        name = path[len(CONTROL_PREFIX) :].strip("/")
+        status, body = 404, {"message": f"no such control endpoint: {path}"}
+        if name == "faults" and method == "GET":
+            status, body = 200, self.server.faults.snapshot()
+        elif name == "faults" and method in ("POST", "PUT"):
+            try:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                raw = environ["wsgi.input"].read(length) if length else b"{}"
+                status, body = 200, self.server.faults.update(json.loads(raw or b"{}"))
+            except ValueError as exc:
+                status, body = 400, {"message": str(exc)}
+        elif name == "status" and method == "GET":
+            status, body = 200, self.server.status()
+        elif name in ("faults", "status"):
+            status, body = 405, {"message": f"{method} not allowed on {path}"}
+        payload = json.dumps(body).encode()
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+        start_response(
+            f"{status} {reason[status]}",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
+        )
+        return [payload]
+
+
+class EmulatorServer(ThreadedMotoServer):
+    """ThreadedMotoServer bound to 127.0.0.1 with the patches and the control endpoints."""
+
+    def __init__(
+        self,
+        port: int = DEFAULT_PORT,
+        *,
+        host: str = "127.0.0.1",
+        faults: Faults | None = None,
+        runtime: Runtime | None = None,
+        region: str = "us-east-1",
+    ) -> None:
+        super().__init__(ip_address=host, port=port, verbose=False)
+        self.faults = faults or Faults()
+        self.runtime = runtime
+        self.region = region
+        self.stack_name: str | None = None
+        self.ready = False
+        self.mappings_enabled: Callable[[], bool] | None = None
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def endpoint_url(self) -> str:
+        host, port = self.get_host_and_port()
+        return f"http://{host}:{port}"
+
+    def _server_entry(self) -> None:
+        try:
+            app = ControlApp(DomainDispatcherApplication(create_backend_app), self)
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            )
+        except BaseException as exc:  # e.g. the port is taken: report it from start()
+            self._error = exc
+            self._server_ready_event.set()
+            return
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+    def start(self) -> None:
+        # moto warns about every type its CloudFormation skips (AWS::SQS::QueuePolicy: no policy
+        # enforcement locally, see docs/local-stack.md) and werkzeug logs every request.
+        warnings.filterwarnings("ignore", message="Tried to parse AWS::", category=UserWarning)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        logging.getLogger("moto").addFilter(_SkipUnsupportedTypeWarning())
+        moto_patches.install()
+        moto_patches.set_runtime(self.runtime)
+        super().start()
+        if self._error is not None:
+            raise OSError(f"cannot serve on {self._ip_address}:{self._port}: {self._error}")
+
+    def set_runtime(self, runtime: Runtime | None) -> None:
+        self.runtime = runtime
+        moto_patches.set_runtime(runtime)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            super().stop()
+            self._server.server_close()
+            self._server = None
+        if moto_patches._runtime is self.runtime:
+            moto_patches.set_runtime(None)
+
+    def status(self) -> dict[str, Any]:
+        mappings = []
+        try:
+            backend = lambda_backends[DEFAULT_ACCOUNT_ID][self.region]
+            for esm in backend._event_source_mappings.values():
+                config = esm.get_configuration()
+                mappings.append(
+                    {
+                        "UUID": config.get("UUID"),
+                        "EventSourceArn": config.get("EventSourceArn"),
+                        "FunctionArn": config.get("FunctionArn"),
+                        "State": config.get("State"),
+                    }
+                )
+        except Exception as exc:  # status must always answer
+            mappings = [{"error": str(exc)}]
+        enabled = None
+        if self.mappings_enabled is not None:
+            try:
+                enabled = bool(self.mappings_enabled())
+            except Exception:
+                enabled = False
+        return {
+            "ready": self.ready,
+            "stack_name": self.stack_name,
+            "endpoint": self.endpoint_url,
+            "mappings": mappings,
+            "mappings_enabled": enabled,
+            "faults": self.faults.snapshot(),
+        }

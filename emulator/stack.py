@@ -1,0 +1,519 @@
+"""Deploy template.yaml onto the local moto server, the way `sam deploy` + CloudFormation would.
+
+1. Read samconfig.toml (stack name, parameter overrides) and the SAM template.
+2. Translate SAM -> CloudFormation offline with aws-sam-translator (local CodeUri/ContentUri are
+   rewritten to s3:// placeholders first, as `sam package` would, and uploaded to a local
+   artifacts bucket so moto's code validation passes).
+3. create_stack through moto's CloudFormation API and wait for CREATE_COMPLETE.
+4. Close the gaps moto's CloudFormation leaves (see docs/local-stack.md):
+   - a bucket's NotificationConfiguration is ignored: applied here through the S3 API, with the
+     targets resolved to real ARNs (S3 then sends its s3:TestEvent, as AWS does);
+   - a function's Layers are dropped (Ref of a LayerVersion resolves to ''): layers are resolved
+     from the SAM template (ContentUri dirs, or their `sam build` output);
+   - function code is resolved the way SAM CLI does: .aws-sam/build/<LogicalId> when it exists,
+     else CodeUri next to the template.
+   In-process patches of moto itself are in moto_patches.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import time
+import tomllib
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from samtranslator.model.exceptions import InvalidDocumentException
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+from emulator.runtime import FunctionSpec
+
+ARTIFACTS_BUCKET = "emulator-sam-artifacts"
+DUMMY_CREDENTIALS = {
+    "aws_access_key_id": "testing",
+    "aws_secret_access_key": "testing",
+    "aws_session_token": "testing",
+}
+SERVERLESS_FUNCTION = "AWS::Serverless::Function"
+SERVERLESS_LAYER = "AWS::Serverless::LayerVersion"
+
+
+class DeployError(RuntimeError):
+    pass
+
+
+# --- configuration -------------------------------------------------------------------------------
+@dataclass
+class SamConfig:
+    stack_name: str | None = None
+    parameter_overrides: dict[str, str] = field(default_factory=dict)
+    region: str | None = None
+
+
+def parse_parameter_overrides(value: str | list[str] | None) -> dict[str, str]:
+    """`Key=Value Key2="v 2"` (string) or ["Key=Value", ...] (list), as samconfig allows."""
+    if not value:
+        return {}
+    items = shlex.split(value) if isinstance(value, str) else list(value)
+    result = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise DeployError(f"parameter override without '=': {item!r}")
+        result[key.strip()] = val
+    return result
+
+
+def load_samconfig(path: Path, env: str = "default") -> SamConfig:
+    if not path.exists():
+        return SamConfig()
+    data = tomllib.loads(path.read_text()).get(env, {})
+    merged: dict[str, Any] = {}
+    # precedence as in SAM CLI: global < the command's own table
+    for command in ("global", "deploy"):
+        merged.update(data.get(command, {}).get("parameters", {}))
+    return SamConfig(
+        stack_name=merged.get("stack_name"),
+        parameter_overrides=parse_parameter_overrides(merged.get("parameter_overrides")),
+        region=merged.get("region"),
+    )
+
+
+def load_template(path: Path) -> dict[str, Any]:
+    template = yaml_parse(path.read_text())
+    if not isinstance(template, dict) or "Resources" not in template:
+        raise DeployError(f"{path}: not a SAM/CloudFormation template")
+    return template
+
+
+# --- code and layers, as SAM CLI resolves them -------------------------------------------------
+@dataclass
+class LocalCode:
+    code_dir: Path
+    layer_dirs: list[Path]
+
+
+def _is_local(uri: Any) -> bool:
+    return isinstance(uri, str) and not uri.startswith("s3://")
+
+
+def _global_function_property(template: dict[str, Any], name: str) -> Any:
+    return template.get("Globals", {}).get("Function", {}).get(name)
+
+
+def _layer_dir(template: dict[str, Any], base_dir: Path, logical_id: str) -> Path | None:
+    resource = template["Resources"].get(logical_id, {})
+    if resource.get("Type") != SERVERLESS_LAYER:
+        return None
+    built = base_dir / ".aws-sam" / "build" / logical_id
+    if built.is_dir():
+        return built / "python" if (built / "python").is_dir() else built
+    uri = resource.get("Properties", {}).get("ContentUri")
+    if not _is_local(uri):
+        return None
+    source = (base_dir / uri).resolve()
+    build_method = resource.get("Metadata", {}).get("BuildMethod")
+    # With a BuildMethod, `sam build` copies ContentUri's root under python/ (/opt/python on
+    # Lambda); without one the directory is used as zipped: its python/ is what is importable.
+    if not build_method and (source / "python").is_dir():
+        return source / "python"
+    return source
+
+
+def local_code(template: dict[str, Any], base_dir: Path) -> dict[str, LocalCode]:
+    """Code dir and layer dirs of every AWS::Serverless::Function with local code."""
+    result = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource.get("Type") != SERVERLESS_FUNCTION:
+            continue
+        props = resource.get("Properties", {})
+        uri = props.get("CodeUri", _global_function_property(template, "CodeUri"))
+        built = base_dir / ".aws-sam" / "build" / logical_id
+        if built.is_dir():
+            code_dir = built
+        elif _is_local(uri):
+            code_dir = (base_dir / uri).resolve()
+        else:
+            continue
+        layers = []
+        for ref in [
+            *(_global_function_property(template, "Layers") or []),
+            *(props.get("Layers") or []),
+        ]:
+            if isinstance(ref, dict) and isinstance(ref.get("Ref"), str):
+                layer = _layer_dir(template, base_dir, ref["Ref"])
+                if layer is not None:
+                    layers.append(layer)
+        result[logical_id] = LocalCode(code_dir, layers)
+    return result
+
+
+# --- translation ---------------------------------------------------------------------------------
+class _BundledPolicies:
+    """ManagedPolicyLoader stand-in: the translator checks its bundled map first; never IAM."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def package(template: dict[str, Any]) -> dict[str, Any]:
+    """Copy of ``template`` with local CodeUri/ContentUri as s3:// placeholders (`sam package`)."""
+    packaged = json.loads(json.dumps(template))
+    for logical_id, resource in packaged["Resources"].items():
+        props = resource.setdefault("Properties", {})
+        placeholder = f"s3://{ARTIFACTS_BUCKET}/{logical_id}.zip"
+        if resource.get("Type") == SERVERLESS_FUNCTION:
+            if "InlineCode" in props or "ImageUri" in props:
+                continue
+            uri = props.get("CodeUri", _global_function_property(packaged, "CodeUri"))
+            if uri is None or _is_local(uri):
+                props["CodeUri"] = placeholder
+        elif resource.get("Type") == SERVERLESS_LAYER and _is_local(props.get("ContentUri")):
+            props["ContentUri"] = placeholder
+    globals_fn = packaged.get("Globals", {}).get("Function", {})
+    if _is_local(globals_fn.get("CodeUri")):
+        del globals_fn["CodeUri"]
+    return packaged
+
+
+def translate(
+    template: dict[str, Any], parameters: dict[str, str], region: str = "us-east-1"
+) -> dict[str, Any]:
+    """SAM -> CloudFormation, offline."""
+    os.environ.setdefault("AWS_DEFAULT_REGION", region)
+    try:
+        return transform(package(template), dict(parameters), _BundledPolicies())  # type: ignore[arg-type]
+    except InvalidDocumentException as exc:
+        causes = "; ".join(str(c) for c in exc.causes)
+        raise DeployError(f"SAM translation failed: {causes}") from exc
+
+
+# --- deployment ---------------------------------------------------------------------------------
+@dataclass
+class Deployment:
+    stack_name: str
+    stack_id: str
+    region: str
+    outputs: dict[str, str]
+    resources: dict[str, tuple[str, str]]  # logical id -> (type, physical id)
+    functions: list[FunctionSpec]
+    template: dict[str, Any]  # the translated CloudFormation template
+    seconds: float = 0.0
+
+    def physical_id(self, logical_id: str) -> str:
+        return self.resources[logical_id][1]
+
+
+def _client(service: str, endpoint_url: str, region: str) -> Any:
+    return boto3.client(service, endpoint_url=endpoint_url, region_name=region, **DUMMY_CREDENTIALS)
+
+
+def _placeholder_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("EMULATOR.txt", "code runs from the local directory, not this archive\n")
+    return buffer.getvalue()
+
+
+def _upload_placeholders(s3: Any, cfn_template: dict[str, Any]) -> None:
+    keys = set()
+    for resource in cfn_template["Resources"].values():
+        props = resource.get("Properties", {})
+        for location in (props.get("Code"), props.get("Content")):
+            if isinstance(location, dict) and location.get("S3Bucket") == ARTIFACTS_BUCKET:
+                keys.add(location["S3Key"])
+    if not keys:
+        return
+    s3.create_bucket(Bucket=ARTIFACTS_BUCKET)
+    body = _placeholder_zip()
+    for key in sorted(keys):
+        s3.put_object(Bucket=ARTIFACTS_BUCKET, Key=key, Body=body)
+
+
+class _Resolver:
+    """The few intrinsics a bucket notification or an output needs, against the live stack."""
+
+    def __init__(
+        self,
+        endpoint_url: str,
+        region: str,
+        resources: dict[str, tuple[str, str]],
+        parameters: dict[str, str],
+    ) -> None:
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.resources = resources
+        self.parameters = parameters
+
+    def __call__(self, value: Any) -> Any:  # noqa: PLR0911 - one return per intrinsic
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if set(value) == {"Ref"}:
+            name = value["Ref"]
+            if name in self.parameters:
+                return self.parameters[name]
+            if name == "AWS::Region":
+                return self.region
+            return self.resources[name][1]
+        if set(value) == {"Fn::GetAtt"}:
+            target = value["Fn::GetAtt"]
+            logical_id, attribute = target.split(".", 1) if isinstance(target, str) else target
+            return self.get_att(logical_id, attribute)
+        return {k: self(v) for k, v in value.items()}
+
+    def get_att(self, logical_id: str, attribute: str) -> str:
+        rtype, physical = self.resources[logical_id]
+        if rtype == "AWS::SQS::Queue":
+            sqs = _client("sqs", self.endpoint_url, self.region)
+            if attribute == "Arn":
+                attrs = sqs.get_queue_attributes(QueueUrl=physical, AttributeNames=["QueueArn"])
+                return attrs["Attributes"]["QueueArn"]
+            if attribute == "QueueUrl":
+                return physical
+            if attribute == "QueueName":
+                return physical.rsplit("/", 1)[-1]
+        if rtype == "AWS::Lambda::Function" and attribute == "Arn":
+            lam = _client("lambda", self.endpoint_url, self.region)
+            return lam.get_function_configuration(FunctionName=physical)["FunctionArn"]
+        if rtype == "AWS::SNS::Topic" and attribute == "TopicArn":
+            return physical
+        raise DeployError(f"cannot resolve Fn::GetAtt {logical_id}.{attribute} ({rtype})")
+
+
+def _s3_filter(cfn_filter: dict[str, Any] | None) -> dict[str, Any] | None:
+    rules = (cfn_filter or {}).get("S3Key", {}).get("Rules")
+    if not rules:
+        return None
+    return {"Key": {"FilterRules": [{"Name": r["Name"], "Value": r["Value"]} for r in rules]}}
+
+
+def bucket_notification(cfn_config: dict[str, Any], resolve: _Resolver) -> dict[str, Any]:
+    """CloudFormation NotificationConfiguration -> S3 PutBucketNotificationConfiguration shape."""
+    config = resolve(cfn_config)
+    result: dict[str, Any] = {}
+    kinds = (
+        ("QueueConfigurations", "Queue", "QueueArn"),
+        ("TopicConfigurations", "Topic", "TopicArn"),
+        ("LambdaConfigurations", "Function", "LambdaFunctionArn"),
+    )
+    for section, target, api_target in kinds:
+        entries = []
+        for entry in config.get(section, []):
+            item = {api_target: entry[target], "Events": [entry["Event"]]}
+            s3_filter = _s3_filter(entry.get("Filter"))
+            if s3_filter:
+                item["Filter"] = s3_filter
+            entries.append(item)
+        if entries:
+            result[section] = entries
+    if config.get("EventBridgeConfiguration", {}).get("EventBridgeEnabled") in (True, "true"):
+        result["EventBridgeConfiguration"] = {}
+    return result
+
+
+def _wait_for_stack(cfn: Any, stack_name: str, timeout: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+        status = stack["StackStatus"]
+        if status == "CREATE_COMPLETE":
+            return stack
+        if not status.endswith("IN_PROGRESS") or time.monotonic() > deadline:
+            events = cfn.describe_stack_events(StackName=stack_name)["StackEvents"]
+            failed = [
+                f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason', '')}"
+                for e in events
+                if e.get("ResourceStatus", "").endswith("FAILED")
+            ]
+            raise DeployError(f"stack {stack_name} ended in {status}: {'; '.join(failed)}")
+        time.sleep(0.05)
+
+
+def _function_specs(
+    endpoint_url: str,
+    region: str,
+    resources: dict[str, tuple[str, str]],
+    code: dict[str, LocalCode],
+) -> list[FunctionSpec]:
+    lam = _client("lambda", endpoint_url, region)
+    specs = []
+    for logical_id, (rtype, physical) in resources.items():
+        if rtype != "AWS::Lambda::Function" or logical_id not in code:
+            continue
+        config = lam.get_function_configuration(FunctionName=physical)
+        arn = config["FunctionArn"]
+        specs.append(
+            FunctionSpec(
+                logical_id=logical_id,
+                function_name=config["FunctionName"],
+                handler=config["Handler"],
+                code_dir=code[logical_id].code_dir,
+                layer_dirs=code[logical_id].layer_dirs,
+                environment=dict(config.get("Environment", {}).get("Variables", {})),
+                timeout=float(config.get("Timeout", 3)),
+                memory_size=int(config.get("MemorySize", 128)),
+                region=region,
+                account_id=arn.split(":")[4],
+                runtime=config.get("Runtime") or "python3.13",
+            )
+        )
+    return specs
+
+
+def deploy(
+    endpoint_url: str,
+    template_path: Path,
+    *,
+    samconfig_path: Path | None = None,
+    stack_name: str | None = None,
+    parameter_overrides: dict[str, str] | None = None,
+    region: str = "us-east-1",
+) -> Deployment:
+    """Deploy ``template_path`` to the moto server at ``endpoint_url``; return the live stack."""
+    started = time.monotonic()
+    template_path = Path(template_path).resolve()
+    base_dir = template_path.parent
+    config = load_samconfig(samconfig_path or base_dir / "samconfig.toml")
+    stack_name = stack_name or config.stack_name or base_dir.name
+    sam_template = load_template(template_path)
+    overrides = {**config.parameter_overrides, **(parameter_overrides or {})}
+    declared = sam_template.get("Parameters", {})
+    unknown = set(overrides) - set(declared)
+    if unknown:
+        raise DeployError(f"parameter overrides not declared by the template: {sorted(unknown)}")
+    cfn_template = translate(sam_template, overrides, region)
+
+    s3 = _client("s3", endpoint_url, region)
+    cfn = _client("cloudformation", endpoint_url, region)
+    _upload_placeholders(s3, cfn_template)
+    cfn.create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(cfn_template),
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in overrides.items()],
+        Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+    )
+    stack = _wait_for_stack(cfn, stack_name)
+    resources = {
+        r["LogicalResourceId"]: (r["ResourceType"], r.get("PhysicalResourceId", ""))
+        for r in cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+        if r.get("LogicalResourceId")  # moto lists skipped types (QueuePolicy) without one
+    }
+    parameters = {
+        name: str(overrides.get(name, spec.get("Default", ""))) for name, spec in declared.items()
+    }
+    resolve = _Resolver(endpoint_url, region, resources, parameters)
+
+    # Gap: moto's CloudFormation creates an AWS::S3::Bucket with BucketEncryption and Tags only;
+    # VersioningConfiguration, PublicAccessBlockConfiguration and NotificationConfiguration
+    # are applied here through the S3 API (notifications last: S3 sends its s3:TestEvent then).
+    for logical_id, resource in cfn_template["Resources"].items():
+        if resource.get("Type") != "AWS::S3::Bucket":
+            continue
+        props = resolve(resource.get("Properties", {}))
+        bucket = resources[logical_id][1]
+        if props.get("VersioningConfiguration", {}).get("Status"):
+            s3.put_bucket_versioning(
+                Bucket=bucket,
+                VersioningConfiguration={"Status": props["VersioningConfiguration"]["Status"]},
+            )
+        if props.get("PublicAccessBlockConfiguration"):
+            s3.put_public_access_block(
+                Bucket=bucket,
+                PublicAccessBlockConfiguration={
+                    k: v in (True, "true")
+                    for k, v in props["PublicAccessBlockConfiguration"].items()
+                },
+            )
+        notification = resource.get("Properties", {}).get("NotificationConfiguration")
+        if notification:
+            s3.put_bucket_notification_configuration(
+                Bucket=resources[logical_id][1],
+                NotificationConfiguration=bucket_notification(notification, resolve),
+            )
+
+    code = local_code(sam_template, base_dir)
+    functions = _function_specs(endpoint_url, region, resources, code)
+    outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in stack.get("Outputs", [])}
+    return Deployment(
+        stack_name=stack_name,
+        stack_id=stack["StackId"],
+        region=region,
+        outputs=outputs,
+        resources=resources,
+        functions=functions,
+        template=cfn_template,
+        seconds=time.monotonic() - started,
+    )
+
+
+def function_specs_offline(
+    template_path: Path,
+    *,
+    samconfig_path: Path | None = None,
+    parameter_overrides: dict[str, str] | None = None,
+    env_vars: dict[str, Any] | None = None,
+    region: str = "us-east-1",
+) -> dict[str, FunctionSpec]:
+    """Functions of a template without deploying it (`invoke`): like `sam local invoke`,
+    environment values that are not plain strings (Ref/GetAtt of resources) come out empty
+    unless ``env_vars`` ({"LogicalId": {...}} or {"Parameters": {...}}) provides them."""
+    template_path = Path(template_path).resolve()
+    base_dir = template_path.parent
+    config = load_samconfig(samconfig_path or base_dir / "samconfig.toml")
+    sam_template = load_template(template_path)
+    overrides = {**config.parameter_overrides, **(parameter_overrides or {})}
+    parameters = {
+        name: str(overrides.get(name, spec.get("Default", "")))
+        for name, spec in sam_template.get("Parameters", {}).items()
+    }
+    cfn_template = translate(sam_template, overrides, region)
+    code = local_code(sam_template, base_dir)
+    env_vars = env_vars or {}
+    specs = {}
+    for logical_id, local in code.items():
+        props = cfn_template["Resources"][logical_id]["Properties"]
+        environment = {}
+        for name, value in props.get("Environment", {}).get("Variables", {}).items():
+            environment[name] = _offline_value(value, parameters, region)
+        environment.update(
+            {k: str(v) for k, v in env_vars.get("Parameters", {}).items() if k in environment}
+        )
+        environment.update({k: str(v) for k, v in env_vars.get(logical_id, {}).items()})
+        name = props.get("FunctionName")
+        specs[logical_id] = FunctionSpec(
+            logical_id=logical_id,
+            function_name=name if isinstance(name, str) else logical_id,
+            handler=props.get("Handler", "app.lambda_handler"),
+            code_dir=local.code_dir,
+            layer_dirs=local.layer_dirs,
+            environment=environment,
+            timeout=float(_offline_value(props.get("Timeout", 3), parameters, region) or 3),
+            memory_size=int(
+                _offline_value(props.get("MemorySize", 128), parameters, region) or 128
+            ),
+            region=region,
+            runtime=props.get("Runtime", "python3.13"),
+        )
+    return specs
+
+
+def _offline_value(value: Any, parameters: dict[str, str], region: str) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        if value["Ref"] in parameters:
+            return parameters[value["Ref"]]
+        if value["Ref"] == "AWS::Region":
+            return region
+    return ""
