@@ -1,0 +1,165 @@
+"""The input contract of a contact (DESIGN.md, Input contract) and its CONTACT item. Pure.
+
+A row is validated as a whole: every broken rule is reported, so one report fixes a row. Reasons
+name the field and the rule, never the value (values may be phone numbers or emails).
+"""
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared import keys, rules
+
+CONTACT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+E164 = re.compile(r"\+[1-9][0-9]{6,14}")
+CSV_INTEGER = re.compile(r"[0-9]+")
+CSV_BOOLEANS = {"true": True, "false": False}
+# Bounds that keep any valid row storable, so one row can never fail a whole batch write
+# (DynamoDB numbers have at most 38 digits; items at most 400 KB).
+MAX_WAIT_DIGITS = 38
+MAX_TEXT_LENGTH = 256
+
+
+@dataclass(frozen=True)
+class Contact:
+    contact_id: str
+    caller: str
+    agent_id: str | None
+    queue: str | None
+    started_at: datetime
+    ended_at: datetime
+    disposition: str
+    wait_seconds: int
+    email: str | None
+    survey_opt_in: bool
+
+    def to_item(self, goodwill_wait_seconds: int) -> dict[str, Any]:
+        """The CONTACT item as Python values (the store serializes them: int -> N, bool -> BOOL);
+        absent optional fields are left out, so stream filters can test their existence."""
+        ended_at = keys.utc_timestamp(self.ended_at)
+        item: dict[str, Any] = {
+            "pk": keys.caller_pk(self.caller),
+            "sk": keys.contact_sk(ended_at, self.contact_id),
+            "type": keys.CONTACT,
+            "contact_id": self.contact_id,
+            "caller": self.caller,
+            "started_at": keys.utc_timestamp(self.started_at),
+            "ended_at": ended_at,
+            "disposition": self.disposition,
+            "wait_seconds": self.wait_seconds,
+            "survey_opt_in": self.survey_opt_in,
+            "long_wait": rules.long_wait(self.wait_seconds, goodwill_wait_seconds),
+        }
+        for name in ("agent_id", "queue", "email"):
+            value = getattr(self, name)
+            if value is not None:
+                item[name] = value
+        return item
+
+
+def parse_contact(fields: Mapping[str, Any], *, text_values: bool) -> Contact | list[str]:
+    """A valid Contact, or the reasons the row breaks the input contract.
+
+    `text_values` is true for CSV rows, whose values are all strings: "12" is an integer there,
+    "true"/"false" (any case) a boolean. In JSON only real integers and booleans count.
+    Unknown fields are ignored; an empty string counts as absent.
+    """
+    reasons: list[str] = []
+
+    def text(name: str, *, required: bool, pattern: re.Pattern | None = None) -> str | None:
+        value = fields.get(name)
+        if value is None or value == "":
+            if required:
+                reasons.append(f"{name}: required")
+            return None
+        if not isinstance(value, str):
+            reasons.append(f"{name}: must be a string")
+        elif pattern is not None and not pattern.fullmatch(value):
+            reasons.append(f"{name}: {_PATTERN_RULES[pattern]}")
+        elif pattern is None and len(value) > MAX_TEXT_LENGTH:
+            reasons.append(f"{name}: longer than {MAX_TEXT_LENGTH} characters")
+        else:
+            return value
+        return None
+
+    def timestamp(name: str) -> datetime | None:
+        value = text(name, required=True)
+        if value is None:
+            return None
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            reasons.append(f"{name}: not an ISO-8601 timestamp")
+            return None
+        if moment.tzinfo is None:
+            reasons.append(f"{name}: has no UTC offset or Z")
+            return None
+        return moment
+
+    contact_id = text("contact_id", required=True, pattern=CONTACT_ID)
+    caller = text("caller", required=True, pattern=E164)
+    disposition = text("disposition", required=True)
+    if disposition is not None and disposition not in rules.DISPOSITIONS:
+        reasons.append(f"disposition: not one of {', '.join(rules.DISPOSITIONS)}")
+    agent_id = text("agent_id", required=disposition != rules.ABANDONED)
+    queue = text("queue", required=False)
+    started_at = timestamp("started_at")
+    ended_at = timestamp("ended_at")
+    if started_at and ended_at and ended_at < started_at:
+        reasons.append("ended_at: before started_at")
+    wait_seconds = _wait_seconds(fields.get("wait_seconds"), text_values, reasons)
+    email = text("email", required=False)
+    survey_opt_in = _survey_opt_in(fields.get("survey_opt_in"), text_values, reasons)
+
+    if reasons:
+        return reasons
+    return Contact(
+        contact_id=contact_id,
+        caller=caller,
+        agent_id=agent_id,
+        queue=queue,
+        started_at=started_at,
+        ended_at=ended_at,
+        disposition=disposition,
+        wait_seconds=wait_seconds,
+        email=email,
+        survey_opt_in=survey_opt_in,
+    )
+
+
+_PATTERN_RULES = {
+    CONTACT_ID: "1-64 characters of A-Z, a-z, 0-9, _ and -",
+    E164: "not an E.164 number (+ and 7-15 digits)",
+}
+
+
+def _wait_seconds(value: Any, text_values: bool, reasons: list[str]) -> int | None:
+    if value is None or value == "":
+        reasons.append("wait_seconds: required")
+        return None
+    if text_values:
+        is_integer = isinstance(value, str) and CSV_INTEGER.fullmatch(value) is not None
+        digits = len(value.lstrip("0")) if is_integer else 0
+    else:
+        is_integer = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        digits = len(str(value)) if is_integer else 0
+    if not is_integer:
+        reasons.append("wait_seconds: not an integer >= 0")
+        return None
+    if digits > MAX_WAIT_DIGITS:
+        reasons.append(f"wait_seconds: more than {MAX_WAIT_DIGITS} digits")
+        return None
+    return int(value)
+
+
+def _survey_opt_in(value: Any, text_values: bool, reasons: list[str]) -> bool:
+    if value is None or value == "":
+        return False
+    if text_values and isinstance(value, str) and value.lower() in CSV_BOOLEANS:
+        return CSV_BOOLEANS[value.lower()]
+    if not text_values and isinstance(value, bool):
+        return value
+    reasons.append("survey_opt_in: not a boolean (true or false)")
+    return False

@@ -1,0 +1,266 @@
+"""The input contract of DESIGN.md, rule by rule, and the CONTACT item it becomes."""
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from shared.model import Contact, parse_contact
+
+GOOD = {
+    "contact_id": "c-1_A",
+    "caller": "+4915112345678",
+    "agent_id": "agent-7",
+    "queue": "billing",
+    "started_at": "2026-11-29T10:00:00+01:00",
+    "ended_at": "2026-11-29T10:05:30.250+01:00",
+    "disposition": "RESOLVED",
+    "wait_seconds": 42,
+    "email": "pat@example.com",
+    "survey_opt_in": True,
+}
+GOOD_CSV = GOOD | {"wait_seconds": "42", "survey_opt_in": "true"}
+
+
+def reasons(fields, text_values=False) -> list[str]:
+    result = parse_contact(fields, text_values=text_values)
+    assert isinstance(result, list), "expected the row to be rejected"
+    return result
+
+
+def test_a_valid_json_row_becomes_a_contact():
+    contact = parse_contact(GOOD, text_values=False)
+    assert contact == Contact(
+        contact_id="c-1_A",
+        caller="+4915112345678",
+        agent_id="agent-7",
+        queue="billing",
+        started_at=datetime(2026, 11, 29, 10, 0, tzinfo=timezone(timedelta(hours=1))),
+        ended_at=datetime(2026, 11, 29, 10, 5, 30, 250000, tzinfo=timezone(timedelta(hours=1))),
+        disposition="RESOLVED",
+        wait_seconds=42,
+        email="pat@example.com",
+        survey_opt_in=True,
+    )
+
+
+def test_the_same_row_from_csv_is_the_same_contact():
+    assert parse_contact(GOOD_CSV, text_values=True) == parse_contact(GOOD, text_values=False)
+
+
+def test_optional_fields_may_be_absent_or_empty():
+    fields = {k: v for k, v in GOOD.items() if k not in ("queue", "email", "survey_opt_in")}
+    contact = parse_contact(fields | {"queue": ""}, text_values=False)
+    assert (contact.queue, contact.email, contact.survey_opt_in) == (None, None, False)
+
+
+def test_unknown_fields_are_ignored():
+    assert isinstance(parse_contact(GOOD | {"notes": "x"}, text_values=False), Contact)
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["contact_id", "caller", "started_at", "ended_at", "disposition", "wait_seconds", "agent_id"],
+)
+@pytest.mark.parametrize("missing", [None, "", "absent"])
+def test_required_fields(field, missing):
+    fields = {k: v for k, v in GOOD.items() if k != field}
+    if missing != "absent":
+        fields[field] = missing
+    assert f"{field}: required" in reasons(fields)
+
+
+@pytest.mark.parametrize("contact_id", ["a", "A-z_09", "x" * 64])
+def test_contact_id_accepts_1_to_64_of_the_alphabet(contact_id):
+    assert isinstance(parse_contact(GOOD | {"contact_id": contact_id}, text_values=False), Contact)
+
+
+@pytest.mark.parametrize("contact_id", ["x" * 65, "c 1", "c.1", "c/1", "ç1", "c1\n", 123])
+def test_contact_id_rejects_anything_else(contact_id):
+    assert any(r.startswith("contact_id:") for r in reasons(GOOD | {"contact_id": contact_id}))
+
+
+@pytest.mark.parametrize("caller", ["+1234567", "+123456789012345", "+4915112345678"])
+def test_caller_accepts_e164(caller):
+    assert isinstance(parse_contact(GOOD | {"caller": caller}, text_values=False), Contact)
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [
+        "4915112345678",
+        "+0123456789",
+        "+123456",
+        "+1234567890123456",
+        "+49 151 1234",
+        "+49-151",
+        "+4915112345678\n",
+        4915112345678,
+    ],
+)
+def test_caller_rejects_anything_but_e164(caller):
+    result = reasons(GOOD | {"caller": caller})
+    assert any(r.startswith("caller:") for r in result)
+    assert not any("4915" in r for r in result)  # reasons never echo the phone number
+
+
+def test_agent_id_is_optional_only_for_abandoned_contacts():
+    fields = {k: v for k, v in GOOD.items() if k != "agent_id"}
+    assert parse_contact(fields | {"disposition": "ABANDONED"}, text_values=False).agent_id is None
+    for disposition in ("RESOLVED", "ESCALATED", "TRANSFERRED"):
+        assert "agent_id: required" in reasons(fields | {"disposition": disposition})
+
+
+def test_an_abandoned_contact_keeps_an_agent_id_it_has():
+    contact = parse_contact(GOOD | {"disposition": "ABANDONED"}, text_values=False)
+    assert contact.agent_id == "agent-7"
+
+
+@pytest.mark.parametrize("disposition", ["resolved", "DONE", " RESOLVED", 1])
+def test_disposition_is_one_of_the_enum(disposition):
+    assert any(r.startswith("disposition:") for r in reasons(GOOD | {"disposition": disposition}))
+
+
+@pytest.mark.parametrize(
+    "moment", ["2026-11-29T10:00:00Z", "2026-11-29T10:00:00.123456+05:30", "2026-11-29T10:00-03:00"]
+)
+def test_timestamps_with_offset_or_z_are_accepted(moment):
+    fields = GOOD | {"started_at": moment, "ended_at": "2026-11-30T00:00:00Z"}
+    assert isinstance(parse_contact(fields, text_values=False), Contact)
+
+
+@pytest.mark.parametrize(
+    ("moment", "reason"),
+    [
+        ("2026-11-29T10:00:00", "has no UTC offset or Z"),
+        ("2026-11-29", "has no UTC offset or Z"),
+        ("29.11.2026 10:00", "not an ISO-8601 timestamp"),
+        ("2026-13-01T00:00:00Z", "not an ISO-8601 timestamp"),
+        (1764410400, "must be a string"),
+    ],
+)
+def test_naive_or_malformed_timestamps_are_rejected(moment, reason):
+    assert f"started_at: {reason}" in reasons(GOOD | {"started_at": moment})
+
+
+def test_ended_at_may_not_precede_started_at_across_offsets():
+    # 10:00+01:00 is 09:00Z: an end at 09:30Z is after it, one at 08:59Z before it.
+    ok = GOOD | {"started_at": "2026-11-29T10:00:00+01:00", "ended_at": "2026-11-29T09:30:00Z"}
+    assert isinstance(parse_contact(ok, text_values=False), Contact)
+    same = ok | {"ended_at": "2026-11-29T09:00:00Z"}
+    assert isinstance(parse_contact(same, text_values=False), Contact)
+    early = ok | {"ended_at": "2026-11-29T08:59:00Z"}
+    assert "ended_at: before started_at" in reasons(early)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("0", 0), ("12", 12), ("0600", 600)])
+def test_csv_wait_seconds_are_digit_strings(value, expected):
+    assert (
+        parse_contact(GOOD_CSV | {"wait_seconds": value}, text_values=True).wait_seconds == expected
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["1.5", "-1", "+3", " 12", "12 ", "1e3", "twelve", "١٢", "9" * 39]
+)
+def test_csv_wait_seconds_reject_anything_else(value):
+    assert any(
+        r.startswith("wait_seconds:") for r in reasons(GOOD_CSV | {"wait_seconds": value}, True)
+    )
+
+
+def test_csv_empty_wait_seconds_is_missing():
+    assert "wait_seconds: required" in reasons(GOOD_CSV | {"wait_seconds": ""}, True)
+
+
+@pytest.mark.parametrize("value", [0, 42, 10**38 - 1])
+def test_json_wait_seconds_are_integers(value):
+    assert parse_contact(GOOD | {"wait_seconds": value}, text_values=False).wait_seconds == value
+
+
+@pytest.mark.parametrize("value", [True, False, 1.5, 12.0, -1, "12", 10**38])
+def test_json_wait_seconds_reject_bools_floats_strings_negatives(value):
+    assert any(r.startswith("wait_seconds:") for r in reasons(GOOD | {"wait_seconds": value}))
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("true", True), ("TRUE", True), ("False", False), ("", False), (None, False)],
+)
+def test_csv_survey_opt_in(value, expected):
+    fields = GOOD_CSV | {"survey_opt_in": value}
+    assert parse_contact(fields, text_values=True).survey_opt_in is expected
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "t"])
+def test_csv_survey_opt_in_rejects_other_words(value):
+    assert "survey_opt_in: not a boolean (true or false)" in reasons(
+        GOOD_CSV | {"survey_opt_in": value}, True
+    )
+
+
+@pytest.mark.parametrize("value", ["true", 1, 0])
+def test_json_survey_opt_in_is_a_boolean_only(value):
+    assert "survey_opt_in: not a boolean (true or false)" in reasons(
+        GOOD | {"survey_opt_in": value}
+    )
+
+
+def test_default_survey_opt_in_is_false():
+    fields = {k: v for k, v in GOOD.items() if k != "survey_opt_in"}
+    assert parse_contact(fields, text_values=False).survey_opt_in is False
+
+
+@pytest.mark.parametrize("field", ["agent_id", "queue", "email"])
+def test_free_text_fields_are_strings_of_bounded_length(field):
+    assert f"{field}: must be a string" in reasons(GOOD | {field: 7})
+    assert f"{field}: longer than 256 characters" in reasons(GOOD | {field: "x" * 257})
+
+
+def test_every_broken_rule_is_reported_at_once():
+    fields = {
+        "contact_id": "bad id",
+        "caller": "123",
+        "disposition": "NOPE",
+        "started_at": "2026-11-29T10:00:00",
+        "ended_at": "x",
+        "wait_seconds": -1,
+    }
+    assert len(reasons(fields)) == 7  # contact_id, caller, disposition, agent_id, 2 times, wait
+
+
+def test_to_item_builds_the_contact_item_of_the_contract():
+    item = parse_contact(GOOD, text_values=False).to_item(goodwill_wait_seconds=600)
+    assert item == {
+        "pk": "CALLER#+4915112345678",
+        "sk": "CONTACT#2026-11-29T09:05:30.250Z#c-1_A",
+        "type": "CONTACT",
+        "contact_id": "c-1_A",
+        "caller": "+4915112345678",
+        "agent_id": "agent-7",
+        "queue": "billing",
+        "started_at": "2026-11-29T09:00:00.000Z",
+        "ended_at": "2026-11-29T09:05:30.250Z",
+        "disposition": "RESOLVED",
+        "wait_seconds": 42,
+        "email": "pat@example.com",
+        "survey_opt_in": True,
+        "long_wait": False,
+    }
+
+
+def test_to_item_leaves_absent_fields_out_and_flags_long_waits():
+    fields = {k: v for k, v in GOOD.items() if k not in ("agent_id", "queue", "email")}
+    item = parse_contact(
+        fields | {"disposition": "ABANDONED", "wait_seconds": 600}, text_values=False
+    ).to_item(goodwill_wait_seconds=600)
+    assert not {"agent_id", "queue", "email"} & item.keys()
+    assert item["long_wait"] is True
+    assert (
+        parse_contact(GOOD | {"wait_seconds": 599}, text_values=False).to_item(600)["long_wait"]
+        is False
+    )
+
+
+def test_ended_at_in_the_sort_key_is_utc():
+    contact = parse_contact(GOOD | {"ended_at": "2026-11-30T01:00:00+02:00"}, text_values=False)
+    assert contact.ended_at.astimezone(UTC).hour == 23
+    assert contact.to_item(600)["sk"] == "CONTACT#2026-11-29T23:00:00.000Z#c-1_A"
