@@ -236,9 +236,13 @@ def _environment_from_running_stack(
     credentials = {} if os.environ.get("AWS_ACCESS_KEY_ID") else DUMMY_CREDENTIALS
     try:
         cfn = boto3.client("cloudformation", region_name=spec.region, config=quick, **credentials)
-        physical = cfn.describe_stack_resource(
-            StackName=stack_name, LogicalResourceId=spec.logical_id
-        )["StackResourceDetail"]["PhysicalResourceId"]
+        # describe_stack_resources: moto's describe_stack_resource trips over skipped types
+        resources = cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+        physical = next(
+            r["PhysicalResourceId"]
+            for r in resources
+            if r.get("LogicalResourceId") == spec.logical_id
+        )
         lam = boto3.client("lambda", region_name=spec.region, config=quick, **credentials)
         deployed = lam.get_function_configuration(FunctionName=physical)
     except Exception:
