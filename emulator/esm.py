@@ -126,7 +126,10 @@ class MappingConfig:
 
     @property
     def function_name(self) -> str:
-        return self.function_arn.rsplit(":", 1)[-1] if self.function_arn else "?"
+        """The function's name (what the runtime is invoked with), from its possibly qualified
+        ARN ``arn:aws:lambda:<region>:<account>:function:<name>[:<qualifier>]``."""
+        parts = self.function_arn.split(":")
+        return parts[6] if len(parts) > 6 else self.function_arn
 
 
 class MappingStats:
@@ -349,6 +352,7 @@ class EventSourceMappingEngine:
         self._pollers: dict[str, Any] = {}
         self._stats: dict[str, MappingStats] = {}
         self._unsupported: set[str] = set()
+        self._retired: list[Any] = []  # pollers of deleted mappings, joined by stop()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -373,7 +377,7 @@ class EventSourceMappingEngine:
             self._thread.join(timeout)
             self._thread = None
         with self._lock:
-            pollers = list(self._pollers.values())
+            pollers = list(self._pollers.values()) + self._retired
         for poller in pollers:
             poller.stop()
         deadline = time.monotonic() + timeout
@@ -433,7 +437,9 @@ class EventSourceMappingEngine:
                     poller.reconcile()
             for uuid in [u for u in self._pollers if u not in seen]:
                 log.info("esm %s: mapping deleted; stopping its pollers", uuid[:8])
-                self._pollers.pop(uuid).stop()
+                retired = self._pollers.pop(uuid)
+                retired.stop()
+                self._retired.append(retired)
 
     def _make_poller(self, cfg: MappingConfig, stats: MappingStats) -> Any:
         # Imported here: the poller modules import this one (shared config, stats, outcomes).

@@ -286,7 +286,7 @@ class SqsMappingPoller:
         deleted: set[str] = set()
         for delivery in range(1, deliveries + 1):
             started = time.monotonic()
-            result = self.ctx.runtime.invoke(cfg.function_arn, event)
+            result = self.ctx.runtime.invoke(cfg.function_name, event)
             outcome: BatchOutcome = read_outcome(result, ids, cfg.report_failures)
             succeeded = (
                 []

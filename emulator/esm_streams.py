@@ -54,6 +54,8 @@ from emulator.esm import (
 
 GET_RECORDS_LIMIT = 1000
 MAX_RETRY_DELAY = 2.0
+IDLE_AFTER = 5.0  # seconds without records before a shard is polled at the idle rate
+IDLE_POLL_INTERVAL = 0.5
 
 
 def _jsonable(value: Any) -> Any:
@@ -190,6 +192,7 @@ class ShardWorker(threading.Thread):
         self._iterator: str | None = None
         self._first_buffered: float | None = None
         self._fetched_upto: str | None = None
+        self._last_records = time.monotonic()
 
     @property
     def stopping(self) -> bool:
@@ -214,12 +217,19 @@ class ShardWorker(threading.Thread):
         return self.ctx.streams.get_shard_iterator(**args)["ShardIterator"]
 
     # -- the loop ----------------------------------------------------------------------------------
+    def _idle_interval(self) -> float:
+        """poll_interval while records flow; IDLE_POLL_INTERVAL once the shard has been quiet
+        for IDLE_AFTER seconds (every moto GetRecords call stores a new iterator for good)."""
+        if time.monotonic() - self._last_records < IDLE_AFTER:
+            return self.ctx.poll_interval
+        return max(self.ctx.poll_interval, IDLE_POLL_INTERVAL)
+
     def run(self) -> None:
         stop = self.stop_event
         while not stop.is_set():
             try:
                 if not self._step():
-                    stop.wait(self.ctx.poll_interval)
+                    stop.wait(self._idle_interval())
             except Exception as error:
                 if stop.is_set():
                     break
@@ -282,6 +292,7 @@ class ShardWorker(threading.Thread):
             if not records:
                 break
             got = True
+            self._last_records = time.monotonic()
             self.ctx.touch()
             dropped = 0
             for raw in records:
@@ -401,7 +412,7 @@ class ShardWorker(threading.Thread):
         best_progress = -1
         for delivery in range(1, deliveries + 1):
             started = time.monotonic()
-            result = self.ctx.runtime.invoke(cfg.function_arn, event)
+            result = self.ctx.runtime.invoke(cfg.function_name, event)
             outcome = read_outcome(result, ids, cfg.report_failures)
             if outcome.kind == "ok":
                 progress = len(records)
