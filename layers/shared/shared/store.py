@@ -1,12 +1,16 @@
 """The ContactsTable adapters (low-level DynamoDB client passed in, built once by the handler;
 items converted with boto3's own TypeSerializer/TypeDeserializer)."""
 
-from collections.abc import Mapping
+import random
+import time
+from collections.abc import Iterable, Mapping
+from itertools import batched
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from shared import keys
+from shared.s3_events import S3Object
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -18,6 +22,79 @@ def _to_item(values: Mapping[str, Any]) -> dict[str, dict]:
 
 def _from_item(item: Mapping[str, dict]) -> dict[str, Any]:
     return {name: _deserializer.deserialize(value) for name, value in item.items()}
+
+
+# --- Ingest: contact rows (IngestFunction) and the processing log of files ---
+
+BATCH_WRITE_LIMIT = 25
+# UnprocessedItems (a partition throttled inside an accepted request) are retried with full-jitter
+# exponential backoff; boto3's own retries cover throttling of whole requests.
+BATCH_WRITE_ATTEMPTS = 8
+BACKOFF_BASE_SECONDS = 0.05
+BACKOFF_MAX_SECONDS = 5.0
+
+
+class WritesThrottled(Exception):
+    """Rows were still unprocessed after every attempt: transient, the file must be retried."""
+
+
+def put_contacts(dynamodb, table_name: str, items: Iterable[Mapping[str, Any]]) -> None:
+    """Write CONTACT items with BatchWriteItem, 25 per request, as the iterable yields them.
+
+    A put of the same key with the same content is idempotent, so re-running a file after a crash
+    part-way leaves exactly one item per contact.
+    """
+    for chunk in batched(items, BATCH_WRITE_LIMIT, strict=False):
+        # DynamoDB rejects a request naming one key twice; the later row wins, as a put would.
+        unique = {(item["pk"], item["sk"]): item for item in chunk}
+        _batch_write(
+            dynamodb,
+            {table_name: [{"PutRequest": {"Item": _to_item(i)}} for i in unique.values()]},
+        )
+
+
+def _batch_write(dynamodb, request_items: dict[str, list]) -> None:
+    for attempt in range(BATCH_WRITE_ATTEMPTS):
+        if attempt:
+            ceiling = min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2**attempt)
+            time.sleep(random.uniform(0, ceiling))  # noqa: S311 (jitter, not cryptography)
+        request_items = dynamodb.batch_write_item(RequestItems=request_items).get(
+            "UnprocessedItems"
+        )
+        if not request_items:
+            return
+    unprocessed = sum(len(requests) for requests in request_items.values())
+    raise WritesThrottled(
+        f"{unprocessed} items still unprocessed after {BATCH_WRITE_ATTEMPTS} attempts"
+    )
+
+
+def record_file_outcome(
+    dynamodb,
+    table_name: str,
+    s3_object: S3Object,
+    *,
+    outcome: str,
+    rows_ok: int,
+    rows_rejected: int,
+    report_key: str | None,
+) -> None:
+    """The PROCESSING_LOG item of a file: what happened to it, with counts."""
+    item = {
+        **keys.processing_log_key(s3_object.file_id),
+        "type": keys.PROCESSING_LOG,
+        "file_id": s3_object.file_id,
+        "bucket": s3_object.bucket,
+        "key": s3_object.key,
+        "version": s3_object.version_id or s3_object.sequencer,
+        "size": s3_object.size,
+        "outcome": outcome,
+        "rows_ok": rows_ok,
+        "rows_rejected": rows_rejected,
+    }
+    if report_key is not None:
+        item["report_key"] = report_key
+    dynamodb.put_item(TableName=table_name, Item=_to_item(item))
 
 
 # --- Fan-out consumers: last agent (LastAgentFunction, RouteFunction), gift cards (Goodwill) ---
