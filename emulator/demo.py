@@ -519,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(local: LocalStack, stack_name: str, data: DemoData, args: argparse.Namespace) -> int:
     pipeline = Pipeline(stack_name, local)
+    state: dict[str, Any] = {"history": [], "metrics": FunctionMetrics()}
     pipeline.subscribe_capture()
     if args.duplicate_deliveries > 1:
         local.control("/_emulator/faults", {"duplicate_deliveries": args.duplicate_deliveries})
@@ -561,7 +562,6 @@ def run(local: LocalStack, stack_name: str, data: DemoData, args: argparse.Names
 
     want_notifications = expected["surveys"] + expected["gift_cards"]
     want_files = len(data.files) + 1
-    state: dict[str, Any] = {"history": []}
 
     def settled() -> bool:
         messages = pipeline.collect()
@@ -645,9 +645,7 @@ def summary(pipeline: Pipeline, data: DemoData, state: dict[str, Any]) -> int:
     )
     report.check("duplicate notifications", len(messages) - len(unique), 0)
     check_last_agents(pipeline, data, report)
-    suppressed = duplicates_suppressed(pipeline)
-    if suppressed is not None:
-        say(f"  {'duplicates suppressed':<26} {suppressed:>8,}   (idempotency hits, all functions)")
+    show_duplicates(state["metrics"].totals())
     show_routes(pipeline, data, report)
     show_dead_letters(pipeline, report)
 
@@ -705,6 +703,15 @@ def show_routes(pipeline: Pipeline, data: DemoData, report: Report) -> None:
         say(f"    {mask(caller)} {n:>3} contacts -> {text}  {'ok' if right else 'MISMATCH'}")
 
 
+def show_duplicates(totals: dict[str, collections.Counter]) -> None:
+    """Duplicates suppressed (idempotency hits) and stale last-agent writes, per function."""
+    hits = {name: int(c["DuplicatesSuppressed"]) for name, c in totals.items()}
+    stale = int(sum(c["LastAgentStale"] for c in totals.values()))
+    detail = ", ".join(f"{name.removesuffix('Function')} {n}" for name, n in hits.items() if n)
+    say(f"  {'duplicates suppressed':<26} {sum(hits.values()):>8,}   {detail or 'none needed'}")
+    say(f"  {'stale last-agent writes':<26} {stale:>8,}   older contacts arriving later, refused")
+
+
 def show_dead_letters(pipeline: Pipeline, report: Report) -> None:
     say("\n  Dead-letter and failure queues:")
     for output in (
@@ -718,11 +725,32 @@ def show_dead_letters(pipeline: Pipeline, report: Report) -> None:
         say(f"    {output.removesuffix('Url'):<32} {depth}")
 
 
-def duplicates_suppressed(pipeline: Pipeline) -> int | None:
-    """Idempotency hits, from the local engine's counters when it reports them."""
-    with contextlib.suppress(Exception):
-        status = pipeline.local.control("/_emulator/status")
-        metrics = status.get("metrics", {})
-        if "DuplicatesSuppressed" in metrics:
-            return int(metrics["DuplicatesSuppressed"])
-    return None
+class FunctionMetrics:
+    """The EMF metrics the functions printed while the demo ran, read back from the local
+    stack's function logs (.emulator/logs/<LogicalId>.log, appended to by every run: the demo
+    reads only what was written after its start)."""
+
+    def __init__(self, log_dir: Path = ROOT / ".emulator" / "logs"):
+        self.log_dir = log_dir
+        self.offsets = {path: path.stat().st_size for path in log_dir.glob("*.log")}
+
+    def totals(self) -> dict[str, collections.Counter]:
+        totals: dict[str, collections.Counter] = {}
+        for path in sorted(self.log_dir.glob("*.log")):
+            with path.open("rb") as handle:
+                handle.seek(self.offsets.get(path, 0))
+                text = handle.read().decode("utf-8", "replace")
+            counter = totals.setdefault(path.stem, collections.Counter())
+            for line in text.splitlines():
+                start = line.find("{")
+                if start < 0 or '"_aws"' not in line:
+                    continue
+                try:
+                    record = json.loads(line[start:])
+                except ValueError:
+                    continue
+                for directive in record.get("_aws", {}).get("CloudWatchMetrics", []):
+                    for metric in directive.get("Metrics", []):
+                        value = record.get(metric["Name"], 0)
+                        counter[metric["Name"]] += sum(value) if isinstance(value, list) else value
+        return totals
