@@ -1,0 +1,76 @@
+"""Notification messages and gift cards: pure builders and the notifier's validation."""
+
+import json
+
+import pytest
+from shared import gift_cards, notifications
+
+CONTACT = {
+    "contact_id": "c-1",
+    "caller": "+14155550101",
+    "email": "pat@example.com",
+    "disposition": "RESOLVED",
+}
+
+
+def test_survey_message_follows_the_contract():
+    assert notifications.survey(CONTACT) == {
+        "notification_id": "SURVEY#c-1",
+        "kind": "SURVEY",
+        "contact_id": "c-1",
+        "caller": "+14155550101",
+        "email": "pat@example.com",
+    }
+
+
+def test_gift_card_is_deterministic_per_contact():
+    card = gift_cards.new_gift_card(CONTACT)
+    assert card == gift_cards.new_gift_card({**CONTACT, "disposition": "ABANDONED"})
+    assert (
+        card["gift_card_id"]
+        != gift_cards.new_gift_card({**CONTACT, "contact_id": "c-2"})["gift_card_id"]
+    )
+    assert card["amount"] == gift_cards.AMOUNT == 10
+    assert card["currency"] == "USD"
+
+
+def test_gift_card_message_follows_the_contract_and_is_json():
+    from decimal import Decimal  # noqa: PLC0415 - the store returns numbers as Decimal
+
+    card = {**gift_cards.new_gift_card(CONTACT), "amount": Decimal(10)}
+    message = notifications.gift_card(card)
+    assert message == {
+        "notification_id": "GIFT_CARD#c-1",
+        "kind": "GIFT_CARD",
+        "contact_id": "c-1",
+        "caller": "+14155550101",
+        "gift_card_id": gift_cards.gift_card_id("c-1"),
+        "amount": 10,
+        "currency": "USD",
+    }
+    assert notifications.parse(json.dumps(message)) == message
+
+
+def test_parse_accepts_what_the_builders_build():
+    message = notifications.survey(CONTACT)
+    assert notifications.parse(json.dumps(message)) == message
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("{", "not JSON"),
+        ("null", "not a JSON object"),
+        ('"SURVEY"', "not a JSON object"),
+        (json.dumps({"kind": "COUPON"}), "kind"),
+        (json.dumps({**notifications.survey(CONTACT), "caller": ""}), "missing fields: caller"),
+        (json.dumps({**notifications.survey(CONTACT), "email": None}), "missing fields: email"),
+        (json.dumps({**notifications.survey(CONTACT), "contact_id": 1}), "does not match"),
+        (json.dumps({**notifications.survey(CONTACT), "notification_id": "x"}), "does not match"),
+    ],
+)
+def test_parse_rejects_poison_without_echoing_values(body, reason):
+    with pytest.raises(notifications.InvalidNotification, match=reason) as error:
+        notifications.parse(body)
+    assert "+1415" not in str(error.value)
+    assert "example.com" not in str(error.value)
