@@ -40,6 +40,10 @@ lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and
 	$(UV) run cfn-lint template.yaml
 	sam validate --lint --template template.yaml
 	checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
+	$(UV) run check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yaml
+	$(UV) run zizmor --offline .github/workflows
+	$(UV) run cfn-lint pipeline/bootstrap.yaml
+	checkov --quiet --compact --skip-download --framework cloudformation --file pipeline/bootstrap.yaml
 
 unit: setup ## unit tests (moto in-process, no network)
 	$(UV) run pytest tests/unit

@@ -1,0 +1,432 @@
+"""Shape of the delivery pipeline: the GitHub workflows and the bootstrap template.
+
+Parses .github/workflows/*.yaml and pipeline/bootstrap.yaml (no network, no AWS) and checks the
+properties docs/pipeline.md promises: one build, one package per stage, test before prod with the
+integration tests in between, prod behind the `prod` environment, OIDC only where a role is
+assumed, serialised deploys, pinned actions, and a trust policy scoped to this repository.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+BOOTSTRAP = ROOT / "pipeline" / "bootstrap.yaml"
+
+SHA_PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$")
+CONFIGURE_AWS = "aws-actions/configure-aws-credentials@"
+
+
+# ------------------------------------------------------------------------------------ helpers
+def load_workflow(name: str) -> dict[str, Any]:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def all_workflows() -> dict[str, dict[str, Any]]:
+    return {path.name: load_workflow(path.name) for path in sorted(WORKFLOWS.glob("*.yaml"))}
+
+
+def triggers(workflow: dict[str, Any]) -> dict[str, Any]:
+    # YAML 1.1 reads the bare key `on` as boolean True.
+    on = workflow.get("on", workflow.get(True))
+    return on if isinstance(on, dict) else {name: None for name in ([on] if on else [])}
+
+
+def steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return job.get("steps", [])
+
+
+def run_text(job: dict[str, Any]) -> str:
+    return "\n".join(step.get("run", "") for step in steps(job))
+
+
+def uses(job: dict[str, Any]) -> list[str]:
+    return [step["uses"] for step in steps(job) if "uses" in step]
+
+
+def assumes_role(job: dict[str, Any]) -> bool:
+    return any(ref.startswith(CONFIGURE_AWS) for ref in uses(job))
+
+
+def commands(job: dict[str, Any], tool: str) -> list[str]:
+    """Shell commands (continuation lines joined) that invoke `tool` (e.g. 'sam deploy')."""
+    joined = run_text(job).replace("\\\n", " ")
+    return [line.strip() for line in joined.splitlines() if re.search(rf"\b{tool}\b", line)]
+
+
+def builds(job: dict[str, Any]) -> bool:
+    return bool(commands(job, "sam build") or commands(job, "make build"))
+
+
+def environment_name(job: dict[str, Any]) -> str | None:
+    env = job.get("environment")
+    return env.get("name") if isinstance(env, dict) else env
+
+
+def needs(job: dict[str, Any]) -> list[str]:
+    value = job.get("needs", [])
+    return [value] if isinstance(value, str) else list(value)
+
+
+def ancestors(jobs: dict[str, Any], name: str) -> set[str]:
+    seen: set[str] = set()
+    todo = needs(jobs[name])
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(needs(jobs[current]))
+    return seen
+
+
+def flag(command: str, name: str) -> str | None:
+    match = re.search(rf"{name}[ =]\"?([^\s\"]+)\"?", command)
+    return match.group(1) if match else None
+
+
+# ------------------------------------------------------------------------ every workflow
+def test_workflows_exist():
+    assert {"ci.yaml", "pipeline.yaml", "feature.yaml", "feature-cleanup.yaml"} <= set(
+        all_workflows()
+    )
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOWS.glob("*.yaml")))
+def test_token_is_least_privilege(name):
+    workflow = load_workflow(name)
+    assert workflow.get("permissions") in ({}, {"contents": "read"}), (
+        "top-level permissions must be {} or contents: read"
+    )
+    for job_name, job in workflow["jobs"].items():
+        perms = job.get("permissions")
+        assert isinstance(perms, dict), f"{job_name}: set job permissions explicitly"
+        allowed = {"contents": "read", "id-token": "write"}
+        assert set(perms.items()) <= set(allowed.items()), f"{job_name}: {perms}"
+        # id-token: write exactly on the jobs that assume an AWS role
+        assert (perms.get("id-token") == "write") == assumes_role(job), job_name
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOWS.glob("*.yaml")))
+def test_every_action_is_pinned_to_a_commit_with_its_version(name):
+    text = (WORKFLOWS / name).read_text()
+    refs = [USES_LINE.match(line) for line in text.splitlines()]
+    refs = [match for match in refs if match]
+    assert refs, "no actions used?"
+    for match in refs:
+        ref, rest = match.group(1), match.group(2)
+        assert SHA_PINNED.match(ref), f"{ref} is not pinned to a full commit SHA"
+        assert re.search(r"#\s*v\d", rest), f"{ref}: add the release as a comment (# vX.Y.Z)"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOWS.glob("*.yaml")))
+def test_no_long_lived_keys_and_no_persisted_git_credentials(name):
+    text = (WORKFLOWS / name).read_text()
+    for forbidden in ("aws-access-key-id", "aws-secret-access-key", "AWS_SECRET_ACCESS_KEY"):
+        assert forbidden not in text
+    for job_name, job in load_workflow(name)["jobs"].items():
+        for step in steps(job):
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step.get("with", {}).get("persist-credentials") is False, job_name
+            if step.get("uses", "").startswith(CONFIGURE_AWS):
+                inputs = step["with"]
+                assert set(inputs) >= {"role-to-assume", "aws-region"}, job_name
+                assert inputs["role-to-assume"] == "${{ vars.PIPELINE_ROLE_ARN }}", job_name
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOWS.glob("*.yaml")))
+def test_jobs_that_assume_a_role_run_in_a_github_environment(name):
+    # The pipeline roles trust repo:<org>/<repo>:environment:<stage> subjects.
+    for job_name, job in load_workflow(name)["jobs"].items():
+        if assumes_role(job):
+            assert environment_name(job) in {"test", "prod"}, job_name
+
+
+# ------------------------------------------------------------------- pull requests (ci.yaml)
+def test_pull_requests_run_make_test_on_python_313():
+    workflow = load_workflow("ci.yaml")
+    assert "pull_request" in triggers(workflow)
+    jobs = workflow["jobs"]
+    [job] = [job for job in jobs.values() if commands(job, "make test")]
+    setup = [s for s in steps(job) if s.get("uses", "").startswith("actions/setup-python@")]
+    assert setup and str(setup[0]["with"]["python-version"]) == "3.13"
+    assert "uv==0.13.8" in run_text(job)
+    assert not assumes_role(job)
+
+
+# ------------------------------------------------------------------- main (pipeline.yaml)
+@pytest.fixture(scope="module")
+def pipeline() -> dict[str, Any]:
+    workflow = load_workflow("pipeline.yaml")
+    assert triggers(workflow)["push"]["branches"] == ["main"]
+    return workflow["jobs"]
+
+
+def deploy_jobs(jobs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: job for name, job in jobs.items() if commands(job, "sam deploy")}
+
+
+def stage_of(job: dict[str, Any]) -> str:
+    [deploy] = commands(job, "sam deploy")
+    return flag(deploy, "--config-env")
+
+
+def test_main_runs_make_test_before_building(pipeline):
+    [build_name] = [name for name, job in pipeline.items() if builds(job)]
+    tested = [name for name, job in pipeline.items() if commands(job, "make test")]
+    assert tested and set(tested) <= ancestors(pipeline, build_name)
+
+
+def test_sam_build_runs_once_and_is_uploaded(pipeline):
+    building = [name for name, job in pipeline.items() if builds(job)]
+    assert len(building) == 1, f"sam build in {building}"
+    build = pipeline[building[0]]
+    assert not assumes_role(build), "building needs no AWS credentials"
+    uploads = [s for s in steps(build) if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert uploads and uploads[0]["with"]["path"] == ".aws-sam/build"
+    artifact = uploads[0]["with"]["name"]
+    for name, job in deploy_jobs(pipeline).items():
+        assert not builds(job), f"{name} must deploy the build, not rebuild"
+        assert building[0] in ancestors(pipeline, name)
+        downloads = [
+            s for s in steps(job) if s.get("uses", "").startswith("actions/download-artifact@")
+        ]
+        assert [d["with"]["name"] for d in downloads] == [artifact], name
+        assert downloads[0]["with"]["path"] == ".aws-sam/build", name
+
+
+def test_one_package_per_stage_then_deploy_of_that_package(pipeline):
+    stages = {}
+    for name, job in deploy_jobs(pipeline).items():
+        [package] = commands(job, "sam package")
+        [deploy] = commands(job, "sam deploy")
+        stage = flag(package, "--config-env")
+        assert flag(deploy, "--config-env") == stage, name
+        assert flag(package, "--template-file") == ".aws-sam/build/template.yaml", name
+        assert flag(deploy, "--template-file") == flag(package, "--output-template-file"), name
+        for command in (package, deploy):
+            assert '--s3-bucket "$ARTIFACTS_BUCKET"' in command, name
+            assert '--region "$AWS_REGION"' in command, name
+        assert '--role-arn "$CFN_EXECUTION_ROLE_ARN"' in deploy, name
+        assert "--no-confirm-changeset" in deploy, name
+        assert environment_name(job) == stage, f"{name}: environment must match the stage"
+        assert job["env"]["ARTIFACTS_BUCKET"] == "${{ vars.ARTIFACTS_BUCKET }}", name
+        stages[stage] = name
+    assert set(stages) == {"test", "prod"}
+
+
+def test_test_then_integration_tests_then_prod(pipeline):
+    deploys = {stage_of(job): name for name, job in deploy_jobs(pipeline).items()}
+    test_job, prod_job = deploys["test"], deploys["prod"]
+    [integration] = [name for name, job in pipeline.items() if commands(job, "make integration")]
+    assert test_job in ancestors(pipeline, integration)
+    assert integration in ancestors(pipeline, prod_job)
+    job = pipeline[integration]
+    env = job["env"]
+    assert env["AWS_SAM_STACK_NAME"] == pipeline[test_job]["env"]["STACK_NAME"]
+    assert "AWS_ENDPOINT_URL" not in env
+    assert "unset AWS_ENDPOINT_URL" in run_text(job)
+    assert environment_name(job) == "test" and assumes_role(job)
+    assert pipeline[test_job]["env"]["STACK_NAME"] != pipeline[prod_job]["env"]["STACK_NAME"]
+
+
+def test_prod_is_gated_by_the_prod_environment(pipeline):
+    for name, job in deploy_jobs(pipeline).items():
+        if stage_of(job) == "prod":
+            assert environment_name(job) == "prod"
+        else:
+            assert environment_name(job) != "prod", name
+
+
+def test_deploys_of_one_stage_never_overlap(pipeline):
+    groups = {}
+    for name, job in deploy_jobs(pipeline).items():
+        concurrency = job.get("concurrency")
+        assert isinstance(concurrency, dict), f"{name}: no concurrency group"
+        assert concurrency["cancel-in-progress"] is False, name
+        assert stage_of(job) in concurrency["group"], name
+        groups[stage_of(job)] = concurrency["group"]
+    assert len(set(groups.values())) == len(groups), "one group per stage"
+    top = load_workflow("pipeline.yaml")["concurrency"]
+    assert top["cancel-in-progress"] is False, "never cancel a running deploy"
+
+
+# -------------------------------------------------------------- feature-branch stacks
+def stack_name_step(job: dict[str, Any]) -> dict[str, Any]:
+    [step] = [s for s in steps(job) if s.get("id") == "stack"]
+    return step
+
+
+@pytest.fixture(scope="module")
+def feature_jobs() -> tuple[dict[str, Any], dict[str, Any]]:
+    deploy = load_workflow("feature.yaml")
+    cleanup = load_workflow("feature-cleanup.yaml")
+    assert triggers(deploy)["push"]["branches"] == ["feature/**"]
+    assert "delete" in triggers(cleanup)
+    [deploy_job] = deploy["jobs"].values()
+    [cleanup_job] = cleanup["jobs"].values()
+    return deploy_job, cleanup_job
+
+
+def test_feature_stacks_are_deployed_and_deleted_under_the_same_name(feature_jobs):
+    deploy_job, cleanup_job = feature_jobs
+    assert stack_name_step(deploy_job)["run"] == stack_name_step(cleanup_job)["run"]
+    assert environment_name(deploy_job) == environment_name(cleanup_job) == "test"
+    assert deploy_job["concurrency"]["cancel-in-progress"] is False
+    assert commands(deploy_job, "sam deploy") and "--config-env test" in run_text(deploy_job)
+    [delete] = commands(cleanup_job, "sam delete")
+    assert "--no-prompts" in delete
+    assert "feature/" in cleanup_job["if"] and "branch" in cleanup_job["if"]
+
+
+@pytest.mark.parametrize(
+    ("branch", "stack"),
+    [
+        ("feature/Add_Things.v2", "last-agent-routing-test-feature-add-things-v2"),
+        ("feature/a/b--c-", "last-agent-routing-test-feature-a-b-c"),
+        ("feature/" + "x" * 60, "last-agent-routing-test-feature-" + "x" * 40),
+        ("feature/???", None),
+    ],
+)
+def test_branch_names_are_sanitised(feature_jobs, tmp_path, branch, stack):
+    script = stack_name_step(feature_jobs[0])["run"]
+    output = tmp_path / "out"
+    output.touch()
+    env = {**os.environ, "BRANCH": branch, "GITHUB_OUTPUT": str(output)}
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if stack is None:
+        assert result.returncode != 0
+        return
+    assert result.returncode == 0, result.stderr
+    values = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert values["name"] == stack
+    assert re.fullmatch(r"[a-z][a-z0-9-]{0,127}", values["name"])
+    slug = stack.removeprefix("last-agent-routing-test-feature-")
+    assert values["s3_prefix"] == f"feature/{slug}"
+
+
+# ------------------------------------------------------------------ bootstrap template
+class CfnLoader(yaml.SafeLoader):
+    """Reads CloudFormation short-form intrinsics (!Sub, !If, ...) as their long form."""
+
+
+def _intrinsic(loader: CfnLoader, tag_suffix: str, node: yaml.Node) -> dict[str, Any]:
+    name = "Ref" if tag_suffix == "Ref" else f"Fn::{tag_suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+        if tag_suffix == "GetAtt":
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {name: value}
+
+
+CfnLoader.add_multi_constructor("!", _intrinsic)
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> dict[str, Any]:
+    return yaml.load(BOOTSTRAP.read_text(), Loader=CfnLoader)  # a SafeLoader subclass
+
+
+def statements(policy_document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Policy statements, with Fn::If [cond, stmt, AWS::NoValue] resolved to stmt."""
+    return [
+        statement["Fn::If"][1] if "Fn::If" in statement else statement
+        for statement in policy_document["Statement"]
+    ]
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_bootstrap_interface(bootstrap):
+    assert {"GitHubOrg", "GitHubRepo", "Stage", "CreateOidcProvider"} <= set(
+        bootstrap["Parameters"]
+    )
+    assert bootstrap["Resources"]["GitHubOidcProvider"]["Condition"] == "CreateOidc"
+    assert {"PipelineRoleArn", "CloudFormationExecutionRoleArn", "ArtifactsBucketName"} <= set(
+        bootstrap["Outputs"]
+    )
+    assert bootstrap["Conditions"]["IsProd"] == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}
+
+
+def test_pipeline_role_trusts_only_this_repository(bootstrap):
+    role = bootstrap["Resources"]["PipelineRole"]["Properties"]
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert set(trust["Condition"]) == {"StringEquals"}, "no StringLike: no wildcard subjects"
+    condition = trust["Condition"]["StringEquals"]
+    assert condition["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
+    is_prod, prod_subjects, other_subjects = condition["token.actions.githubusercontent.com:sub"][
+        "Fn::If"
+    ]
+    assert is_prod == "IsProd"
+    subjects = [s["Fn::Sub"] for s in prod_subjects]
+    assert subjects == ["repo:${GitHubOrg}/${GitHubRepo}:environment:${Stage}"]
+    for subject in [s["Fn::Sub"] for s in other_subjects]:
+        assert subject.startswith("repo:${GitHubOrg}/${GitHubRepo}:")
+        assert subject.endswith((":environment:${Stage}", ":ref:refs/heads/main"))
+        assert "*" not in subject
+
+
+def test_pipeline_role_permissions_are_scoped(bootstrap):
+    resources = bootstrap["Resources"]
+    policy = statements(resources["PipelineRolePolicy"]["Properties"]["PolicyDocument"])
+    by_sid = {s["Sid"]: s for s in policy}
+    pass_role = by_sid["PassTheExecutionRoleToCloudFormationOnly"]
+    assert pass_role["Resource"] == {"Fn::GetAtt": ["CloudFormationExecutionRole", "Arn"]}
+    assert pass_role["Condition"]["StringEquals"]["iam:PassedToService"] == (
+        "cloudformation.amazonaws.com"
+    )
+    assert ":stack/${AppName}-${Stage}*/*" in by_sid["DeployTheStageStacks"]["Resource"]["Fn::Sub"]
+    assert by_sid["UseTheServerlessTransform"]["Resource"]["Fn::Sub"].endswith(
+        ":aws:transform/Serverless-2016-10-31"
+    )
+    for statement in policy:
+        assert statement["Effect"] == "Allow"
+        assert "*" not in as_list(statement["Action"])
+        assert "*" not in as_list(statement["Resource"])
+
+
+def test_execution_role_has_no_blanket_permissions(bootstrap):
+    role = bootstrap["Resources"]["CloudFormationExecutionRole"]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "cloudformation.amazonaws.com"
+    }
+    for policy in role["Policies"]:
+        for statement in statements(policy["PolicyDocument"]):
+            actions = as_list(statement.get("Action", statement.get("NotAction")))
+            assert "*" not in actions
+            if "*" in as_list(statement["Resource"]):
+                # only actions without a resource type, each constrained by a condition
+                assert statement.get("Condition") or actions == ["lambda:ListEventSourceMappings"]
+
+
+def test_artifacts_bucket_is_private_encrypted_versioned_and_tls_only(bootstrap):
+    resources = bootstrap["Resources"]
+    bucket = resources["ArtifactsBucket"]["Properties"]
+    assert bucket["VersioningConfiguration"]["Status"] == "Enabled"
+    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert all(bucket["PublicAccessBlockConfiguration"].values())
+    assert bucket["LifecycleConfiguration"]["Rules"]
+    [tls] = resources["ArtifactsBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert tls["Effect"] == "Deny"
+    assert tls["Condition"]["Bool"]["aws:SecureTransport"] == "false"
