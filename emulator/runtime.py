@@ -428,7 +428,7 @@ class Runtime:
             TZ=":UTC",
             LANG="en_US.UTF-8",
         )
-        env.update(spec.environment)
+        env.update({k: str(v) for k, v in spec.environment.items()})
         return env
 
     # --- workers ---------------------------------------------------------------------------

@@ -261,9 +261,11 @@ class _Resolver:
             name = value["Ref"]
             if name in self.parameters:
                 return self.parameters[name]
+            if name in self.resources:
+                return self.resources[name][1]
             if name == "AWS::Region":
                 return self.region
-            return self.resources[name][1]
+            raise DeployError(f"cannot resolve Ref {name}")
         if set(value) == {"Fn::GetAtt"}:
             target = value["Fn::GetAtt"]
             logical_id, attribute = target.split(".", 1) if isinstance(target, str) else target
@@ -358,7 +360,10 @@ def _function_specs(
                 handler=config["Handler"],
                 code_dir=code[logical_id].code_dir,
                 layer_dirs=code[logical_id].layer_dirs,
-                environment=dict(config.get("Environment", {}).get("Variables", {})),
+                environment={
+                    k: _env_value(v)
+                    for k, v in config.get("Environment", {}).get("Variables", {}).items()
+                },
                 timeout=float(config.get("Timeout", 3)),
                 memory_size=int(config.get("MemorySize", 128)),
                 region=region,
@@ -418,7 +423,12 @@ def deploy(
     for logical_id, resource in cfn_template["Resources"].items():
         if resource.get("Type") != "AWS::S3::Bucket":
             continue
-        props = resolve(resource.get("Properties", {}))
+        props = resource.get("Properties", {})
+        props = {
+            k: resolve(props[k])
+            for k in ("VersioningConfiguration", "PublicAccessBlockConfiguration")
+            if k in props
+        }
         bucket = resources[logical_id][1]
         if props.get("VersioningConfiguration", {}).get("Status"):
             s3.put_bucket_versioning(
@@ -504,6 +514,13 @@ def function_specs_offline(
             runtime=props.get("Runtime", "python3.13"),
         )
     return specs
+
+
+def _env_value(value: Any) -> str:
+    """CloudFormation passes every environment value to Lambda as a string."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def _offline_value(value: Any, parameters: dict[str, str], region: str) -> str:
