@@ -1,0 +1,1 @@
+"""`make bench`: the pipeline's speed and memory figures, each beside its budget."""

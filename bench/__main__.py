@@ -1,0 +1,69 @@
+"""Run every figure, print one table, write bench/results.json; exit 1 if a budget is missed."""
+
+import json
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+
+from bench import cold_init, exactly_once_cost, ingest_cost, ingest_memory, layer_size, throughput
+from bench.common import ROOT, Figure
+
+SECTIONS = (cold_init, ingest_cost, exactly_once_cost, ingest_memory, throughput, layer_size)
+
+
+def _table(figures: list[Figure]) -> str:
+    rows = [("id", "figure", "value", "budget", "holds", "detail")]
+    for figure in figures:
+        holds = "-" if figure.holds is None else ("yes" if figure.holds else "NO")
+        rows.append(
+            (
+                figure.id,
+                figure.name,
+                f"{figure.value:g} {figure.unit}",
+                figure.budget,
+                holds,
+                figure.detail,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + "  "
+        + row[-1]
+        for row in rows
+    )
+
+
+def main() -> int:
+    started = time.monotonic()
+    figures: list[Figure] = []
+    for section in SECTIONS:
+        print(f"bench: {section.__name__.rsplit('.', 1)[-1]} ...", file=sys.stderr, flush=True)
+        figures.extend(section.run())
+    elapsed = time.monotonic() - started
+    table = _table(figures)
+    print(table)
+    print(
+        f"\n{len(figures)} figures in {elapsed:.0f} s on {platform.machine()}, Python "
+        f"{platform.python_version()}"
+    )
+    results = {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seconds": round(elapsed, 1),
+        "machine": {"arch": platform.machine(), "python": platform.python_version()},
+        "figures": [figure.as_dict() for figure in figures],
+    }
+    (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    missed = [figure for figure in figures if figure.holds is False]
+    for figure in missed:
+        print(
+            f"budget missed: {figure.id} {figure.name}: {figure.value:g} {figure.unit} "
+            f"(budget {figure.budget})",
+            file=sys.stderr,
+        )
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

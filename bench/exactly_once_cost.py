@@ -1,0 +1,186 @@
+"""P3: what exactly-once costs in DynamoDB requests, per notification, on first delivery and on a
+duplicate, for SurveyFunction, GoodwillFunction and NotifierFunction.
+
+In-process under moto (mock_aws), each handler loaded cold and invoked with one batch of
+NOTIFICATIONS records shaped as the events/ samples (stream INSERT records of CONTACT items;
+NotificationQueue messages), then with the same batch again (a duplicate delivery).
+
+First delivery counts writes to the idempotency table: the exactly-once bookkeeping (claim, then
+completion). GoodwillFunction's gift card write is the business effect, not bookkeeping: it is
+reported in the detail, not counted against the budget. A duplicate counts every DynamoDB request.
+"""
+
+import copy
+import json
+from collections.abc import Callable
+
+import boto3
+from moto import mock_aws
+
+from bench.common import REGION, Figure
+from bench.inprocess import (
+    LambdaContext,
+    RequestCounter,
+    breakdown,
+    by_operation,
+    event_sample,
+    import_shared,
+    lambda_environment,
+    load_handler,
+    quiet,
+    sqs_event,
+)
+from tests.resources import Resources, create_resources
+
+NOTIFICATIONS = 20
+BUDGET_FIRST_WRITES = 2
+BUDGET_DUPLICATE_REQUESTS = 1
+
+
+def _stream_event(samples: list[str], count: int) -> dict:
+    """`count` INSERT records of distinct contacts, each a copy of a sample (in turn) with its
+    own contact_id, sort key, event id and sequence number."""
+    records = []
+    for index in range(count):
+        record = copy.deepcopy(event_sample(samples[index % len(samples)])["Records"][0])
+        image = record["dynamodb"]["NewImage"]
+        contact_id = f"c-bench-{index:05d}"
+        sk = f"CONTACT#{image['ended_at']['S']}#{contact_id}"
+        image["contact_id"]["S"] = contact_id
+        image["sk"]["S"] = record["dynamodb"]["Keys"]["sk"]["S"] = sk
+        record["eventID"] = f"{index:032x}"
+        record["dynamodb"]["SequenceNumber"] = f"{4421584500000000017450439092 + index}"
+        records.append(record)
+    return {"Records": records}
+
+
+def _notification_event(count: int) -> dict:
+    """`count` NotificationQueue messages, half SURVEY and half GIFT_CARD, built as the consumers
+    build them (shared.notifications), in the shape of events/sqs-notification.json."""
+    import_shared()
+    from shared import gift_cards, notifications  # noqa: PLC0415 (the layer is on sys.path now)
+
+    bodies = []
+    for index in range(count):
+        contact = {
+            "contact_id": f"c-bench-{index:05d}",
+            "caller": f"+1415555{index:04d}",
+            "email": f"caller.{index}@example.com",
+        }
+        message = (
+            notifications.survey(contact)
+            if index % 2
+            else notifications.gift_card(gift_cards.new_gift_card(contact))
+        )
+        bodies.append(json.dumps(message))
+    event = sqs_event(bodies, "bench-notifications")
+    sample = event_sample("sqs-notification.json")["Records"][0]
+    for record in event["Records"]:
+        record["eventSourceARN"] = sample["eventSourceARN"]
+    return event
+
+
+def _queued(resources: Resources, url: str) -> int:
+    sqs = boto3.client("sqs", region_name=REGION)
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"])
+
+
+CASES: dict[str, tuple[Callable[[], dict], Callable[[Resources], str]]] = {
+    "SurveyFunction": (
+        lambda: _stream_event(["dynamodb-insert-contact-resolved-optin.json"], NOTIFICATIONS),
+        lambda r: r.notification_queue_url,
+    ),
+    "GoodwillFunction": (
+        lambda: _stream_event(
+            [
+                "dynamodb-insert-contact-abandoned.json",
+                "dynamodb-insert-contact-long-wait.json",
+            ],
+            NOTIFICATIONS,
+        ),
+        lambda r: r.notification_queue_url,
+    ),
+    "NotifierFunction": (lambda: _notification_event(NOTIFICATIONS), lambda r: r.topic_capture_url),
+}
+
+
+def _measure(logical_id: str) -> list[Figure]:
+    build_event, output_queue = CASES[logical_id]
+    counter = RequestCounter()
+    with mock_aws(), counter.installed():
+        resources = create_resources("bench-")
+        with lambda_environment(logical_id, resources.function_env()), quiet():
+            app = load_handler(logical_id)
+            event = build_event()
+            counter.reset()
+            first_response = app.lambda_handler(event, LambdaContext(logical_id))
+            first = counter.reset()
+            sent_first = _queued(resources, output_queue(resources))
+            duplicate_response = app.lambda_handler(copy.deepcopy(event), LambdaContext(logical_id))
+            duplicate = counter.reset()
+            sent_total = _queued(resources, output_queue(resources))
+
+    n = NOTIFICATIONS
+    idempotency = resources.idempotency_table
+    bookkeeping = [c for c in first if c.write and idempotency in c.tables]
+    business = [c for c in first if c.write and resources.contacts_table in c.tables]
+    first_per = len(bookkeeping) / n
+    duplicate_per = len(duplicate) / n
+    failures = first_response.get("batchItemFailures") or duplicate_response.get(
+        "batchItemFailures"
+    )
+    ok = not failures and sent_first == n and sent_total == n
+    check = (
+        ""
+        if ok
+        else f"; INVALID RUN: {sent_first} then {sent_total} messages out for {n}, "
+        f"failures {failures}"
+    )
+    business_note = (
+        f"; business write (gift card, not counted): {breakdown(by_operation(business))} "
+        f"= {len(business) / n:g}/notification"
+        if business
+        else ""
+    )
+    return [
+        Figure(
+            "P3",
+            f"exactly-once writes, first delivery {logical_id}",
+            round(first_per, 3),
+            "writes/notif",
+            f"<= {BUDGET_FIRST_WRITES} (idempotency table)",
+            first_per <= BUDGET_FIRST_WRITES and ok,
+            (
+                f"{n} notifications, {n} messages out; idempotency table "
+                f"{breakdown(by_operation(first, idempotency))}; all requests "
+                f"{len(first) / n:g}/notification{business_note}{check}"
+            ),
+        ),
+        Figure(
+            "P3",
+            f"requests per duplicate {logical_id}",
+            round(duplicate_per, 3),
+            "req/dup",
+            f"<= {BUDGET_DUPLICATE_REQUESTS} (all DynamoDB)",
+            duplicate_per <= BUDGET_DUPLICATE_REQUESTS and ok,
+            (
+                f"same {n} records again: {breakdown(by_operation(duplicate))}; "
+                f"{sent_total - sent_first} extra messages out{check}"
+            ),
+        ),
+    ]
+
+
+def run() -> list[Figure]:
+    figures = []
+    for logical_id in CASES:
+        figures.extend(_measure(logical_id))
+    return figures
+
+
+if __name__ == "__main__":
+    for figure in run():
+        print(figure)

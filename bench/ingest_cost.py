@@ -1,0 +1,109 @@
+"""P2: DynamoDB requests per contact row when IngestFunction ingests a 10,000-row .jsonl file.
+
+In-process under moto (mock_aws): the stack's resources (tests.resources), the file put into the
+versioned bucket, IngestFunction's handler loaded cold and invoked once with an SQS event carrying
+the S3 notification as AWS sends it (versionId, sequencer, form-encoded key). Every DynamoDB call
+of every client built meanwhile is counted (bench.inprocess.RequestCounter), by operation and
+table. A second delivery of the same notification (S3 delivers duplicates) shows what the file
+claim costs when it suppresses one.
+"""
+
+import json
+import time
+
+import boto3
+from moto import mock_aws
+
+from bench.common import REGION, Figure
+from bench.inprocess import (
+    LambdaContext,
+    RequestCounter,
+    breakdown,
+    by_operation,
+    count_items,
+    generate_contacts,
+    jsonl_lines,
+    lambda_environment,
+    load_handler,
+    quiet,
+    s3_notification,
+    sqs_event,
+)
+from tests.resources import create_resources
+
+ROWS = 10_000
+BUDGET_PER_ROW = 0.05
+KEY = "incoming/2026-11-29/bench contacts 10k.jsonl"
+
+
+def run() -> list[Figure]:
+    counter = RequestCounter()
+    with mock_aws(), counter.installed():
+        resources = create_resources("bench-")
+        with lambda_environment("IngestFunction", resources.function_env()):
+            body = b"".join(jsonl_lines(generate_contacts(ROWS)))
+            s3 = boto3.client("s3", region_name=REGION)
+            put = s3.put_object(Bucket=resources.bucket, Key=KEY, Body=body)
+            notification = s3_notification(
+                resources.bucket, KEY, len(body), put["ETag"], put.get("VersionId")
+            )
+            event = sqs_event([json.dumps(notification)], "bench-ingest")
+            app = load_handler("IngestFunction")
+            counter.reset()  # only what the handler does from here on
+
+            with quiet():
+                started = time.perf_counter()
+                response = app.lambda_handler(event, LambdaContext("IngestFunction"))
+                seconds = time.perf_counter() - started
+                first = counter.reset()
+                duplicate_response = app.lambda_handler(
+                    sqs_event([json.dumps(notification)], "bench-ingest"),
+                    LambdaContext("IngestFunction"),
+                )
+                duplicate = counter.reset()
+
+            dynamodb = boto3.client("dynamodb", region_name=REGION)
+            stored = count_items(dynamodb, resources.contacts_table, "CONTACT")
+
+    failures = response.get("batchItemFailures") or duplicate_response.get("batchItemFailures")
+    per_row = len(first) / ROWS
+    contacts_ops = by_operation(first, resources.contacts_table)
+    claim_ops = by_operation(first, resources.idempotency_table)
+    items_written = sum(c.items for c in first if c.operation == "BatchWriteItem")
+    batches = contacts_ops["BatchWriteItem"]
+    ok = not failures and stored == ROWS
+    check = "" if ok else f"; INVALID RUN: {stored} contacts stored, failures {failures}"
+    return [
+        Figure(
+            "P2",
+            "ingest DynamoDB requests per row",
+            round(per_row, 4),
+            "req/row",
+            f"<= {BUDGET_PER_ROW}",
+            per_row <= BUDGET_PER_ROW and ok,
+            (
+                f"{len(first)} requests for {ROWS} rows ({stored} CONTACT items stored) in "
+                f"{seconds:.1f} s under moto: contacts table {breakdown(contacts_ops)} "
+                f"({items_written / max(batches, 1):.1f} items per batch); idempotency table "
+                f"{breakdown(claim_ops)}{check}"
+            ),
+        ),
+        Figure(
+            "P2",
+            "ingest file-claim requests per file",
+            sum(claim_ops.values()),
+            "req/file",
+            "-",
+            None,
+            (
+                f"idempotency table, first delivery: {breakdown(claim_ops)}; a duplicate "
+                f"delivery of the same notification: {len(duplicate)} request(s) in all "
+                f"({breakdown(by_operation(duplicate))}), nothing re-ingested"
+            ),
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    for figure in run():
+        print(figure)

@@ -1,0 +1,281 @@
+"""P4: peak RSS of IngestFunction ingesting a ~200 MB .jsonl file, against the file's size.
+
+moto runs as its own server process, so the in-memory S3 object and the table live there, not in
+the handler's memory. The stack's resources are created on it (tests.resources), the file is
+generated to a temporary file (streamed, never whole in memory) and uploaded with upload_file.
+A fresh interpreter with the function's environment (PYTHONPATH = functions/ingest and the
+layer, AWS_ENDPOINT_URL = the moto server) imports the handler, invokes it once with the SQS event
+as AWS sends it and reports resource.getrusage(RUSAGE_SELF).ru_maxrss: the figure. RSS after the
+import alone is reported beside it, so the growth due to the file is visible.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+
+from bench.common import PYTHON, REGION, ROOT, Figure, function_env, layer_path
+from bench.inprocess import (
+    generate_contacts,
+    import_shared,
+    jsonl_lines,
+    s3_notification,
+    sqs_event,
+)
+from tests.resources import create_resources
+
+FILE_BYTES = int(os.environ.get("BENCH_P4_FILE_MB", "200")) * 1_000_000
+# Each row carries ~EXTRA_BYTES of export fields the ingest ignores (as real contact records do),
+# so 200 MB is ~100k rows rather than ~800k of bare ~260 B rows: the moto server takes ~1 ms per
+# row, and 800k rows would take ~13 minutes. See docs/performance.md.
+EXTRA_BYTES = int(os.environ.get("BENCH_P4_EXTRA_BYTES", "1800"))
+BUDGET_MB = 100
+CHILD_TIMEOUT_SECONDS = int(os.environ.get("BENCH_P4_TIMEOUT", "170"))
+PORTS = range(4910, 4930)
+KEY = "incoming/2026-11-29/bench-200mb.jsonl"
+
+CHILD = """
+import json, resource, sys, time
+import app
+
+class Context:
+    function_name = "IngestFunction"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:IngestFunction"
+    aws_request_id = "bench-p4"
+    log_group_name = "/aws/lambda/IngestFunction"
+    log_stream_name = "bench"
+    def get_remaining_time_in_millis(self):
+        return 900_000
+
+after_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+event = json.loads(sys.stdin.read())
+usage = resource.getrusage(resource.RUSAGE_SELF)
+cpu_at_start = usage.ru_utime + usage.ru_stime
+started = time.perf_counter()
+response = app.lambda_handler(event, Context())
+seconds = time.perf_counter() - started
+usage = resource.getrusage(resource.RUSAGE_SELF)
+sys.stderr.write("RESULT " + json.dumps({
+    "after_import_kb": after_import, "peak_kb": usage.ru_maxrss, "seconds": seconds,
+    "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu_at_start, "response": response,
+}) + "\\n")
+"""
+
+
+def free_port(ports: range) -> int:
+    for port in ports:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
+
+
+@contextmanager
+def moto_server(ports: range = PORTS):
+    """`python -m moto.server` on a free port of the bench range; yields (endpoint URL, pid)."""
+    port = free_port(ports)
+    endpoint = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/data.json", timeout=1).read()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.2)
+        yield endpoint, server.pid
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@contextmanager
+def client_env(endpoint: str):
+    """This process's boto3 clients pointed at the moto server, with dummy credentials."""
+    saved = dict(os.environ)
+    os.environ.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION=REGION,
+        AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
+    )
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def generate_file(path: Path, size: int) -> int:
+    """Contacts until the file reaches `size` bytes; returns the row count."""
+    rows = 0
+    with path.open("wb") as out:
+        written = 0
+        for line in jsonl_lines(generate_contacts(10**9, seed=11, extra_bytes=EXTRA_BYTES)):
+            out.write(line)
+            written += len(line)
+            rows += 1
+            if written >= size:
+                break
+    return rows
+
+
+def run() -> list[Figure]:
+    import_shared()
+    from shared import keys  # noqa: PLC0415 (the layer is on sys.path now)
+
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-p4-") as tmp,
+        moto_server() as (endpoint, server_pid),
+        client_env(endpoint),
+    ):
+        resources = create_resources("bench-")
+        path = Path(tmp) / "contacts.jsonl"
+        started = time.perf_counter()
+        rows = generate_file(path, FILE_BYTES)
+        size = path.stat().st_size
+        generated = time.perf_counter() - started
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.upload_file(str(path), resources.bucket, KEY, Config=TransferConfig(max_concurrency=4))
+        head = s3.head_object(Bucket=resources.bucket, Key=KEY)
+        uploaded = time.perf_counter() - started - generated
+        notification = s3_notification(
+            resources.bucket, KEY, size, head["ETag"], head.get("VersionId")
+        )
+        event = sqs_event([json.dumps(notification)], "bench-ingest")
+
+        env = function_env("IngestFunction", endpoint)
+        env.update(resources.function_env())
+        env["PYTHONPATH"] = f"{ROOT / 'functions' / 'ingest'}:{layer_path()}"
+        env.pop("AWS_SESSION_TOKEN", None)
+        server_cpu = cpu_seconds(server_pid)
+        try:
+            child = subprocess.run(
+                [PYTHON, "-c", CHILD],
+                check=False,
+                input=json.dumps(event),
+                env=env,
+                cwd=ROOT / "functions" / "ingest",
+                capture_output=True,
+                text=True,
+                timeout=CHILD_TIMEOUT_SECONDS,
+            )
+        except subprocess.TimeoutExpired:
+            return [
+                Figure(
+                    "P4",
+                    "ingest peak RSS (200 MB file)",
+                    0,
+                    "MB",
+                    f"<= {BUDGET_MB}",
+                    None,
+                    f"NOT MEASURED: the ingest of {size / 1e6:.0f} MB ({rows} rows) against the "
+                    f"moto server did not finish in {CHILD_TIMEOUT_SECONDS} s",
+                )
+            ]
+        result_lines = [line for line in child.stderr.splitlines() if line.startswith("RESULT ")]
+        if child.returncode or not result_lines:
+            tail = child.stderr.strip().splitlines()[-3:]
+            return [
+                Figure(
+                    "P4",
+                    "ingest peak RSS (200 MB file)",
+                    0,
+                    "MB",
+                    f"<= {BUDGET_MB}",
+                    False,
+                    f"handler process failed (exit {child.returncode}): {' | '.join(tail)}",
+                )
+            ]
+        result = json.loads(result_lines[-1][len("RESULT ") :])
+        server_cpu = cpu_seconds(server_pid) - server_cpu
+        file_id = f"{resources.bucket}/{KEY}#{head.get('VersionId')}"
+        log = (
+            boto3.client("dynamodb", region_name=REGION)
+            .get_item(
+                TableName=resources.contacts_table,
+                Key={
+                    name: {"S": value} for name, value in keys.processing_log_key(file_id).items()
+                },
+            )
+            .get("Item", {})
+        )
+
+    peak_mb = result["peak_kb"] / 1024
+    import_mb = result["after_import_kb"] / 1024
+    seconds = result["seconds"]
+    rows_ok = int(log.get("rows_ok", {}).get("N", "0"))
+    outcome = log.get("outcome", {}).get("S", "no processing log")
+    failures = result["response"].get("batchItemFailures")
+    ok = outcome == "PROCESSED" and rows_ok == rows and not failures
+    check = "" if ok else f"; INVALID RUN: outcome {outcome}, {rows_ok} rows ok, {failures}"
+    padding = (
+        f": contract fields ~260 B + ~{EXTRA_BYTES} B of export fields the ingest ignores"
+        if EXTRA_BYTES
+        else ""
+    )
+    return [
+        Figure(
+            "P4",
+            "ingest peak RSS (200 MB file)",
+            round(peak_mb, 1),
+            "MB",
+            f"<= {BUDGET_MB}",
+            peak_mb <= BUDGET_MB and ok,
+            (
+                f"file {size / 1e6:.0f} MB, {rows} rows (~{size / rows:.0f} B/row{padding}); "
+                f"RSS after import {import_mb:.1f} MB, +{peak_mb - import_mb:.1f} MB while "
+                f"ingesting, i.e. {(peak_mb - import_mb) / (size / 2**20) * 100:.1f}% of the "
+                f"file size; moto server in its own process{check}"
+            ),
+        ),
+        Figure(
+            "P4",
+            "ingest time (200 MB file)",
+            round(seconds, 1),
+            "s",
+            "-",
+            None,
+            (
+                f"{rows / seconds:,.0f} rows/s, {size / 1e6 / seconds:.1f} MB/s against moto "
+                f"server; CPU: handler {result['cpu_seconds']:.0f} s, moto server "
+                f"{server_cpu:.0f} s; generate {generated:.0f} s, upload {uploaded:.0f} s"
+            ),
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    for figure in run():
+        print(figure, file=sys.stdout)

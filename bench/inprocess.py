@@ -1,0 +1,331 @@
+"""What the figures that run handlers share: generated contacts, events shaped as AWS sends them,
+a DynamoDB request counter, and a handler loaded cold into a Lambda-like environment.
+
+The counter wraps botocore.session.Session.create_client, so every client built while it is
+active (the handler's own, and any a library such as Powertools builds for itself) has a
+`before-call.dynamodb` hook: one count per API call as the code makes it (retries inside one call
+are not extra calls; none happen under moto anyway).
+"""
+
+import importlib.util
+import json
+import os
+import random
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote_plus
+
+import botocore.session
+
+from bench.common import FUNCTIONS, REGION, ROOT, function_env, layer_path
+
+ACCOUNT = "123456789012"
+WRITE_OPERATIONS = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+)
+
+
+def import_shared() -> None:
+    """The layer's package importable as in Lambda (/opt/python): for shared.rules and friends."""
+    path = str(layer_path())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+# ---- generated contacts --------------------------------------------------------------------------
+
+QUEUES = ("billing", "support", "sales", "retention", "technical-support", "claims")
+DISPOSITIONS = (("RESOLVED", 0.62), ("ABANDONED", 0.08), ("ESCALATED", 0.18), ("TRANSFERRED", 0.12))
+DAY = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+
+
+def generate_contacts(
+    count: int,
+    *,
+    seed: int = 7,
+    first: int = 0,
+    callers: int | None = None,
+    extra_bytes: int = 0,
+) -> Iterator[dict[str, Any]]:
+    """`count` valid contacts as a contact center exports them (~250 bytes of JSON each).
+
+    Callers repeat (one caller per ~3 contacts unless `callers` says), so several contacts race for
+    one LAST_AGENT item; ~8% abandoned, ~5% waited past 600 s, ~half of the resolved opted in to
+    a survey with an email. `extra_bytes` adds about that many bytes of fields the contract does
+    not know and the ingest ignores, as real exports carry them (contact attributes, recording
+    location, a call summary: an Amazon Connect contact record is several KB), for figures that
+    need fewer, larger rows.
+    """
+    rng = random.Random(seed + first)
+    callers = callers or max(1, count // 3)
+    names, weights = zip(*DISPOSITIONS, strict=True)
+    for index in range(first, first + count):
+        disposition = rng.choices(names, weights)[0]
+        caller = f"+1202{rng.randrange(callers) + 5_550_000:07d}"
+        started = DAY + timedelta(
+            seconds=rng.randrange(14 * 3600), milliseconds=rng.randrange(1000)
+        )
+        wait = int(rng.expovariate(1 / 120)) if rng.random() > 0.05 else rng.randrange(600, 1800)
+        ended = started + timedelta(seconds=wait + rng.randrange(30, 1500))
+        contact: dict[str, Any] = {
+            "contact_id": f"c-20261129-{index:07d}",
+            "caller": caller,
+            "queue": rng.choice(QUEUES),
+            "started_at": started.isoformat().replace("+00:00", "Z"),
+            "ended_at": ended.isoformat().replace("+00:00", "Z"),
+            "disposition": disposition,
+            "wait_seconds": wait,
+        }
+        if disposition != "ABANDONED":
+            contact["agent_id"] = f"agent-{rng.randrange(400):03d}"
+        if rng.random() < 0.55:
+            contact["email"] = f"caller.{index}@example.com"
+            contact["survey_opt_in"] = rng.random() < 0.6
+        if extra_bytes:
+            contact.update(_export_fields(rng, index, extra_bytes))
+        yield contact
+
+
+SUMMARY_TEXT = (
+    "caller asked about the invoice agent explained the charge and offered a refund for the late "
+    "delivery customer confirmed the address and agreed to a callback next week order number was "
+    "verified payment method updated escalation not needed"
+)
+WORDS = tuple(SUMMARY_TEXT.split())
+
+
+def _export_fields(rng: random.Random, index: int, size: int) -> dict[str, Any]:
+    """Fields an export carries beyond the contract (ignored by the ingest), ~`size` bytes."""
+    fields: dict[str, Any] = {
+        "channel": "VOICE",
+        "initiation_method": rng.choice(("INBOUND", "CALLBACK", "TRANSFER")),
+        "attributes": {
+            "customer_tier": rng.choice(("gold", "silver", "bronze")),
+            "language": rng.choice(("en-US", "es-US", "fr-CA")),
+            "ivr_path": "/".join(rng.choices(("main", "billing", "orders", "agent"), k=4)),
+        },
+        "recording": f"s3://connect-recordings/2026/11/29/c-20261129-{index:07d}.wav",
+    }
+    summary: list[str] = []
+    length = 220  # what the fields above take, roughly
+    while length < size:
+        word = rng.choice(WORDS)
+        summary.append(word)
+        length += len(word) + 1
+    fields["summary"] = " ".join(summary)
+    return fields
+
+
+def jsonl_lines(contacts: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    for contact in contacts:
+        yield json.dumps(contact, separators=(",", ":")).encode() + b"\n"
+
+
+# ---- events as AWS sends them --------------------------------------------------------------------
+
+
+def s3_notification(bucket: str, key: str, size: int, etag: str, version_id: str | None) -> dict:
+    """The S3 event notification body AWS puts on the queue (key form-encoded, with versionId and
+    sequencer, which moto's own notifications lack)."""
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": REGION,
+                "eventTime": datetime.now(UTC)
+                .isoformat(timespec="milliseconds")
+                .replace("+00:00", "Z"),
+                "eventName": "ObjectCreated:Put",
+                "userIdentity": {"principalId": "AWS:AIDAEXAMPLEEXPORTER"},
+                "requestParameters": {"sourceIPAddress": "198.51.100.7"},
+                "responseElements": {
+                    "x-amz-request-id": uuid.uuid4().hex[:16].upper(),
+                    "x-amz-id-2": uuid.uuid4().hex,
+                },
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "configurationId": "IngestIncoming",
+                    "bucket": {
+                        "name": bucket,
+                        "ownerIdentity": {"principalId": "A3NL1KOZZKExample"},
+                        "arn": f"arn:aws:s3:::{bucket}",
+                    },
+                    "object": {
+                        "key": quote_plus(key, safe="/"),
+                        "size": size,
+                        "eTag": etag.strip('"'),
+                        **({"versionId": version_id} if version_id else {}),
+                        "sequencer": f"{random.getrandbits(64):016X}00",
+                    },
+                },
+            }
+        ]
+    }
+
+
+def sqs_event(bodies: list[str], queue: str) -> dict:
+    """An SQS event as the Lambda ESM delivers it."""
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": f"AQEB{uuid.uuid4().hex}",
+                "body": body,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1795940103000",
+                    "SenderId": "AROAEXAMPLE:bench",
+                    "ApproximateFirstReceiveTimestamp": "1795940103000",
+                },
+                "messageAttributes": {},
+                "md5OfBody": "0" * 32,
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}",
+                "awsRegion": REGION,
+            }
+            for body in bodies
+        ]
+    }
+
+
+# ---- DynamoDB request counter --------------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    operation: str
+    tables: tuple[str, ...]
+    items: int  # items a BatchWriteItem carries; 1 for a single-item call
+
+    @property
+    def write(self) -> bool:
+        return self.operation in WRITE_OPERATIONS
+
+
+@dataclass
+class RequestCounter:
+    calls: list[Call] = field(default_factory=list)
+
+    def _before_call(self, model, params, **_kwargs) -> None:
+        try:
+            body = json.loads(params.get("body") or b"{}")
+        except ValueError:
+            body = {}
+        if "RequestItems" in body:
+            tables = tuple(body["RequestItems"])
+            items = sum(len(requests) for requests in body["RequestItems"].values())
+        elif "TransactItems" in body:
+            tables = tuple(
+                {next(iter(item.values())).get("TableName", "") for item in body["TransactItems"]}
+            )
+            items = len(body["TransactItems"])
+        else:
+            tables, items = (body.get("TableName", ""),), 1
+        self.calls.append(Call(model.name, tables, items))
+
+    def reset(self) -> list[Call]:
+        calls, self.calls = self.calls, []
+        return calls
+
+    @contextmanager
+    def installed(self) -> Iterator["RequestCounter"]:
+        original = botocore.session.Session.create_client
+        counter = self
+
+        def create_client(session, service_name, *args, **kwargs):
+            client = original(session, service_name, *args, **kwargs)
+            client.meta.events.register("before-call.dynamodb", counter._before_call)
+            return client
+
+        botocore.session.Session.create_client = create_client
+        try:
+            yield self
+        finally:
+            botocore.session.Session.create_client = original
+
+
+def by_operation(calls: list[Call], table: str | None = None) -> Counter:
+    return Counter(c.operation for c in calls if table is None or table in c.tables)
+
+
+def breakdown(counts: Counter) -> str:
+    return ", ".join(f"{name} {count}" for name, count in counts.most_common()) or "none"
+
+
+# ---- a handler, cold, in a Lambda-like environment -----------------------------------------------
+
+
+@contextmanager
+def lambda_environment(logical_id: str, overrides: dict[str, str]) -> Iterator[None]:
+    """os.environ as the function sees it on Lambda (bench.common.function_env, then `overrides`:
+    the real resource names), restored afterwards."""
+    saved = dict(os.environ)
+    env = function_env(logical_id)
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def load_handler(logical_id: str) -> ModuleType:
+    """functions/<dir>/app.py imported as a fresh module (a cold start); call inside the function's
+    environment and the mock, so its module-level clients see both."""
+    import_shared()
+    path = ROOT / "functions" / FUNCTIONS[logical_id] / "app.py"
+    spec = importlib.util.spec_from_file_location(f"bench_app_{uuid.uuid4().hex}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class LambdaContext:
+    """The attributes of a Lambda context that Powertools and the handlers read."""
+
+    def __init__(self, function_name: str, remaining_ms: int = 900_000):
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = 256
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function_name}"
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "2026/11/29/[$LATEST]bench"
+        self._remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._remaining_ms
+
+
+def count_items(dynamodb, table: str, item_type: str) -> int:
+    """Items of one `type` in a table (every page of the scan)."""
+    pages = dynamodb.get_paginator("scan").paginate(
+        TableName=table,
+        Select="COUNT",
+        FilterExpression="#t = :type",
+        ExpressionAttributeNames={"#t": "type"},
+        ExpressionAttributeValues={":type": {"S": item_type}},
+    )
+    return sum(page["Count"] for page in pages)
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Handlers print EMF metrics and JSON logs to stdout; `make bench` prints one table."""
+    with open(os.devnull, "w") as devnull, redirect_stdout(devnull):
+        yield
+
+
+def event_sample(name: str) -> dict:
+    return json.loads((ROOT / "events" / name).read_text())

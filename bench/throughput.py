@@ -1,0 +1,381 @@
+"""P5: contacts per second end to end through the local stack, and the latency from an S3 put to
+its notifications reaching NotificationsTopic.
+
+`python -m emulator up` runs as a subprocess on a free bench port; once it prints `ready`, a
+capture queue is subscribed to NotificationsTopic (raw delivery) and FILES .jsonl files of
+ROWS_PER_FILE generated contacts are put under incoming/, back to back. Done means all three:
+every contact is a CONTACT item, every LAST_AGENT item is the one the data says (newest contact
+with an agent per caller, by shared.rules), and every SURVEY and GIFT_CARD notification the data
+calls for (shared.rules) reached the topic. Throughput is contacts over the time from the first put
+to the poll that saw done (polls are ~1 s apart); latency is each notification's receive time
+against its file's put time. The wait is bounded (DONE_WITHIN_SECONDS); the stack is stopped at
+the end either way.
+"""
+
+import collections
+import json
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import threading
+import time
+import tomllib
+from datetime import datetime
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from bench.common import PYTHON, REGION, ROOT, Figure, percentile
+from bench.ingest_memory import free_port
+from bench.inprocess import generate_contacts, import_shared, jsonl_lines
+
+FILES = 20
+ROWS_PER_FILE = 1_000
+CONTACTS = FILES * ROWS_PER_FILE
+READY_WITHIN_SECONDS = 90
+DONE_WITHIN_SECONDS = int(os.environ.get("BENCH_P5_TIMEOUT", "240"))
+PORTS = range(4950, 5000)
+PREFIX = "incoming/bench/"
+FAILED_INVOCATION = re.compile(
+    r"fn=\S*?(\w+Function)\S* records=\d+ outcome=(\w+)\S*(?: \S+)? (\d+)ms"
+)
+
+
+class LocalStack:
+    """`python -m emulator up --port N` in the background; its output kept for the report."""
+
+    def __init__(self, port: int):
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.port = port
+        self.lines: collections.deque[str] = collections.deque(maxlen=40)
+        self.failed: list[tuple[str, str, int]] = []  # (function, outcome, ms)
+        self.ready = threading.Event()
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "AWS_DEFAULT_REGION": REGION}
+        env.pop("AWS_PROFILE", None)
+        env.pop("AWS_ENDPOINT_URL", None)
+        self.process = subprocess.Popen(
+            [PYTHON, "-m", "emulator", "up", "--port", str(self.port)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip())
+            # the engine logs every invocation that is not ok: which function, how it ended
+            if match := FAILED_INVOCATION.search(line):
+                function, outcome, millis = match.groups()
+                self.failed.append((function, outcome, int(millis)))
+            if line.startswith("ready"):
+                self.ready.set()
+
+    def wait_ready(self, timeout: float) -> str | None:
+        """None once ready, else why not."""
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.2):
+            if self.process.poll() is not None:
+                return f"exited with {self.process.returncode}: {self.tail()}"
+            if time.monotonic() > deadline:
+                return f"not ready within {timeout:.0f} s: {self.tail()}"
+        return None
+
+    def failures(self) -> str:
+        """Invocations that did not end ok, by function and outcome, with their median time."""
+        groups: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
+        for function, outcome, millis in self.failed:
+            groups[(function, outcome)].append(millis)
+        return (
+            ", ".join(
+                f"{function} {outcome} x{len(times)} (median {statistics.median(times):.0f} ms)"
+                for (function, outcome), times in sorted(groups.items())
+            )
+            or "none"
+        )
+
+    def tail(self) -> str:
+        return " | ".join(list(self.lines)[-3:]) or "no output"
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+
+
+def _local_parameters() -> tuple[str, dict[str, str]]:
+    """Stack name and parameter overrides the local stack deploys with (samconfig.toml)."""
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text()).get("default", {})
+    name = config.get("global", {}).get("parameters", {}).get("stack_name", "last-agent-routing")
+    overrides = config.get("deploy", {}).get("parameters", {}).get("parameter_overrides", "")
+    if isinstance(overrides, list):
+        overrides = " ".join(overrides)
+    return name, dict(item.split("=", 1) for item in shlex.split(overrides) if "=" in item)
+
+
+def expected(files: list[list[dict]], goodwill_wait_seconds: int) -> dict[str, Any]:
+    """What the data should give, by the layer's own rules."""
+    import_shared()
+    from shared import keys, rules  # noqa: PLC0415 (the layer is on sys.path now)
+
+    last_agents: dict[str, tuple[str, str, str]] = {}
+    notifications: dict[tuple[str, str], int] = {}  # (kind, contact_id) -> file index
+    for index, contacts in enumerate(files):
+        for contact in contacts:
+            if rules.sets_last_agent(contact):
+                ended = keys.utc_timestamp(datetime.fromisoformat(contact["ended_at"]))
+                candidate = (ended, contact["contact_id"], contact["agent_id"])
+                current = last_agents.get(contact["caller"])
+                if rules.is_newer(candidate[:2], current[:2] if current else None):
+                    last_agents[contact["caller"]] = candidate
+            if rules.survey_due(contact):
+                notifications[(keys.SURVEY, contact["contact_id"])] = index
+            if rules.gift_card_due(contact, goodwill_wait_seconds):
+                notifications[(keys.GIFT_CARD, contact["contact_id"])] = index
+    return {
+        "last_agents": {
+            caller: {"agent_id": agent, "contact_id": contact_id, "ended_at": ended}
+            for caller, (ended, contact_id, agent) in last_agents.items()
+        },
+        "notifications": notifications,
+    }
+
+
+class Capture(threading.Thread):
+    """Receives from the capture queue until stopped, noting when each notification arrived."""
+
+    def __init__(self, sqs, url: str):
+        super().__init__(daemon=True)
+        self.sqs, self.url = sqs, url
+        self.received: dict[tuple[str, str], float] = {}
+        self.duplicates = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                batch = self.sqs.receive_message(
+                    QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+                ).get("Messages", [])
+            except Exception:  # the stack is going away; the figures say what arrived
+                time.sleep(0.2)
+                continue
+            now = time.monotonic()
+            for message in batch:
+                body = json.loads(message["Body"])
+                key = (body.get("kind"), body.get("contact_id"))
+                if key in self.received:
+                    self.duplicates += 1
+                else:
+                    self.received[key] = now
+            if batch:
+                self.sqs.delete_message_batch(
+                    QueueUrl=self.url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(batch)
+                    ],
+                )
+
+
+def _scan(dynamodb, table: str, item_type: str, count: bool) -> Any:
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "FilterExpression": "#t = :t",
+        "ExpressionAttributeNames": {"#t": "type"},
+        "ExpressionAttributeValues": {":t": {"S": item_type}},
+    }
+    if count:
+        kwargs["Select"] = "COUNT"
+    total, items = 0, []
+    for page in dynamodb.get_paginator("scan").paginate(**kwargs):
+        total += page["Count"]
+        items += page.get("Items", [])
+    return total if count else items
+
+
+def _not_measured(reason: str) -> list[Figure]:
+    return [
+        Figure(
+            "P5",
+            "throughput end to end",
+            0,
+            "contacts/s",
+            f"all {CONTACTS} done <= {DONE_WITHIN_SECONDS} s",
+            None,
+            f"NOT MEASURED: {reason}",
+        )
+    ]
+
+
+def run() -> list[Figure]:
+    stack = LocalStack(free_port(PORTS))
+    stack.start()
+    try:
+        problem = stack.wait_ready(READY_WITHIN_SECONDS)
+        if problem:
+            return _not_measured(f"the local stack (python -m emulator up) {problem}")
+        return _measure(stack)
+    finally:
+        stack.stop()
+
+
+def _measure(stack: LocalStack) -> list[Figure]:
+    stack_name, parameters = _local_parameters()
+    goodwill_wait = int(parameters.get("GoodwillWaitSeconds", "600"))
+    session = boto3.session.Session(
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name=REGION,
+    )
+    config = Config(retries={"mode": "standard", "max_attempts": 5})
+    clients = {
+        name: session.client(name, endpoint_url=stack.endpoint, config=config)
+        for name in ("cloudformation", "s3", "sqs", "sns", "dynamodb")
+    }
+    stacks = clients["cloudformation"].describe_stacks(StackName=stack_name)["Stacks"]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    table, bucket = outputs["ContactsTableName"], outputs["ContactsBucketName"]
+
+    sqs = clients["sqs"]
+    capture_url = sqs.create_queue(QueueName="bench-topic-capture")["QueueUrl"]
+    capture_arn = sqs.get_queue_attributes(QueueUrl=capture_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    clients["sns"].subscribe(
+        TopicArn=outputs["NotificationsTopicArn"],
+        Protocol="sqs",
+        Endpoint=capture_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    capture = Capture(session.client("sqs", endpoint_url=stack.endpoint), capture_url)
+    capture.start()
+
+    files = [
+        list(generate_contacts(ROWS_PER_FILE, seed=23, first=i * ROWS_PER_FILE, callers=5_000))
+        for i in range(FILES)
+    ]
+    want = expected(files, goodwill_wait)
+    bodies = [b"".join(jsonl_lines(iter(contacts))) for contacts in files]
+
+    put_times = []
+    started = time.monotonic()
+    for index, body in enumerate(bodies):
+        put_times.append(time.monotonic())
+        clients["s3"].put_object(Bucket=bucket, Key=f"{PREFIX}file-{index:03d}.jsonl", Body=body)
+    put_seconds = time.monotonic() - started
+
+    state = {"contacts": 0, "last_agents_ok": 0, "notifications": 0}
+
+    def done(poll: int) -> bool:
+        state["notifications"] = len(capture.received.keys() & want["notifications"].keys())
+        notified = state["notifications"] == len(want["notifications"])
+        if state["contacts"] < CONTACTS and (notified or poll % 5 == 0):
+            state["contacts"] = _scan(clients["dynamodb"], table, "CONTACT", count=True)
+        if not notified or state["contacts"] < CONTACTS:
+            return False
+        stored = {
+            item["caller"]["S"]: {
+                name: item[name]["S"] for name in ("agent_id", "contact_id", "ended_at")
+            }
+            for item in _scan(clients["dynamodb"], table, "LAST_AGENT", count=False)
+        }
+        state["last_agents_ok"] = sum(
+            stored.get(caller) == value for caller, value in want["last_agents"].items()
+        )
+        return state["last_agents_ok"] == len(want["last_agents"]) and len(stored) == len(
+            want["last_agents"]
+        )
+
+    finished, poll = None, 0
+    while time.monotonic() - started < DONE_WITHIN_SECONDS:
+        poll += 1
+        if done(poll):
+            finished = time.monotonic()
+            break
+        time.sleep(1)
+    capture.stopping.set()
+    capture.join(5)
+
+    want_n = len(want["notifications"])
+    latencies = [
+        received - put_times[want["notifications"][key]]
+        for key, received in capture.received.items()
+        if key in want["notifications"]
+    ]
+    extra = len(capture.received.keys() - want["notifications"].keys()) + capture.duplicates
+    progress = (
+        f"{state['contacts']}/{CONTACTS} contacts, {state['last_agents_ok']}/"
+        f"{len(want['last_agents'])} last agents right, {state['notifications']}/{want_n} "
+        f"notifications"
+    )
+    if finished is None:
+        throughput = Figure(
+            "P5",
+            "throughput end to end",
+            0,
+            "contacts/s",
+            f"all {CONTACTS} done <= {DONE_WITHIN_SECONDS} s",
+            False,
+            (
+                f"NOT DONE after {DONE_WITHIN_SECONDS} s: {progress}; invocations not ok: "
+                f"{stack.failures()}"
+            ),
+        )
+    else:
+        elapsed = finished - started
+        throughput = Figure(
+            "P5",
+            "throughput end to end",
+            round(CONTACTS / elapsed, 1),
+            "contacts/s",
+            f"all {CONTACTS} done <= {DONE_WITHIN_SECONDS} s",
+            extra == 0,
+            (
+                f"{FILES} files x {ROWS_PER_FILE} contacts put in {put_seconds:.1f} s, all done "
+                f"in {elapsed:.1f} s (first put to done, polled ~1 s): {progress}; "
+                f"{extra} unexpected or duplicate notifications; invocations not ok: "
+                f"{stack.failures()}"
+            ),
+        )
+    figures = [throughput]
+    if latencies:
+        for name, fraction in (("p50", 0.5), ("p95", 0.95)):
+            figures.append(
+                Figure(
+                    "P5",
+                    f"put-to-notification latency {name}",
+                    round(percentile(latencies, fraction), 2),
+                    "s",
+                    "-",
+                    None,
+                    (
+                        f"{len(latencies)} notifications ({want_n} expected), receive time at a "
+                        f"capture queue subscribed to NotificationsTopic minus the put of the "
+                        f"contact's file; max {max(latencies):.1f} s"
+                    ),
+                )
+            )
+    return figures
+
+
+if __name__ == "__main__":
+    for figure in run():
+        print(figure)
