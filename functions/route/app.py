@@ -5,12 +5,11 @@ Logger are imported, the raw event dict is read directly, and DynamoDB calls are
 """
 
 import os
-import re
 
 import boto3
 from aws_lambda_powertools import Logger
 from botocore.config import Config
-from shared import store
+from shared import model, store
 
 logger = Logger()
 # Connect waits at most 8 s for the function; a slow read must fail fast so the flow can route
@@ -22,8 +21,6 @@ dynamodb = boto3.client(
     ),
 )
 CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
-# E.164, as the input contract stores callers; anything else cannot have a last agent.
-E164 = re.compile(r"\+[1-9][0-9]{6,14}")
 NOT_FOUND = {"found": "false"}
 
 
@@ -33,7 +30,8 @@ def lambda_handler(event: dict, context) -> dict[str, str]:
     # The live contact's id, not personal data: it ties this log line to the call.
     logger.append_keys(connect_contact_id=contact_data.get("ContactId"))
     caller = (contact_data.get("CustomerEndpoint") or {}).get("Address")
-    if not isinstance(caller, str) or not E164.fullmatch(caller):
+    # Callers are stored as the input contract's E.164: anything else has no last agent.
+    if not isinstance(caller, str) or not model.E164.fullmatch(caller):
         logger.warning("caller is missing or not E.164: no last agent")
         return NOT_FOUND
     last_agent = store.get_last_agent(dynamodb, CONTACTS_TABLE_NAME, caller)
