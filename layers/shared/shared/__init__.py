@@ -1,6 +1,7 @@
 """Shared code of the contact-center functions, shipped as the SharedLayer.
 
-Pure modules (no AWS I/O): model, keys, rules, files, s3_events.
+Pure modules (no AWS I/O): model, keys, rules, files, s3_events, gift_cards, notifications.
+Stream records of CONTACT items as plain values: contacts.
 AWS adapters (clients passed in, built once by each handler): store, objects, notify.
 One Powertools idempotency configuration: idempotency.
 """
