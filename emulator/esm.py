@@ -271,8 +271,10 @@ class EngineContext:
         *,
         poll_interval: float,
         retry_delay: float,
+        long_poll_seconds: int,
     ):
         self.endpoint_url = endpoint_url
+        self.long_poll_seconds = long_poll_seconds
         self.region = region
         self.runtime = runtime
         self.faults = faults
@@ -337,7 +339,13 @@ class EventSourceMappingEngine:
         refresh_interval: float = 1.0,
         poll_interval: float = 0.1,
         retry_delay: float = 0.2,
+        long_poll_seconds: int = 1,
     ):
+        """``refresh_interval``: seconds between reads of the mappings. ``poll_interval``: pause
+        between polls of an active stream shard (and of a queue without long polling).
+        ``retry_delay``: first pause before a stream batch is retried (doubling, up to 2 s).
+        ``long_poll_seconds``: ReceiveMessage WaitTimeSeconds while a queue is empty (0: short
+        polling every poll_interval); it bounds how long stop() waits for a poller."""
         self.endpoint_url = endpoint_url
         self.region = region
         self.refresh_interval = refresh_interval
@@ -348,6 +356,7 @@ class EventSourceMappingEngine:
             faults,
             poll_interval=poll_interval,
             retry_delay=retry_delay,
+            long_poll_seconds=long_poll_seconds,
         )
         self._pollers: dict[str, Any] = {}
         self._stats: dict[str, MappingStats] = {}

@@ -139,11 +139,14 @@ class SqsMappingPoller:
         self._max_receive = int(max_receive) if max_receive is not None else None
 
     def running(self) -> bool:
-        return self.active_pollers() > 0
+        """At least one poller thread runs and has not been told to stop."""
+        with self._lock:
+            return any(t.is_alive() and not s.is_set() for t, s in self._threads)
 
     def active_pollers(self) -> int:
+        """Poller threads alive, including stopping ones still finishing a receive or batch."""
         with self._lock:
-            return sum(1 for t, s in self._threads if t.is_alive() and not s.is_set())
+            return sum(1 for t, _ in self._threads if t.is_alive())
 
     def stop(self) -> None:
         with self._lock:
@@ -187,18 +190,18 @@ class SqsMappingPoller:
                 log.warning("esm %s: polling failed: %s", self.config.short, error)
                 stop.wait(1.0)
                 continue
-            if not received:
+            if not received and not self.ctx.long_poll_seconds:
                 stop.wait(self.ctx.poll_interval)
 
     def _set_busy(self, delta: int) -> None:
         with self._lock:
             self._busy += delta
 
-    def _receive(self, count: int) -> list[dict[str, Any]]:
+    def _receive(self, count: int, wait: int) -> list[dict[str, Any]]:
         return self.ctx.sqs.receive_message(
             QueueUrl=self._queue_url,
             MaxNumberOfMessages=max(1, min(MAX_RECEIVE, count)),
-            WaitTimeSeconds=0,
+            WaitTimeSeconds=wait,
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
@@ -214,7 +217,10 @@ class SqsMappingPoller:
         deadline: float | None = None
         try:
             while not stop.is_set():
-                messages = self._receive(cfg.batch_size - len(batch))
+                # Long polling while the queue is empty (as Lambda's pollers do; a SendMessage
+                # wakes it at once), short receives while a batch is being gathered.
+                wait = self.ctx.long_poll_seconds if not received_any else 0
+                messages = self._receive(cfg.batch_size - len(batch), wait)
                 if messages:
                     if not received_any:
                         self._set_busy(1)
@@ -234,7 +240,7 @@ class SqsMappingPoller:
                     break
                 if not messages:
                     stop.wait(min(self.ctx.poll_interval, remaining))
-            if batch:
+            if batch and not stop.is_set():  # stopped: the messages reappear after the timeout
                 self._deliver(cfg, batch)
             return received_any
         finally:

@@ -154,11 +154,14 @@ class StreamMappingPoller:
                 worker.start()
 
     def running(self) -> bool:
-        return self.active_pollers() > 0
+        """At least one shard worker runs and has not been told to stop."""
+        with self._lock:
+            return any(w.is_alive() and not w.stopping for w in self._workers.values())
 
     def active_pollers(self) -> int:
+        """Shard workers alive, including stopping ones still finishing a batch."""
         with self._lock:
-            return sum(1 for w in self._workers.values() if w.is_alive() and not w.stopping)
+            return sum(1 for w in self._workers.values() if w.is_alive())
 
     def stop(self) -> None:
         with self._lock:
@@ -262,7 +265,8 @@ class ShardWorker(threading.Thread):
             ):
                 return False
             batch = [self._buffer.popleft() for _ in range(min(cfg.batch_size, len(self._buffer)))]
-            self._first_buffered = time.monotonic() if self._buffer else None
+            if not self._buffer:  # records left over (BatchSize lowered) have waited already
+                self._first_buffered = None
             self._busy = True
         completed = False
         try:
