@@ -1,0 +1,112 @@
+"""IngestFunction: IngestQueue messages (S3 event notifications) -> contacts files ingested once.
+
+Each SQS message is one BatchProcessor record. Per S3 object, a file-level Powertools idempotency
+claim keyed on the file id (bucket/key#version, never the message id: S3 itself delivers
+duplicates under new message ids) wraps the ingest, so every duplicate delivery has one effect.
+Permanent outcomes are returned and so recorded as completed; transient failures raise, making
+only that message a batch item failure (Powertools deletes the claim, so the retry can run).
+
+A message that is not an S3 event notification (poison) is reported (error log with the message
+id, metric MessagesRejected) and acknowledged: no retry can change it, and it names no file, so
+nothing good is lost. Logs name files (bucket, key, version: export file names, not personal
+data), outcomes and counts, never row contents.
+"""
+
+import os
+from dataclasses import asdict
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.idempotency import idempotent_function
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+from shared import idempotency, ingest, rules, s3_events
+
+logger = Logger()
+metrics = Metrics()
+
+CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
+GOODWILL_WAIT_SECONDS = int(
+    os.environ.get("GOODWILL_WAIT_SECONDS", rules.DEFAULT_GOODWILL_WAIT_SECONDS)
+)
+_retries = Config(retries={"mode": "standard"})
+s3 = boto3.client("s3", config=_retries)
+dynamodb = boto3.client("dynamodb", config=_retries)
+processor = BatchProcessor(event_type=EventType.SQS)
+
+OUTCOME_METRICS = {
+    ingest.PROCESSED: "FilesProcessed",
+    ingest.REJECTED_FILE: "FilesRejected",
+    ingest.SKIPPED_MISSING: "FilesSkipped",
+}
+
+
+def _already_ingested(result: dict, record: DataRecord) -> dict:
+    """Powertools returned the stored result of a completed claim: a duplicate delivery."""
+    metrics.add_metric(name="DuplicatesSuppressed", unit=MetricUnit.Count, value=1)
+    logger.info("duplicate delivery of an ingested file suppressed", extra=result)
+    return result
+
+
+file_claims = idempotency.idempotency_config(
+    "file_id", idempotency.ONCE_PER_FILE_SECONDS, response_hook=_already_ingested
+)
+
+
+# key_prefix keeps claims valid across deployments (the default prefix is the function's name).
+@idempotent_function(
+    data_keyword_argument="s3_object",
+    persistence_store=idempotency.persistence_layer(dynamodb),
+    config=file_claims,
+    key_prefix="ingest-file",
+)
+def ingest_file_once(s3_object: s3_events.S3Object) -> dict:
+    result = ingest.ingest_file(
+        s3_object,
+        s3=s3,
+        dynamodb=dynamodb,
+        table_name=CONTACTS_TABLE_NAME,
+        goodwill_wait_seconds=GOODWILL_WAIT_SECONDS,
+    )
+    metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=result.rows_ok)
+    metrics.add_metric(name="RowsRejected", unit=MetricUnit.Count, value=result.rows_rejected)
+    logger.info("file ingested", extra=asdict(result))
+    return asdict(result)
+
+
+def record_handler(record: SQSRecord) -> None:
+    try:
+        s3_objects = s3_events.parse_notification(record.body)
+    except s3_events.NotAnS3Event as error:
+        metrics.add_metric(name="MessagesRejected", unit=MetricUnit.Count, value=1)
+        logger.error(
+            "message is not an S3 event notification; acknowledged without processing",
+            extra={"message_id": record.message_id, "reason": str(error)},
+        )
+        return
+    for s3_object in s3_objects:
+        try:
+            ingest_file_once(s3_object=s3_object)
+        except Exception:
+            logger.exception(
+                "file failed; its message will be retried", extra={"file_id": s3_object.file_id}
+            )
+            raise
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    file_claims.register_lambda_context(context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -1,0 +1,44 @@
+"""S3 adapter of the ingest: read a contacts file as a stream, write its rejects report.
+
+The S3 client is passed in (built once per execution environment by the handler).
+"""
+
+from typing import BinaryIO
+
+from botocore.exceptions import ClientError
+
+from shared.s3_events import S3Object
+
+REJECTED_PREFIX = "rejected/"
+REPORT_SUFFIX = ".errors.jsonl"
+# The object (or the version the event names) is gone: deleted before it was read.
+MISSING_CODES = {"NoSuchKey", "NoSuchVersion"}
+
+
+class ObjectMissing(Exception):
+    """The object the event names no longer exists; retrying cannot bring it back."""
+
+
+def report_key(key: str) -> str:
+    return f"{REJECTED_PREFIX}{key}{REPORT_SUFFIX}"
+
+
+def open_object(s3, s3_object: S3Object) -> BinaryIO:
+    """The object's body as a stream (botocore's StreamingBody: read in chunks, never whole).
+
+    A versioned object is read at the version the event names, so a later upload under the same
+    key never changes what this file id ingests.
+    """
+    version = {"VersionId": s3_object.version_id} if s3_object.version_id else {}
+    try:
+        return s3.get_object(Bucket=s3_object.bucket, Key=s3_object.key, **version)["Body"]
+    except ClientError as error:
+        if error.response["Error"]["Code"] in MISSING_CODES:
+            raise ObjectMissing(s3_object.file_id) from error
+        raise
+
+
+def put_report(s3, bucket: str, key: str, report: BinaryIO) -> None:
+    """Upload a report spooled to a file (boto3's managed transfer: multipart when large)."""
+    report.seek(0)
+    s3.upload_fileobj(report, bucket, key, ExtraArgs={"ContentType": "application/x-ndjson"})

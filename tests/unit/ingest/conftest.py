@@ -1,0 +1,185 @@
+"""Helpers of the IngestFunction tests: files put into the moto bucket, the SQS events Lambda
+would send for them (S3 notification bodies shaped as AWS sends them: form-encoded keys, versionId
+and sequencer), and readers of what the ingest left behind (items, reports, metrics)."""
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from urllib.parse import quote_plus
+
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from boto3.dynamodb.types import TypeDeserializer
+from botocore.awsrequest import AWSResponse
+from shared import keys
+from shared.s3_events import parse_notification
+
+from tests.unit.conftest import FakeLambdaContext, load_handler
+
+_deserializer = TypeDeserializer()
+
+
+@dataclass
+class Delivery:
+    """One SQS message carrying one S3 event notification."""
+
+    message_id: str
+    body: str
+
+
+def notification(bucket: str, key: str, version_id: str | None, size: int, sequencer: str) -> str:
+    obj = {"key": quote_plus(key, safe="/"), "size": size, "eTag": "etag", "sequencer": sequencer}
+    if version_id:
+        obj["versionId"] = version_id
+    return json.dumps(
+        {
+            "Records": [
+                {
+                    "eventVersion": "2.1",
+                    "eventSource": "aws:s3",
+                    "awsRegion": "us-east-1",
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {"bucket": {"name": bucket}, "object": obj},
+                }
+            ]
+        }
+    )
+
+
+def sqs_event(*deliveries: Delivery) -> dict:
+    return {
+        "Records": [
+            {
+                "messageId": d.message_id,
+                "receiptHandle": f"handle-{d.message_id}",
+                "body": d.body,
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": hashlib.md5(d.body.encode()).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ingest",
+                "awsRegion": "us-east-1",
+            }
+            for d in deliveries
+        ]
+    }
+
+
+def ok_response(parsed: dict) -> tuple[AWSResponse, dict]:
+    """A botocore before-call hook's short-circuit: this HTTP 200 and parsed body."""
+    return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", 200, {}, None), parsed
+
+
+class Ingest:
+    def __init__(self, stack, monkeypatch, capsys):
+        self.stack = stack
+        self.monkeypatch = monkeypatch
+        self.capsys = capsys
+        self._app = None
+        self.output = ""
+
+    @property
+    def app(self):
+        if self._app is None:
+            self.cold_start()
+        return self._app
+
+    def cold_start(self):
+        """A new execution environment: module-level clients and config built afresh. Its own
+        Powertools service name: Powertools binds a service's logger to the sys.stdout of its first
+        use, and capsys swaps sys.stdout between a test's setup and its body."""
+        self.monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", f"ingest-{uuid.uuid4().hex[:8]}")
+        self._app = load_handler("ingest", self.monkeypatch)
+        return self._app
+
+    def put(self, key: str, body: bytes | str, versioned: bool = True) -> Delivery:
+        data = body.encode() if isinstance(body, str) else body
+        response = self.stack.s3.put_object(Bucket=self.stack.bucket, Key=key, Body=data)
+        return Delivery(
+            str(uuid.uuid4()),
+            notification(
+                self.stack.bucket,
+                key,
+                response.get("VersionId") if versioned else None,
+                len(data),
+                uuid.uuid4().hex[:18].upper(),
+            ),
+        )
+
+    def run(self, *deliveries: Delivery, context=None) -> list[str]:
+        """Invoke the handler with one SQS batch; the ids of the messages SQS will redeliver."""
+        try:
+            response = self.app.lambda_handler(
+                sqs_event(*deliveries), context or FakeLambdaContext()
+            )
+            failed = [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
+        except BatchProcessingError:  # every record failed: Lambda retries the whole batch
+            failed = [delivery.message_id for delivery in deliveries]
+        finally:
+            captured = self.capsys.readouterr()
+            self.output += captured.out + captured.err
+        return failed
+
+    def items(self, item_type: str = "CONTACT", raw: bool = False) -> list[dict]:
+        pages = self.stack.dynamodb.get_paginator("scan").paginate(
+            TableName=self.stack.contacts_table
+        )
+        found = [i for page in pages for i in page["Items"] if i["type"]["S"] == item_type]
+        return found if raw else [self.plain(i) for i in found]
+
+    @staticmethod
+    def plain(item: dict) -> dict:
+        return {name: _deserializer.deserialize(value) for name, value in item.items()}
+
+    def processing_log(self) -> list[dict]:
+        return self.items("PROCESSING_LOG")
+
+    def log_of(self, delivery: Delivery) -> dict:
+        """The PROCESSING_LOG item of the file a delivery names (a read, not a scan)."""
+        [s3_object] = parse_notification(delivery.body)
+        item = self.stack.dynamodb.get_item(
+            TableName=self.stack.contacts_table,
+            Key=self.key(keys.processing_log_key(s3_object.file_id)),
+        )["Item"]
+        return self.plain(item)
+
+    @staticmethod
+    def key(values: dict[str, str]) -> dict:
+        return {name: {"S": value} for name, value in values.items()}
+
+    def count(self) -> int:
+        """Items in ContactsTable (a count, cheaper than reading them all)."""
+        pages = self.stack.dynamodb.get_paginator("scan").paginate(
+            TableName=self.stack.contacts_table, Select="COUNT"
+        )
+        return sum(page["Count"] for page in pages)
+
+    def report(self, key: str) -> list[dict]:
+        body = self.stack.s3.get_object(
+            Bucket=self.stack.bucket, Key=f"rejected/{key}.errors.jsonl"
+        )
+        return [json.loads(line) for line in body["Body"].read().decode().splitlines()]
+
+    def reports(self) -> list[str]:
+        listing = self.stack.s3.list_objects_v2(Bucket=self.stack.bucket, Prefix="rejected/")
+        return [entry["Key"] for entry in listing.get("Contents", [])]
+
+    def metrics(self) -> dict[str, float]:
+        """Sums of the EMF metrics printed so far."""
+        totals: dict[str, float] = {}
+        for line in self.output.splitlines():
+            if not line.startswith("{") or '"_aws"' not in line:
+                continue
+            blob = json.loads(line)
+            for directive in blob["_aws"]["CloudWatchMetrics"]:
+                for metric in directive["Metrics"]:
+                    values = blob[metric["Name"]]
+                    values = values if isinstance(values, list) else [values]
+                    totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(values)
+        return totals
+
+
+@pytest.fixture
+def ingest(stack, monkeypatch, capsys) -> Ingest:
+    return Ingest(stack, monkeypatch, capsys)
