@@ -3,8 +3,9 @@
 import pytest
 from shared import keys, rules
 
+from tests.unit.conftest import FakeLambdaContext
 from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
-from tests.unit.fanout.helpers import cold_start, enqueued
+from tests.unit.fanout.helpers import cold_start, enqueued, notify_all
 
 OPTED_IN = contact("c-survey", survey_opt_in=True)
 
@@ -104,3 +105,31 @@ def test_a_failed_enqueue_fails_only_its_record_and_its_retry_enqueues(
         keys.notification_id("SURVEY", "c-other"),
         keys.notification_id("SURVEY", "c-survey"),
     ]
+
+
+class Crash(BaseException):
+    """The execution environment dies after the enqueue: nothing is cleaned up."""
+
+
+def test_a_crash_after_the_enqueue_then_a_retry_still_sends_one_survey(
+    stack, monkeypatch, lambda_context
+):
+    """The retry (after the crashed invocation's in-progress record expired) enqueues the same
+    notification again; the notifier publishes it once."""
+    crashed = cold_start("survey", monkeypatch)
+    real_enqueue = crashed.notify.enqueue
+
+    def enqueue_then_crash(*args):
+        real_enqueue(*args)
+        raise Crash
+
+    record = stream_record(OPTED_IN)
+    monkeypatch.setattr(crashed.notify, "enqueue", enqueue_then_crash)
+    with pytest.raises(Crash):
+        crashed.lambda_handler(stream_event(record), FakeLambdaContext(remaining_ms=0))
+    monkeypatch.setattr(crashed.notify, "enqueue", real_enqueue)
+    retry = cold_start("survey", monkeypatch)
+    assert failed_ids(retry.lambda_handler(stream_event(record), lambda_context)) == []
+
+    published = notify_all(stack, cold_start("notifier", monkeypatch), lambda_context)
+    assert [n["notification_id"] for n in published] == ["SURVEY#c-survey"]
