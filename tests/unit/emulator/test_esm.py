@@ -350,9 +350,10 @@ def test_sqs_event_has_lambdas_record_shape_and_batch_is_deleted(aws, runtime, e
     assert stats["failures"] == 0
 
 
-def test_sqs_partial_failure_keeps_exactly_the_failed_messages(aws, runtime, engine):
+def test_sqs_partial_failure_keeps_exactly_the_failed_messages(aws, runtime, engine, caplog):
+    caplog.set_level(logging.INFO, logger="emulator.esm")
     url, arn = aws.queue("partial")
-    ids = aws.send(url, *(json.dumps({"n": n}) for n in range(4)))
+    ids = aws.send(url, *(json.dumps({"caller": f"+1555000000{n}"}) for n in range(4)))
     failed = {ids[1], ids[3]}
 
     def behaviour(records, index):
@@ -369,6 +370,7 @@ def test_sqs_partial_failure_keeps_exactly_the_failed_messages(aws, runtime, eng
     # Right after the first invocation: the two successes are gone, the failures wait for their
     # visibility timeout (they are not made visible early).
     assert wait_for(lambda: aws.counts(url) == (0, 2), timeout=0.9)
+    assert not esm.idle()  # the failed messages are still to be retried
     wait_for(lambda: len(runtime.calls) >= 2)
     retried = runtime.batches[1]
     assert {r["messageId"] for r in retried} == failed
@@ -379,6 +381,13 @@ def test_sqs_partial_failure_keeps_exactly_the_failed_messages(aws, runtime, eng
     stats = stats_of(esm, mapping)
     assert stats["failures"] == 1
     assert stats["records_failed"] == 2
+    lines = [r.getMessage() for r in caplog.records if r.name == "emulator.esm"]
+    assert any(
+        line.startswith(f"esm {mapping[:8]} fn=consumer records=4 outcome=partial failed=2")
+        for line in lines
+    )
+    assert any(f"esm {mapping[:8]} fn=consumer records=2 outcome=ok" in line for line in lines)
+    assert not any("+1555" in line for line in lines)  # record contents are never logged
 
 
 @pytest.mark.parametrize(
