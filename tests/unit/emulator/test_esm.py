@@ -722,6 +722,43 @@ def test_stream_retries_exhausted_sends_the_batch_info_to_the_on_failure_queue(
     assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in runtime.batches[3]] == ["later"]
 
 
+def test_stream_on_failure_destination_can_be_an_sns_topic(aws, runtime, engine):
+    sns = boto3.client(
+        "sns",
+        endpoint_url=aws.endpoint,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    topic = sns.create_topic(Name="stream-failures")["TopicArn"]
+    capture_url, capture_arn = aws.queue("capture")
+    sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=capture_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    stream = aws.table("to-sns")
+    aws.put("to-sns", "x")
+
+    def behaviour(records, index):
+        raise RuntimeError("fails")
+
+    runtime.behaviour = behaviour
+    aws.mapping(
+        stream,
+        StartingPosition="TRIM_HORIZON",
+        MaximumRetryAttempts=0,
+        DestinationConfig={"OnFailure": {"Destination": topic}},
+    )
+    engine()
+    (message,) = wait_for(lambda: aws.drain(capture_url))
+    record = json.loads(message["Body"])
+    assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert record["requestContext"]["approximateInvokeCount"] == 1
+    assert record["DDBStreamBatchInfo"]["batchSize"] == 1
+
+
 def test_stream_records_older_than_maximum_age_are_discarded(aws, runtime, engine):
     failure_url, destination = on_failure(aws)
     stream = aws.table("aged")
