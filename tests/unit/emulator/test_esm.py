@@ -221,7 +221,9 @@ def faults():
 def engine(endpoint, aws, runtime, faults):
     engines = []
 
-    def start() -> EventSourceMappingEngine:
+    def start(long_poll_seconds: int = 0) -> EventSourceMappingEngine:
+        # Short polling keeps each test's stop() instant; the tests that pass long_poll_seconds=1
+        # run the queue pollers as `up` does (long polling while the queue is empty).
         esm = EventSourceMappingEngine(
             endpoint,
             REGION,
@@ -230,6 +232,7 @@ def engine(endpoint, aws, runtime, faults):
             refresh_interval=0.2,
             poll_interval=0.05,
             retry_delay=0.05,
+            long_poll_seconds=long_poll_seconds,
         )
         esm.start()
         engines.append(esm)
@@ -302,7 +305,7 @@ def test_sqs_event_has_lambdas_record_shape_and_batch_is_deleted(aws, runtime, e
         },
     )["MessageId"]
     mapping = aws.mapping(arn, BatchSize=10)
-    esm = engine()
+    esm = engine(long_poll_seconds=1)
 
     wait_for(lambda: runtime.calls)
     function, event = runtime.calls[0]
@@ -363,7 +366,7 @@ def test_sqs_partial_failure_keeps_exactly_the_failed_messages(aws, runtime, eng
 
     runtime.behaviour = behaviour
     mapping = aws.mapping(arn, BatchSize=4, FunctionResponseTypes=["ReportBatchItemFailures"])
-    esm = engine()
+    esm = engine(long_poll_seconds=1)
 
     wait_for(lambda: runtime.calls)
     assert {r["messageId"] for r in runtime.batches[0]} == set(ids)
@@ -459,7 +462,7 @@ def test_sqs_message_is_redriven_to_the_dlq_after_max_receive_count(aws, runtime
 
     runtime.behaviour = behaviour
     mapping = aws.mapping(arn, BatchSize=1)
-    esm = engine()
+    esm = engine(long_poll_seconds=1)
 
     assert wait_for(esm.idle, timeout=10)
     in_dlq = aws.drain(dlq_url)
@@ -517,7 +520,7 @@ def test_sqs_pollers_fault_processes_batches_concurrently(aws, runtime, faults, 
 def test_disabling_a_mapping_stops_delivery_and_enabling_resumes_it(aws, runtime, engine):
     url, arn = aws.queue("toggle")
     mapping = aws.mapping(arn, BatchSize=1)
-    esm = engine()
+    esm = engine(long_poll_seconds=1)
     assert wait_for(esm.all_enabled)
     aws.send(url, "before")
     wait_for(lambda: runtime.calls)
