@@ -79,7 +79,7 @@ def ingest_file_once(s3_object: s3_events.S3Object) -> dict:
     metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=result.rows_ok)
     metrics.add_metric(name="RowsRejected", unit=MetricUnit.Count, value=result.rows_rejected)
-    logger.info("file ingested", extra=asdict(result))
+    logger.info("file outcome recorded", extra=asdict(result))
     return asdict(result)
 
 

@@ -2,8 +2,9 @@
 bad ones, record the file's outcome. AWS clients are passed in; the steps are files (format),
 model (contract), store (DynamoDB) and objects (S3).
 
-Permanent outcomes are returned: PROCESSED (bad rows, if any, reported), REJECTED_FILE (one
-file-level reason in the report), SKIPPED_MISSING (deleted before it was read). Anything raised is
+Permanent outcomes are returned: PROCESSED (bad rows, if any, reported), REJECTED_FILE (the
+report ends in one file-level reason; rows read before it were valid and stay written),
+SKIPPED_MISSING (deleted before it was read). Anything raised is
 transient (throttling after retries, 5xx, timeouts) and the whole file is retried; its row writes
 are idempotent, so a retry after a crash part-way leaves one item per contact.
 """

@@ -92,6 +92,9 @@ def record_file_outcome(
         "rows_ok": rows_ok,
         "rows_rejected": rows_rejected,
     }
+    # Which content was ingested: the eTag the event names.
+    if s3_object.etag is not None:
+        item["etag"] = s3_object.etag
     if report_key is not None:
         item["report_key"] = report_key
     dynamodb.put_item(TableName=table_name, Item=_to_item(item))

@@ -72,6 +72,8 @@ def test_a_file_becomes_typed_contact_items_with_the_contract_keys(ingest, stack
     assert log["outcome"] == "PROCESSED"
     assert (log["rows_ok"], log["rows_rejected"]) == (2, 0)
     assert log["key"] == "incoming/a.jsonl" and log["bucket"] == stack.bucket
+    assert log["file_id"] == f"{stack.bucket}/incoming/a.jsonl#{log['version']}"
+    assert log["size"] == len(jsonl(GOOD)) and log["etag"] == "etag"
     assert "report_key" not in log
     assert ingest.reports() == []
     metrics = ingest.metrics()
@@ -422,7 +424,7 @@ def test_no_phone_number_or_email_reaches_the_logs(ingest, caplog):
     ]
 
     logs = ingest.output + caplog.text
-    assert "file ingested" in logs and "file failed" in logs  # the logs were captured
+    assert "file outcome recorded" in logs and "file failed" in logs  # the logs were captured
     for secret in (*PHONES, *EMAILS, "4915112345678", "example.com"):
         assert secret not in logs
 
