@@ -447,7 +447,10 @@ class Runtime:
             return pool
 
     def _new_worker(self, spec: FunctionSpec, sink: _LogSink) -> _Worker:
-        worker = _Worker(spec, self.environment(spec), sink)
+        try:
+            worker = _Worker(spec, self.environment(spec), sink)
+        except OSError as exc:
+            raise RuntimeError(f"cannot start a worker for {spec.logical_id}: {exc}") from exc
         with self._lock:
             self._workers.add(worker)
             closed = self._closed
@@ -476,8 +479,12 @@ class Runtime:
         body = event if isinstance(event, bytes) else json.dumps(event).encode()
         inv = _Invocation(body, spec.timeout, spec.arn)
         started = time.perf_counter()
-        pool = self._pool(spec)
-        worker = pool.acquire()
+        try:
+            pool = self._pool(spec)
+            worker = pool.acquire()
+        except RuntimeError as exc:  # closed (shutting down) or the worker could not start
+            error = _error("Emulator.RuntimeUnavailable", str(exc), inv.request_id)
+            return InvokeResult(False, None, error, inv.request_id, spec.logical_id)
         try:
             outcome, document = worker.run(inv)
             crash = self.faults.take_crash(spec.logical_id)

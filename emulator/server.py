@@ -127,7 +127,8 @@ class EmulatorServer(ThreadedMotoServer):
         moto_patches.set_runtime(self.runtime)
         super().start()
         if self._error is not None:
-            raise OSError(f"cannot serve on {self._ip_address}:{self._port}: {self._error}")
+            reason = "address in use" if isinstance(self._error, SystemExit) else self._error
+            raise OSError(f"cannot serve on {self._ip_address}:{self._port}: {reason}")
 
     def set_runtime(self, runtime: Runtime | None) -> None:
         self.runtime = runtime

@@ -256,3 +256,11 @@ def test_faults_validation():
     }
     assert faults.take_crash("X") is True
     assert faults.take_crash("X") is False
+
+
+def test_invoke_after_close_fails_without_raising(tmp_path):
+    rt = Runtime([make_function(tmp_path, "FnD")], log_dir=None)
+    rt.close()
+    result = rt.invoke("FnD", {})
+    assert not result.ok
+    assert result.error["errorType"] == "Emulator.RuntimeUnavailable"
