@@ -17,10 +17,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import shlex
+import sys
 import time
 import tomllib
 import zipfile
@@ -108,17 +110,45 @@ def _global_function_property(template: dict[str, Any], name: str) -> Any:
     return template.get("Globals", {}).get("Function", {}).get(name)
 
 
+def _newest_mtime(root: Path) -> float:
+    newest = 0.0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in filenames:
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.stat(os.path.join(dirpath, name)).st_mtime)
+    return newest
+
+
+def _build_dir(base_dir: Path, logical_id: str, source: Path | None) -> Path | None:
+    """`sam build` output for ``logical_id`` when it exists and is not older than its source.
+
+    SAM CLI always prefers the build; a build older than an edited source would run stale code
+    here without a word, so the source wins then (with a warning on stderr)."""
+    built = base_dir / ".aws-sam" / "build" / logical_id
+    if not built.is_dir():
+        return None
+    if source is not None and source.is_dir() and _newest_mtime(source) > _newest_mtime(built):
+        print(
+            f"warning: {built.relative_to(base_dir)} is older than {source.relative_to(base_dir)}:"
+            " running the source (run `sam build` to refresh the build)",
+            file=sys.stderr,
+        )
+        return None
+    return built
+
+
 def _layer_dir(template: dict[str, Any], base_dir: Path, logical_id: str) -> Path | None:
     resource = template["Resources"].get(logical_id, {})
     if resource.get("Type") != SERVERLESS_LAYER:
         return None
-    built = base_dir / ".aws-sam" / "build" / logical_id
-    if built.is_dir():
-        return built / "python" if (built / "python").is_dir() else built
     uri = resource.get("Properties", {}).get("ContentUri")
-    if not _is_local(uri):
+    source = (base_dir / uri).resolve() if _is_local(uri) else None
+    built = _build_dir(base_dir, logical_id, source)
+    if built is not None:
+        return built / "python" if (built / "python").is_dir() else built
+    if source is None:
         return None
-    source = (base_dir / uri).resolve()
     build_method = resource.get("Metadata", {}).get("BuildMethod")
     # With a BuildMethod, `sam build` copies ContentUri's root under python/ (/opt/python on
     # Lambda); without one the directory is used as zipped: its python/ is what is importable.
@@ -135,11 +165,12 @@ def local_code(template: dict[str, Any], base_dir: Path) -> dict[str, LocalCode]
             continue
         props = resource.get("Properties", {})
         uri = props.get("CodeUri", _global_function_property(template, "CodeUri"))
-        built = base_dir / ".aws-sam" / "build" / logical_id
-        if built.is_dir():
+        source = (base_dir / uri).resolve() if _is_local(uri) else None
+        built = _build_dir(base_dir, logical_id, source)
+        if built is not None:
             code_dir = built
-        elif _is_local(uri):
-            code_dir = (base_dir / uri).resolve()
+        elif source is not None:
+            code_dir = source
         else:
             continue
         layers = []

@@ -2,6 +2,7 @@
 Lambda Invoke through the API, control endpoints, the invoke CLI."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -18,7 +19,14 @@ from emulator import moto_patches
 from emulator.faults import Faults
 from emulator.runtime import Runtime
 from emulator.server import EmulatorServer
-from emulator.stack import DeployError, deploy, load_samconfig, parse_parameter_overrides
+from emulator.stack import (
+    DeployError,
+    deploy,
+    load_samconfig,
+    load_template,
+    local_code,
+    parse_parameter_overrides,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"
@@ -416,3 +424,23 @@ def test_undeclared_parameter_override_is_refused(local, tmp_path):
     template = write_project(tmp_path)
     with pytest.raises(DeployError, match="Nope"):
         deploy(local.endpoint_url, template, parameter_overrides={"Nope": "1"})
+
+
+def test_code_comes_from_a_fresh_build_else_from_the_source(tmp_path, capsys):
+    template = write_project(tmp_path)
+    build = tmp_path / ".aws-sam" / "build"
+    for logical_id in ("QueueFunction", "StreamFunction"):
+        (build / logical_id).mkdir(parents=True)
+        (build / logical_id / "app.py").write_text("# built\n")
+    (build / "SharedLayer" / "python" / "helper").mkdir(parents=True)
+    (build / "SharedLayer" / "python" / "helper" / "__init__.py").write_text("VALUE = 1\n")
+    code = local_code(load_template(template), tmp_path)
+    assert code["QueueFunction"].code_dir == build / "QueueFunction"
+    assert code["QueueFunction"].layer_dirs == [build / "SharedLayer" / "python"]
+
+    old = (build / "QueueFunction" / "app.py").stat().st_mtime - 60
+    os.utime(build / "QueueFunction" / "app.py", (old, old))  # the source was edited since
+    code = local_code(load_template(template), tmp_path)
+    assert code["QueueFunction"].code_dir == tmp_path / "src" / "fn"
+    assert code["StreamFunction"].code_dir == build / "StreamFunction"
+    assert "is older than src/fn" in capsys.readouterr().err
