@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TEMPLATE = "template.yaml"
+PROCESS_START = time.monotonic()  # the `ready` line's time counts imports too
 
 
 def _region() -> str:
@@ -86,7 +87,7 @@ def up(args: argparse.Namespace) -> int:
     from emulator.server import EmulatorServer
     from emulator.stack import DeployError, deploy
 
-    started = time.monotonic()
+    started = PROCESS_START
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
