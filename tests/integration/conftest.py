@@ -69,6 +69,7 @@ OUTPUT_NAMES = (
 # Tail of the local stack's output, shown in the terminal summary when something failed.
 _EMULATOR_TAIL: collections.deque[str] = collections.deque(maxlen=80)
 _EMULATOR_STARTED: list[bool] = []
+_EMULATOR_STOP: dict[str, Any] = {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,12 +207,15 @@ class LocalStack:
     def stop(self, grace: float = 15.0) -> None:
         if not self.process or self.process.poll() is not None:
             return
+        began = time.monotonic()
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(grace)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(5)
+            _EMULATOR_STOP["killed"] = True
+        _EMULATOR_STOP["seconds"] = time.monotonic() - began
         if self._reader:
             self._reader.join(2)
 
@@ -229,6 +233,11 @@ class LocalStack:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _EMULATOR_STOP.get("killed"):
+        terminalreporter.write_line(
+            f"local stack: no exit within {_EMULATOR_STOP['seconds']:.0f} s of SIGTERM, killed",
+            yellow=True,
+        )
     if _EMULATOR_STARTED and exitstatus not in (0, 5) and _EMULATOR_TAIL:
         terminalreporter.section("local stack output (tail)")
         for line in list(_EMULATOR_TAIL)[-60:]:
