@@ -24,6 +24,7 @@ import threading
 import time
 import tomllib
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -40,6 +41,7 @@ READY_WITHIN_SECONDS = 90
 DONE_WITHIN_SECONDS = int(os.environ.get("BENCH_P5_TIMEOUT", "240"))
 PORTS = range(4950, 5000)
 PREFIX = "incoming/bench/"
+LOG = ROOT / "bench" / "out" / "p5-local-stack.log"  # the stack's output, for a post-mortem
 FAILED_INVOCATION = re.compile(
     r"fn=\S*?(\w+Function)\S* records=\d+ outcome=(\w+)\S*(?: \S+)? (\d+)ms"
 )
@@ -74,14 +76,21 @@ class LocalStack:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip())
-            # the engine logs every invocation that is not ok: which function, how it ended
-            if match := FAILED_INVOCATION.search(line):
-                function, outcome, millis = match.groups()
-                self.failed.append((function, outcome, int(millis)))
-            if line.startswith("ready"):
-                self.ready.set()
+        LOG.parent.mkdir(exist_ok=True)
+        with LOG.open("w") as log:
+            for line in self.process.stdout:
+                log.write(line)
+                log.flush()
+                self._line(line)
+
+    def _line(self, line: str) -> None:
+        self.lines.append(line.rstrip())
+        # the engine logs every invocation that is not ok: which function, how it ended
+        if match := FAILED_INVOCATION.search(line):
+            function, outcome, millis = match.groups()
+            self.failed.append((function, outcome, int(millis)))
+        if line.startswith("ready"):
+            self.ready.set()
 
     def wait_ready(self, timeout: float) -> str | None:
         """None once ready, else why not."""
@@ -105,6 +114,25 @@ class LocalStack:
             )
             or "none"
         )
+
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds so far of the stack's own process (moto, ESM pollers, HTTP server: one
+        interpreter, one GIL) and of its descendants (the function workers)."""
+        parents, times = {}, {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            pid = int(stat.parent.name)
+            parents[pid] = int(fields[1])
+            times[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        own = times.get(self.process.pid, 0.0)
+        descendants, frontier = set(), {self.process.pid}
+        while frontier:
+            frontier = {pid for pid, parent in parents.items() if parent in frontier} - descendants
+            descendants |= frontier
+        return own, sum(times[pid] for pid in descendants)
 
     def tail(self) -> str:
         return " | ".join(list(self.lines)[-3:]) or "no output"
@@ -276,6 +304,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
     bodies = [b"".join(jsonl_lines(iter(contacts))) for contacts in files]
 
     put_times = []
+    cpu_before = stack.cpu()
     started = time.monotonic()
     for index, body in enumerate(bodies):
         put_times.append(time.monotonic())
@@ -284,13 +313,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
 
     state = {"contacts": 0, "last_agents_ok": 0, "notifications": 0}
 
-    def done(poll: int) -> bool:
-        state["notifications"] = len(capture.received.keys() & want["notifications"].keys())
-        notified = state["notifications"] == len(want["notifications"])
-        if state["contacts"] < CONTACTS and (notified or poll % 5 == 0):
-            state["contacts"] = _scan(clients["dynamodb"], table, "CONTACT", count=True)
-        if not notified or state["contacts"] < CONTACTS:
-            return False
+    def last_agents_right() -> bool:
         stored = {
             item["caller"]["S"]: {
                 name: item[name]["S"] for name in ("agent_id", "contact_id", "ended_at")
@@ -300,9 +323,15 @@ def _measure(stack: LocalStack) -> list[Figure]:
         state["last_agents_ok"] = sum(
             stored.get(caller) == value for caller, value in want["last_agents"].items()
         )
-        return state["last_agents_ok"] == len(want["last_agents"]) and len(stored) == len(
-            want["last_agents"]
-        )
+        return state["last_agents_ok"] == len(want["last_agents"]) == len(stored)
+
+    def done(poll: int) -> bool:
+        """Cheap checks first: notifications (counted as they arrive), then scans."""
+        state["notifications"] = len(capture.received.keys() & want["notifications"].keys())
+        notified = state["notifications"] == len(want["notifications"])
+        if state["contacts"] < CONTACTS and (notified or poll % 5 == 0):
+            state["contacts"] = _scan(clients["dynamodb"], table, "CONTACT", count=True)
+        return notified and state["contacts"] == CONTACTS and last_agents_right()
 
     finished, poll = None, 0
     while time.monotonic() - started < DONE_WITHIN_SECONDS:
@@ -311,8 +340,18 @@ def _measure(stack: LocalStack) -> list[Figure]:
             finished = time.monotonic()
             break
         time.sleep(1)
+    wall = time.monotonic() - started
+    cpu_after = stack.cpu()
+    if finished is None:  # where it got to, for the report
+        state["contacts"] = _scan(clients["dynamodb"], table, "CONTACT", count=True)
+        last_agents_right()
     capture.stopping.set()
     capture.join(5)
+    own_cpu, workers_cpu = (a - b for a, b in zip(cpu_after, cpu_before, strict=True))
+    load = (
+        f"CPU over {wall:.0f} s: local stack process {own_cpu:.0f} s "
+        f"({own_cpu / wall * 100:.0f}% of one core), function workers {workers_cpu:.0f} s"
+    )
 
     want_n = len(want["notifications"])
     latencies = [
@@ -336,7 +375,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
             False,
             (
                 f"NOT DONE after {DONE_WITHIN_SECONDS} s: {progress}; invocations not ok: "
-                f"{stack.failures()}"
+                f"{stack.failures()}; {load}"
             ),
         )
     else:
@@ -352,7 +391,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
                 f"{FILES} files x {ROWS_PER_FILE} contacts put in {put_seconds:.1f} s, all done "
                 f"in {elapsed:.1f} s (first put to done, polled ~1 s): {progress}; "
                 f"{extra} unexpected or duplicate notifications; invocations not ok: "
-                f"{stack.failures()}"
+                f"{stack.failures()}; {load}"
             ),
         )
     figures = [throughput]
