@@ -570,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         help="upload every file at once (default: one after another, each once ingested)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=100.0, help="bound (s) from the first upload to settled"
+        "--timeout", type=float, default=150.0, help="bound (s) from the first upload to settled"
     )
     args = parser.parse_args(argv)
 
@@ -614,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(local: LocalStack, stack_name: str, data: DemoData, args: argparse.Namespace) -> int:
     pipeline = Pipeline(stack_name, local)
-    state: dict[str, Any] = {"history": [], "metrics": FunctionMetrics()}
+    names = [f["FunctionName"] for f in pipeline.clients["lambda"].list_functions()["Functions"]]
+    state: dict[str, Any] = {"history": [], "logs": FunctionLogs(names)}
     pipeline.subscribe_capture()
     local.control("/_emulator/faults", {"sqs_pollers": args.sqs_pollers})
     if args.duplicate_deliveries > 1:
@@ -664,7 +665,7 @@ def run(local: LocalStack, stack_name: str, data: DemoData, args: argparse.Names
         # Cheap signals first (topic count, queue depths, function log activity); the table
         # scans, which load the local stack, only once those say the pipeline may be done.
         state["notifications"] = len(pipeline.collect())
-        activity = (state["notifications"], state["metrics"].activity())
+        activity = (state["notifications"], state["logs"].read())
         state["history"] = [*state["history"][-2:], activity]
         if (
             not first_in
@@ -681,7 +682,7 @@ def run(local: LocalStack, stack_name: str, data: DemoData, args: argparse.Names
             len(state["files"]) >= want_files
             and state["contacts"] >= expected["contacts"]
             and state["last_agents"] >= len(expected["last_agents"])
-            and state["metrics"].activity() == activity[1]
+            and state["logs"].read() == activity[1]
         )
 
     say("\nWaiting for the pipeline to settle (notifications at the topic, functions quiet)")
@@ -749,7 +750,8 @@ def summary(pipeline: Pipeline, data: DemoData, state: dict[str, Any]) -> int:
     )
     report.check("duplicate notifications", len(messages) - len(unique), 0)
     check_last_agents(pipeline, data, report)
-    show_duplicates(state["metrics"].totals())
+    state["logs"].read()
+    show_duplicates(state["logs"])
     show_failed_invocations(pipeline)
     show_routes(pipeline, data, report)
     show_dead_letters(pipeline, report)
@@ -826,13 +828,15 @@ def show_routes(pipeline: Pipeline, data: DemoData, report: Report) -> None:
         say(f"    {mask(caller)} {n:>3} contacts -> {text}  {'ok' if right else 'MISMATCH'}")
 
 
-def show_duplicates(totals: dict[str, collections.Counter]) -> None:
+def show_duplicates(logs: FunctionLogs) -> None:
     """Duplicates suppressed (idempotency hits) and stale last-agent writes, per function."""
-    hits = {name: int(c["DuplicatesSuppressed"]) for name, c in totals.items()}
-    stale = int(sum(c["LastAgentStale"] for c in totals.values()))
-    detail = ", ".join(f"{name.removesuffix('Function')} {n}" for name, n in hits.items() if n)
+    hits = logs.suppressed()
+    detail = ", ".join(f"{name.removesuffix('Function')} {n}" for name, n in sorted(hits.items()))
     say(f"  {'duplicates suppressed':<26} {sum(hits.values()):>8,}   {detail or 'none needed'}")
-    say(f"  {'stale last-agent writes':<26} {stale:>8,}   older contacts arriving later, refused")
+    say(
+        f"  {'stale last-agent writes':<26} {logs.stale():>8,}   "
+        "older contacts arriving later, refused"
+    )
 
 
 def show_failed_invocations(pipeline: Pipeline) -> None:
@@ -868,36 +872,58 @@ def show_dead_letters(pipeline: Pipeline, report: Report) -> None:
         say(f"    {output.removesuffix('Url'):<32} {depth}")
 
 
-class FunctionMetrics:
-    """The EMF metrics the functions printed while the demo ran, read back from the local
-    stack's function logs (.emulator/logs/<LogicalId>.log, appended to by every run: the demo
-    reads only what was written after its start)."""
+class FunctionLogs:
+    """What this stack's functions logged while the demo ran.
 
-    def __init__(self, log_dir: Path = ROOT / ".emulator" / "logs"):
+    The local stack appends every function's output to .emulator/logs/<LogicalId>.log, shared by
+    every stack started from this checkout (tests, benchmarks, other demos). The demo reads the
+    files incrementally from where they were at its start and keeps only the Powertools log lines
+    of its own functions (by physical function name, unique per stack).
+    """
+
+    # Log messages (Powertools Logger, lower-cased substrings) that mean "done before: skipped".
+    SUPPRESSED = ("already", "duplicate")
+    STALE = "newer contact is stored"
+
+    def __init__(self, function_names: Iterable[str], log_dir: Path = ROOT / ".emulator" / "logs"):
+        self.names = set(function_names)
         self.log_dir = log_dir
         self.offsets = {path: path.stat().st_size for path in log_dir.glob("*.log")}
+        self.partial: dict[Path, bytes] = {}
+        self.lines = 0
+        self.messages: collections.Counter[tuple[str, str]] = collections.Counter()
 
-    def activity(self) -> tuple[int, ...]:
-        """Sizes of the function logs: unchanged between two polls means no function ran."""
-        return tuple(path.stat().st_size for path in sorted(self.log_dir.glob("*.log")))
-
-    def totals(self) -> dict[str, collections.Counter]:
-        totals: dict[str, collections.Counter] = {}
+    def read(self) -> int:
+        """Take in what was appended since the last call; the number of own lines so far."""
         for path in sorted(self.log_dir.glob("*.log")):
             with path.open("rb") as handle:
                 handle.seek(self.offsets.get(path, 0))
-                text = handle.read().decode("utf-8", "replace")
-            counter = totals.setdefault(path.stem, collections.Counter())
-            for line in text.splitlines():
-                start = line.find("{")
-                if start < 0 or '"_aws"' not in line:
-                    continue
-                try:
-                    record = json.loads(line[start:])
-                except ValueError:
-                    continue
-                for directive in record.get("_aws", {}).get("CloudWatchMetrics", []):
-                    for metric in directive.get("Metrics", []):
-                        value = record.get(metric["Name"], 0)
-                        counter[metric["Name"]] += sum(value) if isinstance(value, list) else value
-        return totals
+                chunk = self.partial.pop(path, b"") + handle.read()
+                self.offsets[path] = handle.tell()
+            *complete, rest = chunk.split(b"\n")
+            if rest:
+                self.partial[path] = rest
+            for raw in complete:
+                self._line(path.stem, raw)
+        return self.lines
+
+    def _line(self, logical_id: str, raw: bytes) -> None:
+        if not raw.startswith(b"{") or b'"function_name"' not in raw:
+            return
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            return
+        if record.get("function_name") in self.names:
+            self.lines += 1
+            self.messages[(logical_id, str(record.get("message", "")).lower())] += 1
+
+    def suppressed(self) -> collections.Counter[str]:
+        counts: collections.Counter[str] = collections.Counter()
+        for (logical_id, message), n in self.messages.items():
+            if any(word in message for word in self.SUPPRESSED):
+                counts[logical_id] += n
+        return counts
+
+    def stale(self) -> int:
+        return sum(n for (_, message), n in self.messages.items() if self.STALE in message)
