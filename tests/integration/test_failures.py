@@ -82,19 +82,15 @@ def test_poison_notification_ends_in_the_dead_letter_queue(stack: Stack):
     ]
     for body in poison:
         stack.sqs.send_message(QueueUrl=stack.outputs["NotificationQueueUrl"], MessageBody=body)
+
+    def both_dead_lettered():
+        found = dead_letters_mentioning(stack, "NotificationDeadLetterQueueUrl", marker)
+        assert len(found) == 2, f"{len(found)} of 2 poison messages in the DLQ"
+        return found
+
     try:
         dead = eventually(
-            lambda: (
-                len(
-                    found := dead_letters_mentioning(
-                        stack, "NotificationDeadLetterQueueUrl", marker
-                    )
-                )
-                == 2
-                and found
-            ),
-            timeout=redrive_bound(stack, "NotificationQueueUrl"),
-            interval=1,
+            both_dead_lettered, timeout=redrive_bound(stack, "NotificationQueueUrl"), interval=1
         )
         assert sorted(m["Body"] for m in dead) == sorted(poison)
         max_receives = json.loads(
