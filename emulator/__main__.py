@@ -128,12 +128,8 @@ def up(args: argparse.Namespace) -> int:
         engine = _start_engine(server.endpoint_url, region, runtime, faults)
         if engine is not None:
             server.mappings_enabled = engine.all_enabled
-            deadline = time.monotonic() + 60
-            while not engine.all_enabled():
-                if stop.wait(0.05) or time.monotonic() > deadline:
-                    if not stop.is_set():
-                        print("error: event source mappings not enabled in 60 s", file=sys.stderr)
-                    return 0 if stop.is_set() else 1
+            if not _wait_enabled(engine, stop):
+                return 0 if stop.is_set() else 1
         server.ready = True
         names = ", ".join(f.logical_id for f in deployment.functions)
         print(
@@ -144,7 +140,10 @@ def up(args: argparse.Namespace) -> int:
         )
         for key, value in sorted(deployment.outputs.items()):
             print(f"  {key} = {value}", flush=True)
-        stop.wait()
+        # A timed wait: a signal delivered to another thread only runs its Python handler once
+        # the main thread executes bytecode again, which an untimed wait would never do.
+        while not stop.wait(0.2):
+            pass
         print("stopping", file=sys.stderr, flush=True)
         return 0
     except OSError as exc:
@@ -155,6 +154,17 @@ def up(args: argparse.Namespace) -> int:
             engine.stop()
         runtime.close()
         server.stop()
+
+
+def _wait_enabled(engine: Any, stop: threading.Event, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while not engine.all_enabled():
+        if stop.wait(0.05):
+            return False
+        if time.monotonic() > deadline:
+            print(f"error: event source mappings not enabled in {timeout:.0f} s", file=sys.stderr)
+            return False
+    return True
 
 
 def _start_engine(endpoint_url: str, region: str, runtime: Any, faults: Any) -> Any:
