@@ -85,7 +85,7 @@ def up(args: argparse.Namespace) -> int:
     from emulator.faults import Faults
     from emulator.runtime import Runtime
     from emulator.server import EmulatorServer
-    from emulator.stack import DeployError, deploy
+    from emulator.stack import DeployError, deploy, load_samconfig
 
     started = PROCESS_START
     stop = threading.Event()
@@ -96,7 +96,13 @@ def up(args: argparse.Namespace) -> int:
     if not template.exists():
         print(f"error: {template} not found", file=sys.stderr)
         return 2
-    region = _region()
+    config_path = Path(args.config_file) if args.config_file else template.parent / "samconfig.toml"
+    region = (
+        os.environ.get("AWS_DEFAULT_REGION")
+        or os.environ.get("AWS_REGION")
+        or load_samconfig(config_path).region
+        or "us-east-1"
+    )
     port = args.port if args.port is not None else _default_port()
     faults = Faults(duplicate_deliveries=args.duplicate_deliveries, sqs_pollers=args.sqs_pollers)
     engine = None
