@@ -502,10 +502,13 @@ class Files:
     def __init__(self, stack: Stack):
         self.stack = stack
         self.prefix = f"incoming/it-{uuid.uuid4().hex[:12]}/"
+        self.versions: list[tuple[str, str]] = []
 
     def put(self, name: str, body: bytes) -> tuple[str, str | None]:
         key = self.prefix + name
         response = self.stack.s3.put_object(Bucket=self.stack.bucket, Key=key, Body=body)
+        if response.get("VersionId"):
+            self.versions.append((key, response["VersionId"]))
         return key, response.get("VersionId")
 
     def put_jsonl(self, name: str, rows: Iterable[dict | str]) -> tuple[str, str | None]:
@@ -523,8 +526,16 @@ class Files:
         return True
 
     def cleanup(self) -> None:
+        """Objects (every version) and reports under the prefix; no processing log item stays
+        behind either (the rejected/ reports are not ingested: they are outside incoming/)."""
         for prefix in (self.prefix, "rejected/" + self.prefix):
             delete_all_versions(self.stack.s3, self.stack.bucket, prefix)
+
+    def forget_processing_logs(self) -> None:
+        self.stack.delete_items(
+            keys.processing_log_key(f"{self.stack.bucket}/{key}#{version}")
+            for key, version in self.versions
+        )
 
 
 def delete_all_versions(s3, bucket: str, prefix: str) -> None:
@@ -549,15 +560,19 @@ def files(stack: Stack) -> Iterator[Files]:
         yield corner
     finally:
         corner.cleanup()
+        corner.forget_processing_logs()
 
 
 @pytest.fixture
 def contact_cleanup(stack: Stack) -> Iterator[list[str]]:
-    """Callers a test used: their CONTACT and LAST_AGENT items are removed at the end."""
+    """Callers a test used: their CONTACT, LAST_AGENT and GIFT_CARD items are removed at the end
+    (idempotency records stay: their keys are hashes of unique contact ids, and they expire)."""
     callers: list[str] = []
     yield callers
     for caller in callers:
-        item_keys = [{"pk": i["pk"]["S"], "sk": i["sk"]["S"]} for i in stack.contacts_of(caller)]
+        contacts = stack.contacts_of(caller)
+        item_keys = [{"pk": i["pk"]["S"], "sk": i["sk"]["S"]} for i in contacts]
+        item_keys += [keys.gift_card_key(i["contact_id"]["S"]) for i in contacts]
         item_keys.append(keys.last_agent_key(caller))
         stack.delete_items(item_keys)
 

@@ -70,8 +70,6 @@ def test_object_deleted_before_read_is_a_terminal_skip(stack: Stack, files):
     assert not dead_letters_mentioning(stack, "IngestDeadLetterQueueUrl", key)
     assert not stack.contacts_of(caller)
     assert not files.report_exists(key)
-    if version:
-        stack.delete_items([keys.processing_log_key(f"{stack.bucket}/{key}#{version}")])
 
 
 def test_poison_notification_ends_in_the_dead_letter_queue(stack: Stack):
