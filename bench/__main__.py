@@ -4,6 +4,7 @@ import json
 import platform
 import sys
 import time
+import traceback
 from datetime import UTC, datetime
 
 from bench import cold_init, exactly_once_cost, ingest_cost, ingest_memory, layer_size, throughput
@@ -39,8 +40,17 @@ def main() -> int:
     started = time.monotonic()
     figures: list[Figure] = []
     for section in SECTIONS:
-        print(f"bench: {section.__name__.rsplit('.', 1)[-1]} ...", file=sys.stderr, flush=True)
-        figures.extend(section.run())
+        name = section.__name__.rsplit(".", 1)[-1]
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        try:
+            figures.extend(section.run())
+        except Exception as error:  # one broken section must not cost the whole table
+            traceback.print_exc()
+            figures.append(
+                Figure(
+                    "-", f"{name} failed", 0, "", "runs", False, f"{type(error).__name__}: {error}"
+                )
+            )
     elapsed = time.monotonic() - started
     table = _table(figures)
     print(table)
