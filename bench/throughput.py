@@ -314,6 +314,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
 
     state = {"contacts": 0, "last_agents_ok": 0, "notifications": 0}
     logged: dict[str, int] = {}
+    stages: dict[str, float] = {}
 
     def contacts_in() -> int:
         for file_id in file_ids:
@@ -362,6 +363,8 @@ def _measure(stack: LocalStack) -> list[Figure]:
         notified = state["notifications"] == len(want["notifications"])
         if state["contacts"] < CONTACTS and (notified or poll % 3 == 0):
             state["contacts"] = contacts_in()
+            if state["contacts"] == CONTACTS:
+                stages.setdefault("ingested_at", time.monotonic() - started)
         return notified and state["contacts"] == CONTACTS and last_agents_right()
 
     finished, poll = None, 0
@@ -391,10 +394,16 @@ def _measure(stack: LocalStack) -> list[Figure]:
         if key in want["notifications"]
     ]
     extra = len(capture.received.keys() - want["notifications"].keys()) + capture.duplicates
+    recent = sum(1 for at in capture.received.values() if at > started + wall - 60)
+    ingested = (
+        f" (all ingested {stages['ingested_at']:.0f} s after the first put)"
+        if "ingested_at" in stages
+        else ""
+    )
     progress = (
-        f"{state['contacts']}/{CONTACTS} contacts, {state['last_agents_ok']}/"
+        f"{state['contacts']}/{CONTACTS} contacts{ingested}, {state['last_agents_ok']}/"
         f"{len(want['last_agents'])} last agents right, {state['notifications']}/{want_n} "
-        f"notifications"
+        f"notifications ({recent / 60:.1f}/s over the last 60 s)"
     )
     if finished is None:
         throughput = Figure(
