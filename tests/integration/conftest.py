@@ -23,6 +23,7 @@ import io
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -68,6 +69,10 @@ OUTPUT_NAMES = (
 
 # Tail of the local stack's output, shown in the terminal summary when something failed.
 _EMULATOR_TAIL: collections.deque[str] = collections.deque(maxlen=80)
+# The local engine logs each failed invocation as "esm <mapping> fn=<function> ... outcome=<kind>"
+# (a warning; successful ones are not printed): failures by physical function name.
+FAILED_INVOCATION = re.compile(r"esm \S+ fn=(?P<function>\S+) records=\d+ outcome=(?!ok)")
+_FAILED_INVOCATIONS: Counter[str] = Counter()
 _EMULATOR_STARTED: list[bool] = []
 _EMULATOR_STOP: dict[str, Any] = {}
 
@@ -198,6 +203,9 @@ class LocalStack:
         assert self.process and self.process.stdout
         for line in self.process.stdout:
             _EMULATOR_TAIL.append(line.rstrip("\n"))
+            failed = FAILED_INVOCATION.search(line)
+            if failed:
+                _FAILED_INVOCATIONS[failed["function"]] += 1
             if line.startswith("ready"):
                 self.ready.set()
 
@@ -307,6 +315,10 @@ class Stack:
                 ),
             },
         )
+
+    def failed_invocations(self, logical_id: str) -> int:
+        """Failed invocations of a function the local engine reported so far (0 on AWS)."""
+        return sum(n for name, n in _FAILED_INVOCATIONS.items() if f"-{logical_id}-" in name)
 
     def status(self) -> dict:
         return self.local.control("/_emulator/status") if self.local else {}
@@ -436,6 +448,31 @@ class Stack:
             return True
 
         eventually(reached, timeout=timeout, interval=0.5 if self.is_local else 3)
+
+    def pause_ingest(self, timeout: float = 60.0) -> None:
+        """Disable the IngestFunction mapping and make sure delivery really stopped.
+
+        "Disabled" should mean stopped (AWS says "Disabling" until it is), but the local stack
+        reports "Disabled" at once and its poller can still receive for a moment. So an
+        s3:TestEvent canary (harmless: acknowledged once delivery resumes) has to stay in the
+        queue over a few polls; a consumed canary is replaced until one stays.
+        """
+        self.set_mapping_enabled("IngestQueueUrl", False)
+        canary = json.dumps(
+            {
+                "Service": "Amazon S3",
+                "Event": "s3:TestEvent",
+                "Bucket": self.bucket,
+                "RequestId": f"it-canary-{uuid.uuid4().hex}",
+            }
+        )
+
+        def canary_stays():
+            if self.queue_depth("IngestQueueUrl") == 0:
+                self.sqs.send_message(QueueUrl=self.outputs["IngestQueueUrl"], MessageBody=canary)
+            return stable(lambda: self.queue_depth("IngestQueueUrl"), polls=4, timeout=10) > 0
+
+        eventually(canary_stays, timeout=timeout, interval=0.2)
 
 
 def outputs_of(cloudformation, stack_name: str) -> dict[str, str]:

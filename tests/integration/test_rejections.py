@@ -73,6 +73,7 @@ def test_bad_rows_are_reported_by_line_and_good_rows_kept(stack: Stack, files, c
 
 
 def test_unreadable_files_get_one_report_and_no_retries(stack: Stack, files):
+    failures_before = stack.failed_invocations("IngestFunction")
     bodies = {
         "notes.txt": b"not a contact export\n",
         "empty.jsonl": b"",
@@ -95,3 +96,4 @@ def test_unreadable_files_get_one_report_and_no_retries(stack: Stack, files):
     # Terminal: the queue drains without a retry cycle and nothing is dead-lettered.
     eventually(lambda: stack.queue_depth("IngestQueueUrl") == 0, timeout=60)
     no_dead_letter_mentions(stack, *(key for key, _ in put.values()))
+    assert stack.failed_invocations("IngestFunction") == failures_before  # locally: no retry
