@@ -27,15 +27,10 @@ GOODWILL_WAIT_SECONDS = int(
 )
 
 
-def _already_issued(response: dict, _record) -> dict:
-    """Powertools calls this only when it returns a stored result instead of running again."""
-    metrics.add_metric(name="DuplicatesSuppressed", unit=MetricUnit.Count, value=1)
-    logger.info("gift card already issued", gift_card_id=response["gift_card_id"])
-    return response
-
-
 config = idempotency.idempotency_config(
-    "[kind, contact_id]", idempotency.ONCE_PER_CONTACT_SECONDS, response_hook=_already_issued
+    "[kind, contact_id]",
+    idempotency.ONCE_PER_CONTACT_SECONDS,
+    response_hook=idempotency.count_duplicates(metrics, logger, "gift card already issued"),
 )
 
 

@@ -25,7 +25,6 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import idempotent_function
-from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from shared import idempotency, ingest, rules, s3_events
@@ -49,15 +48,12 @@ OUTCOME_METRICS = {
 }
 
 
-def _already_ingested(result: dict, record: DataRecord) -> dict:
-    """Powertools returned the stored result of a completed claim: a duplicate delivery."""
-    metrics.add_metric(name="DuplicatesSuppressed", unit=MetricUnit.Count, value=1)
-    logger.info("duplicate delivery of an ingested file suppressed", extra=result)
-    return result
-
-
 file_claims = idempotency.idempotency_config(
-    "file_id", idempotency.ONCE_PER_FILE_SECONDS, response_hook=_already_ingested
+    "file_id",
+    idempotency.ONCE_PER_FILE_SECONDS,
+    response_hook=idempotency.count_duplicates(
+        metrics, logger, "duplicate delivery of an ingested file suppressed"
+    ),
 )
 
 

@@ -26,15 +26,10 @@ dynamodb = boto3.client("dynamodb")
 NOTIFICATIONS_TOPIC_ARN = os.environ["NOTIFICATIONS_TOPIC_ARN"]
 
 
-def _already_sent(response: dict, _record) -> dict:
-    """Powertools calls this only when it returns a stored result instead of running again."""
-    metrics.add_metric(name="DuplicatesSuppressed", unit=MetricUnit.Count, value=1)
-    logger.info("notification already sent", notification_id=response["notification_id"])
-    return response
-
-
 config = idempotency.idempotency_config(
-    "notification_id", idempotency.ONCE_PER_NOTIFICATION_SECONDS, response_hook=_already_sent
+    "notification_id",
+    idempotency.ONCE_PER_NOTIFICATION_SECONDS,
+    response_hook=idempotency.count_duplicates(metrics, logger, "notification already sent"),
 )
 
 

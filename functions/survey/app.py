@@ -22,15 +22,10 @@ dynamodb = boto3.client("dynamodb")
 NOTIFICATION_QUEUE_URL = os.environ["NOTIFICATION_QUEUE_URL"]
 
 
-def _already_enqueued(response: dict, _record) -> dict:
-    """Powertools calls this only when it returns a stored result instead of running again."""
-    metrics.add_metric(name="DuplicatesSuppressed", unit=MetricUnit.Count, value=1)
-    logger.info("survey already enqueued", notification_id=response["notification_id"])
-    return response
-
-
 config = idempotency.idempotency_config(
-    "[kind, contact_id]", idempotency.ONCE_PER_CONTACT_SECONDS, response_hook=_already_enqueued
+    "[kind, contact_id]",
+    idempotency.ONCE_PER_CONTACT_SECONDS,
+    response_hook=idempotency.count_duplicates(metrics, logger, "survey already enqueued"),
 )
 
 

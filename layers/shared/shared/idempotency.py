@@ -8,6 +8,8 @@ invocation expires with that invocation and a retry can run.
 
 import os
 
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
     IdempotencyConfig,
@@ -34,14 +36,23 @@ def idempotency_config(
     expires_after_seconds: int,
     response_hook: IdempotentHookFunction | None = None,
 ) -> IdempotencyConfig:
-    """A missing key is an error, never a silent pass-through without protection.
-
-    `response_hook` runs only when Powertools returns a stored result instead of running the
-    function again: the honest place to count suppressed duplicates.
-    """
+    """A missing key is an error, never a silent pass-through without protection."""
     return IdempotencyConfig(
         event_key_jmespath=key_jmespath,
         raise_on_no_idempotency_key=True,
         expires_after_seconds=expires_after_seconds,
         response_hook=response_hook,
     )
+
+
+def count_duplicates(metrics: Metrics, logger: Logger, message: str) -> IdempotentHookFunction:
+    """A response hook counting DuplicatesSuppressed. Powertools runs it only when it returns a
+    stored result instead of running the function again: the honest place to count them. The
+    stored results hold ids and counts only, so they may be logged."""
+
+    def duplicate_suppressed(stored_result: dict, _record) -> dict:
+        metrics.add_metric(name="DuplicatesSuppressed", unit=MetricUnit.Count, value=1)
+        logger.info(message, stored_result=stored_result)
+        return stored_result
+
+    return duplicate_suppressed
