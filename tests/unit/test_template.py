@@ -12,6 +12,8 @@ from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 from samtranslator.internal.managed_policies import get_bundled_managed_policy_map
 from samtranslator.translator.transform import transform
 
+from tests.contract import STREAM_FILTERS
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
 TEMPLATE_TEXT = (ROOT / "template.yaml").read_text()
@@ -56,46 +58,6 @@ ENV_SOURCES = {
     "GOODWILL_WAIT_SECONDS": {"Ref": "GoodwillWaitSeconds"},
 }
 
-# CONTRACT.md's stream filters, exactly.
-CONTRACT_FILTERS = {
-    "LastAgentFunction": [
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {
-                "NewImage": {
-                    "type": {"S": ["CONTACT"]},
-                    "agent_id": {"S": [{"exists": True}]},
-                    "disposition": {"S": [{"anything-but": ["ABANDONED"]}]},
-                }
-            },
-        }
-    ],
-    "SurveyFunction": [
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {
-                "NewImage": {
-                    "type": {"S": ["CONTACT"]},
-                    "disposition": {"S": ["RESOLVED"]},
-                    "survey_opt_in": {"BOOL": [True]},
-                    "email": {"S": [{"exists": True}]},
-                }
-            },
-        }
-    ],
-    "GoodwillFunction": [
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {
-                "NewImage": {"type": {"S": ["CONTACT"]}, "disposition": {"S": ["ABANDONED"]}}
-            },
-        },
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {"NewImage": {"type": {"S": ["CONTACT"]}, "long_wait": {"BOOL": [True]}}},
-        },
-    ],
-}
 
 CONTRACT_OUTPUTS = {
     "ContactsBucketName": {"Ref": "ContactsBucket"},
@@ -362,7 +324,7 @@ def test_stream_consumer_may_send_to_the_failure_queue(function, event):
 def test_stream_filters_are_exactly_the_contract(function, event):
     filters = events(function, "DynamoDB")[event]["FilterCriteria"]["Filters"]
     patterns = [json.loads(f["Pattern"]) for f in filters]
-    assert patterns == CONTRACT_FILTERS[function]
+    assert patterns == STREAM_FILTERS[function]
 
 
 def _check_leaves(node, path):

@@ -25,6 +25,7 @@ from emulator.filters import (
     detect_source,
     record_view,
 )
+from tests.contract import STREAM_FILTERS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -536,45 +537,7 @@ def test_filter_criteria_errors_name_the_filter():
 # patterns come from the real template.yaml (and must equal the contract); without a template
 # the contract's patterns are the fixture.
 
-CONTRACT_PATTERNS = {
-    "LastAgentFunction": [
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {
-                "NewImage": {
-                    "type": {"S": ["CONTACT"]},
-                    "agent_id": {"S": [{"exists": True}]},
-                    "disposition": {"S": [{"anything-but": ["ABANDONED"]}]},
-                }
-            },
-        }
-    ],
-    "SurveyFunction": [
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {
-                "NewImage": {
-                    "type": {"S": ["CONTACT"]},
-                    "disposition": {"S": ["RESOLVED"]},
-                    "survey_opt_in": {"BOOL": [True]},
-                    "email": {"S": [{"exists": True}]},
-                }
-            },
-        }
-    ],
-    "GoodwillFunction": [
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {
-                "NewImage": {"type": {"S": ["CONTACT"]}, "disposition": {"S": ["ABANDONED"]}}
-            },
-        },
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {"NewImage": {"type": {"S": ["CONTACT"]}, "long_wait": {"BOOL": [True]}}},
-        },
-    ],
-}
+CONTRACT_PATTERNS = STREAM_FILTERS
 CONSUMERS = tuple(CONTRACT_PATTERNS)
 TEMPLATE = ROOT / "template.yaml"
 
