@@ -133,7 +133,7 @@ def up(args: argparse.Namespace) -> int:
         threading.Thread(target=runtime.warm, daemon=True).start()
         engine = _start_engine(server.endpoint_url, region, runtime, faults)
         if engine is not None:
-            server.mappings_enabled = engine.all_enabled
+            server.engine = engine
             if not _wait_enabled(engine, stop):
                 return 0 if stop.is_set() else 1
         server.ready = True

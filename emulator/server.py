@@ -95,7 +95,7 @@ class EmulatorServer(ThreadedMotoServer):
         self.region = region
         self.stack_name: str | None = None
         self.ready = False
-        self.mappings_enabled: Callable[[], bool] | None = None
+        self.engine: Any = None  # the EventSourceMappingEngine, once `up` started it
         self._error: BaseException | None = None
         self._lock = threading.Lock()
 
@@ -158,17 +158,22 @@ class EmulatorServer(ThreadedMotoServer):
                 )
         except Exception as exc:  # status must always answer
             mappings = [{"error": str(exc)}]
-        enabled = None
-        if self.mappings_enabled is not None:
+        enabled = idle = deliveries = None
+        if self.engine is not None:
             try:
-                enabled = bool(self.mappings_enabled())
+                enabled = bool(self.engine.all_enabled())
+                # idle: nothing queued, in flight or unread on any stream: the pipeline settled
+                idle = bool(self.engine.idle())
+                deliveries = self.engine.stats()
             except Exception:
-                enabled = False
+                enabled = idle = False
         return {
             "ready": self.ready,
             "stack_name": self.stack_name,
             "endpoint": self.endpoint_url,
             "mappings": mappings,
             "mappings_enabled": enabled,
+            "idle": idle,
+            "deliveries": deliveries,
             "faults": self.faults.snapshot(),
         }
