@@ -18,9 +18,7 @@ import json
 import os
 import re
 import shlex
-import signal
 import statistics
-import subprocess
 import threading
 import time
 import tomllib
@@ -31,9 +29,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from bench.common import PYTHON, REGION, ROOT, Figure, percentile
-from bench.ingest_memory import free_port
+from bench.common import REGION, ROOT, Figure, percentile
 from bench.inprocess import generate_contacts, import_shared, jsonl_lines
+from emulator.process import LocalStackProcess, free_port
 
 FILES = int(os.environ.get("BENCH_P5_FILES", "20"))
 ROWS_PER_FILE = 1_000
@@ -42,117 +40,44 @@ READY_WITHIN_SECONDS = 90
 DONE_WITHIN_SECONDS = int(os.environ.get("BENCH_P5_TIMEOUT", "240"))
 PORTS = range(4950, 5000)
 # An experiment's samconfig (e.g. other local timeouts); `make bench` uses the repository's.
-CONFIG_FILE = (
-    ["--config-file", os.environ["BENCH_P5_SAMCONFIG"]]
-    if "BENCH_P5_SAMCONFIG" in os.environ
-    else []
-)
+CONFIG_FILE = os.environ.get("BENCH_P5_SAMCONFIG")
 PREFIX = "incoming/bench/"
 LOG = ROOT / "bench" / "out" / "p5-local-stack.log"  # the stack's output, for a post-mortem
-FAILED_INVOCATION = re.compile(
-    r"fn=\S*?(\w+Function)\S* records=\d+ outcome=(\w+)\S*(?: \S+)? (\d+)ms"
-)
 
 
-class LocalStack:
-    """`python -m emulator up --port N` in the background; its output kept for the report."""
-
-    def __init__(self, port: int):
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.port = port
-        self.lines: collections.deque[str] = collections.deque(maxlen=40)
-        self.failed: list[tuple[str, str, int]] = []  # (function, outcome, ms)
-        self.ready = threading.Event()
-        self.process: subprocess.Popen[str] | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "AWS_DEFAULT_REGION": REGION}
-        env.pop("AWS_PROFILE", None)
-        env.pop("AWS_ENDPOINT_URL", None)
-        self.process = subprocess.Popen(
-            [PYTHON, "-m", "emulator", "up", "--port", str(self.port), *CONFIG_FILE],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            bufsize=1,
+def failures(stack: LocalStackProcess) -> str:
+    """Invocations that did not end ok, by function and outcome, with their median time."""
+    groups: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
+    for name, outcome, millis in list(stack.failed_invocations):
+        logical = re.search(r"(\w+Function)", name)
+        groups[(logical[1] if logical else name, outcome)].append(millis)
+    return (
+        ", ".join(
+            f"{function} {outcome} x{len(times)} (median {statistics.median(times):.0f} ms)"
+            for (function, outcome), times in sorted(groups.items())
         )
-        threading.Thread(target=self._read, daemon=True).start()
+        or "none"
+    )
 
-    def _read(self) -> None:
-        LOG.parent.mkdir(exist_ok=True)
-        with LOG.open("w") as log:
-            for line in self.process.stdout:
-                log.write(line)
-                log.flush()
-                self._line(line)
 
-    def _line(self, line: str) -> None:
-        self.lines.append(line.rstrip())
-        # the engine logs every invocation that is not ok: which function, how it ended
-        if match := FAILED_INVOCATION.search(line):
-            function, outcome, millis = match.groups()
-            self.failed.append((function, outcome, int(millis)))
-        if line.startswith("ready"):
-            self.ready.set()
-
-    def wait_ready(self, timeout: float) -> str | None:
-        """None once ready, else why not."""
-        deadline = time.monotonic() + timeout
-        while not self.ready.wait(0.2):
-            if self.process.poll() is not None:
-                return f"exited with {self.process.returncode}: {self.tail()}"
-            if time.monotonic() > deadline:
-                return f"not ready within {timeout:.0f} s: {self.tail()}"
-        return None
-
-    def failures(self) -> str:
-        """Invocations that did not end ok, by function and outcome, with their median time."""
-        groups: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
-        for function, outcome, millis in self.failed:
-            groups[(function, outcome)].append(millis)
-        return (
-            ", ".join(
-                f"{function} {outcome} x{len(times)} (median {statistics.median(times):.0f} ms)"
-                for (function, outcome), times in sorted(groups.items())
-            )
-            or "none"
-        )
-
-    def cpu(self) -> tuple[float, float]:
-        """CPU seconds so far of the stack's own process (moto, ESM pollers, HTTP server: one
-        interpreter, one GIL) and of its descendants (the function workers)."""
-        parents, times = {}, {}
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            pid = int(stat.parent.name)
-            parents[pid] = int(fields[1])
-            times[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        own = times.get(self.process.pid, 0.0)
-        descendants, frontier = set(), {self.process.pid}
-        while frontier:
-            frontier = {pid for pid, parent in parents.items() if parent in frontier} - descendants
-            descendants |= frontier
-        return own, sum(times[pid] for pid in descendants)
-
-    def tail(self) -> str:
-        return " | ".join(list(self.lines)[-3:]) or "no output"
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
+def cpu(stack: LocalStackProcess) -> tuple[float, float]:
+    """CPU seconds so far of the stack's own process (moto, ESM pollers, HTTP server: one
+    interpreter, one GIL) and of its descendants (the function workers)."""
+    parents, times = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            self.process.wait(20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(stat.parent.name)
+        parents[pid] = int(fields[1])
+        times[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = times.get(stack.process.pid, 0.0)
+    descendants, frontier = set(), {stack.process.pid}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - descendants
+        descendants |= frontier
+    return own, sum(times[pid] for pid in descendants)
 
 
 def _local_parameters() -> tuple[str, dict[str, str]]:
@@ -246,18 +171,19 @@ def _not_measured(reason: str) -> list[Figure]:
 
 
 def run() -> list[Figure]:
-    stack = LocalStack(free_port(PORTS))
-    stack.start()
+    stack = LocalStackProcess(free_port(PORTS), config_file=CONFIG_FILE, log_path=LOG)
     try:
-        problem = stack.wait_ready(READY_WITHIN_SECONDS)
-        if problem:
-            return _not_measured(f"the local stack (python -m emulator up) {problem}")
+        try:
+            stack.start(READY_WITHIN_SECONDS)
+        except RuntimeError as error:
+            tail = " | ".join(stack.lines(3)) or "no output"
+            return _not_measured(f"{error} (python -m emulator up): {tail}")
         return _measure(stack)
     finally:
-        stack.stop()
+        stack.stop(grace=20)
 
 
-def _measure(stack: LocalStack) -> list[Figure]:
+def _measure(stack: LocalStackProcess) -> list[Figure]:
     stack_name, parameters = _local_parameters()
     goodwill_wait = int(parameters.get("GoodwillWaitSeconds", "600"))
     session = boto3.session.Session(
@@ -296,7 +222,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
     bodies = [b"".join(jsonl_lines(iter(contacts))) for contacts in files]
 
     put_times, file_ids = [], []
-    cpu_before = stack.cpu()
+    cpu_before = cpu(stack)
     started = time.monotonic()
     for index, body in enumerate(bodies):
         put_times.append(time.monotonic())
@@ -375,7 +301,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
             break
         time.sleep(1)
     wall = time.monotonic() - started
-    cpu_after = stack.cpu()
+    cpu_after = cpu(stack)
     if finished is None:  # where it got to, for the report
         state["contacts"] = contacts_in()
         last_agents_right()
@@ -415,7 +341,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
             False,
             (
                 f"NOT DONE after {DONE_WITHIN_SECONDS} s: {progress}; invocations not ok: "
-                f"{stack.failures()}; {load}"
+                f"{failures(stack)}; {load}"
             ),
         )
     else:
@@ -431,7 +357,7 @@ def _measure(stack: LocalStack) -> list[Figure]:
                 f"{FILES} files x {ROWS_PER_FILE} contacts put in {put_seconds:.1f} s, all done "
                 f"in {elapsed:.1f} s (first put to done, polled ~1 s): {progress}; "
                 f"{extra} unexpected or duplicate notifications; invocations not ok: "
-                f"{stack.failures()}; {load}"
+                f"{failures(stack)}; {load}"
             ),
         )
     figures = [throughput]

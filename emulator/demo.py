@@ -21,19 +21,12 @@ import csv
 import gzip
 import io
 import json
-import os
 import random
 import re
 import shlex
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import tomllib
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -46,6 +39,8 @@ sys.path.insert(0, str(ROOT / "layers" / "shared"))
 
 import boto3  # noqa: E402
 from shared import keys, rules  # noqa: E402
+
+from emulator.process import LocalStackProcess, free_port  # noqa: E402
 
 REGION = "us-east-1"
 PORTS = range(4800, 4900)
@@ -63,9 +58,6 @@ CSV_FIELDS = (
     "survey_opt_in",
 )
 QUEUES = ("billing", "support", "sales", "claims", "Kundenservice")
-FAILED_INVOCATION = re.compile(
-    r"esm \S+ fn=(?P<function>\S+) records=\d+ outcome=(?!ok)\S+.*? (?P<ms>\d+)ms"
-)
 DISPOSITIONS = {  # weights
     rules.RESOLVED: 55,
     rules.TRANSFERRED: 15,
@@ -249,119 +241,6 @@ def expectations(data: DemoData) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # The local stack
 # --------------------------------------------------------------------------------------------
-def free_port() -> int:
-    candidates = list(PORTS)
-    random.shuffle(candidates)
-    for port in candidates:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 4800-4899")
-
-
-class LocalStack:
-    def __init__(self, port: int, echo: bool = False):
-        self.port = port
-        self.echo = echo
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.output: collections.deque[str] = collections.deque(maxlen=200)
-        # Failed invocations (the engine logs them as warnings), by function; and timeouts.
-        self.failed: list[tuple[str, int]] = []  # (function name, milliseconds)
-        self.ready = threading.Event()
-        self.process: subprocess.Popen[str] | None = None
-
-    def start(self, timeout: float, config_file: Path | None = None) -> None:
-        env = {
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "EMULATOR_PORT": str(self.port),
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_REGION": REGION,
-        }
-        env.pop("AWS_PROFILE", None)
-        self.process = subprocess.Popen(  # noqa: S603 (this interpreter, fixed argv)
-            [
-                sys.executable,
-                "-m",
-                "emulator",
-                "up",
-                "--port",
-                str(self.port),
-                *(["--config-file", str(config_file)] if config_file else []),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            bufsize=1,
-        )
-        threading.Thread(target=self._read, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not self.ready.wait(0.2):
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the local stack exited with {self.process.returncode}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the local stack was not ready within {timeout:.0f} s")
-
-    def _read(self) -> None:
-        assert self.process and self.process.stdout
-        for line in self.process.stdout:
-            self.output.append(line.rstrip("\n"))
-            if self.echo:
-                say("  | " + line.rstrip("\n"))
-            failed = FAILED_INVOCATION.search(line)
-            if failed:
-                self.failed.append((failed["function"], int(failed["ms"])))
-            if line.startswith("ready"):
-                self.ready.set()
-
-    def stop(self) -> None:
-        if not self.process or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-
-    def control(self, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(  # noqa: S310 (http://127.0.0.1 only)
-            self.endpoint + path,
-            data=None if body is None else json.dumps(body).encode(),
-            method="GET" if body is None else "POST",
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (localhost)
-            return json.loads(response.read() or b"{}")
-
-
-# The demo is a bulk load: a stream batch of 100 qualifying records makes ~400 calls to the local
-# stack, more than the 5 s that samconfig's test setting gives the stream consumers (tuned for
-# small test files). Stream consumers have no visibility timeout, so a longer timeout costs the
-# tests nothing; the demo deploys with it and says so.
-DEMO_OVERRIDES = {"StreamFunctionTimeout": "30"}
-
-
-def demo_samconfig(directory: Path, stack_name: str, overrides: dict[str, str]) -> Path:
-    """A samconfig.toml for the local stack: the repo's [default] overrides plus the demo's."""
-    text = " ".join(f"{key}={value}" for key, value in overrides.items())
-    path = directory / "samconfig.toml"
-    path.write_text(
-        "version = 0.1\n\n[default.global.parameters]\n"
-        f"stack_name = {json.dumps(stack_name)}\n\n[default.deploy.parameters]\n"
-        f"region = {json.dumps(REGION)}\nparameter_overrides = {json.dumps(text)}\n"
-    )
-    return path
-
-
 def samconfig() -> tuple[str, dict[str, str]]:
     """The stack name and the local parameter overrides of samconfig.toml [default]."""
     path = ROOT / "samconfig.toml"
@@ -380,7 +259,7 @@ def samconfig() -> tuple[str, dict[str, str]]:
 class Pipeline:
     """The stack as a client sees it: boto3 against the local endpoint, outputs by name."""
 
-    def __init__(self, stack_name: str, local: LocalStack):
+    def __init__(self, stack_name: str, local: LocalStackProcess):
         self.local = local
         session = boto3.session.Session(
             aws_access_key_id="testing",
@@ -578,24 +457,16 @@ def main(argv: list[str] | None = None) -> int:
     goodwill = int(overrides.get("GoodwillWaitSeconds", rules.DEFAULT_GOODWILL_WAIT_SECONDS))
     data = generate(args.contacts, args.callers, args.seed, goodwill)
 
-    local = LocalStack(args.port or free_port(), echo=args.stack_output)
-    extra = {k: v for k, v in DEMO_OVERRIDES.items() if overrides.get(k) != v}
+    echo = (lambda line: say("  | " + line)) if args.stack_output else None
+    local = LocalStackProcess(args.port or free_port(PORTS), echo=echo)
     say(f"Starting the local stack ({stack_name}) on {local.endpoint} ...")
-    if extra:
-        say(
-            "  with samconfig's local overrides and, for this bulk load, "
-            + " ".join(f"{k}={v}" for k, v in extra.items())
-        )
     began = time.monotonic()
-    workdir = tempfile.TemporaryDirectory(prefix="demo-samconfig-")
-    config_file = demo_samconfig(Path(workdir.name), stack_name, {**overrides, **extra})
     try:
-        local.start(timeout=90, config_file=config_file)
+        local.start(timeout=90)
     except RuntimeError as error:
         say(f"FAILED: {error}")
-        say("\n".join(local.output))
+        say("\n".join(local.lines()))
         local.stop()
-        workdir.cleanup()
         return 1
     say(f"  ready in {time.monotonic() - began:.1f} s")
     try:
@@ -603,16 +474,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # the summary of a broken run: what and where
         say(f"FAILED: {type(error).__name__}: {error}")
         say("  last lines of the local stack:")
-        for line in list(local.output)[-20:]:
+        for line in local.lines(20):
             say("    " + line)
         return 1
     finally:
         say("Stopping the local stack.")
         local.stop()
-        workdir.cleanup()
 
 
-def run(local: LocalStack, stack_name: str, data: DemoData, args: argparse.Namespace) -> int:
+def run(local: LocalStackProcess, stack_name: str, data: DemoData, args: argparse.Namespace) -> int:
     pipeline = Pipeline(stack_name, local)
     names = [f["FunctionName"] for f in pipeline.clients["lambda"].list_functions()["Functions"]]
     state: dict[str, Any] = {"history": [], "logs": FunctionLogs(names)}
@@ -847,7 +717,7 @@ def show_failed_invocations(pipeline: Pipeline) -> None:
     }
     failed: collections.Counter[str] = collections.Counter()
     timed_out = 0
-    for name, ms in pipeline.local.failed:
+    for name, _outcome, ms in list(pipeline.local.failed_invocations):
         logical = re.search(r"(\w+Function)", name)
         failed[logical[1] if logical else name] += 1
         timed_out += ms >= timeouts.get(name, 10**9) - 50

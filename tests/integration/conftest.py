@@ -22,16 +22,9 @@ import gzip
 import io
 import json
 import os
-import random
-import re
-import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
 import tomllib
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -51,6 +44,8 @@ if str(ROOT / "layers" / "shared") not in sys.path:
 
 from shared import keys, rules  # noqa: E402
 
+from emulator.process import LocalStackProcess, free_port  # noqa: E402
+
 LOCAL_PORTS = range(4800, 4900)
 READY_TIMEOUT = 90.0
 LOCAL_REGION = "us-east-1"
@@ -67,14 +62,8 @@ OUTPUT_NAMES = (
     "RouteFunctionName",
 )
 
-# Tail of the local stack's output, shown in the terminal summary when something failed.
-_EMULATOR_TAIL: collections.deque[str] = collections.deque(maxlen=80)
-# The local engine logs each failed invocation as "esm <mapping> fn=<function> ... outcome=<kind>"
-# (a warning; successful ones are not printed): failures by physical function name.
-FAILED_INVOCATION = re.compile(r"esm \S+ fn=(?P<function>\S+) records=\d+ outcome=(?!ok)")
-_FAILED_INVOCATIONS: Counter[str] = Counter()
-_EMULATOR_STARTED: list[bool] = []
-_EMULATOR_STOP: dict[str, Any] = {}
+# The local stack this session started (its output tail is shown when something failed).
+_LOCAL_STACKS: list[LocalStackProcess] = []
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,118 +127,17 @@ def samconfig_stack_name() -> str:
     return "last-agent-routing"
 
 
-def free_port(ports: Iterable[int] = LOCAL_PORTS) -> int:
-    candidates = list(ports)
-    random.shuffle(candidates)  # parallel runs (tests, demo) rarely pick the same one
-    for port in candidates:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {candidates[0]}-{candidates[-1]}")
-
-
-class LocalStack:
-    """`python -m emulator up` as a child process, its output kept in a bounded tail."""
-
-    def __init__(self, port: int):
-        self.port = port
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.ready = threading.Event()
-        self.process: subprocess.Popen[str] | None = None
-        self._reader: threading.Thread | None = None
-
-    def start(self, timeout: float = READY_TIMEOUT) -> None:
-        env = dict(os.environ)
-        env.pop("AWS_PROFILE", None)
-        env.update(
-            PYTHONUNBUFFERED="1",
-            EMULATOR_PORT=str(self.port),
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-        )
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "emulator", "up", "--port", str(self.port)],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            bufsize=1,
-        )
-        _EMULATOR_STARTED.append(True)
-        self._reader = threading.Thread(target=self._read, name="emulator-output", daemon=True)
-        self._reader.start()
-        deadline = time.monotonic() + timeout
-        while not self.ready.wait(0.2):
-            if self.process.poll() is not None:
-                self._reader.join(2)
-                raise RuntimeError(
-                    f"the local stack exited with {self.process.returncode} before `ready`:\n"
-                    + self.tail()
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(
-                    f"the local stack was not ready within {timeout:.0f} s:\n" + self.tail()
-                )
-
-    def _read(self) -> None:
-        assert self.process and self.process.stdout
-        for line in self.process.stdout:
-            _EMULATOR_TAIL.append(line.rstrip("\n"))
-            failed = FAILED_INVOCATION.search(line)
-            if failed:
-                _FAILED_INVOCATIONS[failed["function"]] += 1
-            if line.startswith("ready"):
-                self.ready.set()
-
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(list(_EMULATOR_TAIL)[-lines:])
-
-    def stop(self, grace: float = 15.0) -> None:
-        if not self.process or self.process.poll() is not None:
-            return
-        began = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(grace)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-            _EMULATOR_STOP["killed"] = True
-        _EMULATOR_STOP["seconds"] = time.monotonic() - began
-        if self._reader:
-            self._reader.join(2)
-
-    # control endpoint (local only)
-    def control(self, path: str, body: dict | None = None) -> dict:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.endpoint + path,
-            data=data,
-            method="GET" if body is None else "POST",
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read() or b"{}")
-
-
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if _EMULATOR_STOP.get("killed"):
-        terminalreporter.write_line(
-            f"local stack: no exit within {_EMULATOR_STOP['seconds']:.0f} s of SIGTERM, killed",
-            yellow=True,
-        )
-    if _EMULATOR_STARTED and exitstatus not in (0, 5) and _EMULATOR_TAIL:
-        terminalreporter.section("local stack output (tail)")
-        for line in list(_EMULATOR_TAIL)[-60:]:
-            terminalreporter.write_line(line)
+    for local in _LOCAL_STACKS:
+        if local.killed:
+            terminalreporter.write_line(
+                f"local stack: no exit within {local.stop_seconds:.0f} s of SIGTERM, killed",
+                yellow=True,
+            )
+        if exitstatus not in (0, 5) and local.lines():
+            terminalreporter.section("local stack output (tail)")
+            for line in local.lines(60):
+                terminalreporter.write_line(line)
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,7 +148,7 @@ class Stack:
     name: str
     region: str
     outputs: dict[str, str]
-    local: LocalStack | None = None
+    local: LocalStackProcess | None = None
     _clients: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -318,7 +206,10 @@ class Stack:
 
     def failed_invocations(self, logical_id: str) -> int:
         """Failed invocations of a function the local engine reported so far (0 on AWS)."""
-        return sum(n for name, n in _FAILED_INVOCATIONS.items() if f"-{logical_id}-" in name)
+        if not self.local:
+            return 0
+        failed = list(self.local.failed_invocations)
+        return sum(1 for failure in failed if f"-{logical_id}-" in failure.function)
 
     def status(self) -> dict:
         return self.local.control("/_emulator/status") if self.local else {}
@@ -493,7 +384,8 @@ def stack() -> Iterator[Stack]:
         yield Stack(stack_name, region, outputs_of(cloudformation, stack_name))
         return
 
-    local = LocalStack(free_port())
+    local = LocalStackProcess(free_port(LOCAL_PORTS), tail_lines=80)
+    _LOCAL_STACKS.append(local)
     with pytest.MonkeyPatch.context() as patch:
         for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
             patch.delenv(name, raising=False)
@@ -507,9 +399,9 @@ def stack() -> Iterator[Stack]:
         }.items():
             patch.setenv(name, value)
         try:
-            local.start()
+            local.start(READY_TIMEOUT)
         except RuntimeError as error:
-            pytest.fail(str(error), pytrace=False)
+            pytest.fail(f"{error}:\n{local.tail()}", pytrace=False)
         try:
             stack_name = samconfig_stack_name()
             cloudformation = boto3.client("cloudformation", region_name=LOCAL_REGION)
