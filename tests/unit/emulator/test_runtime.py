@@ -221,8 +221,12 @@ def test_concurrent_invocations_get_their_own_workers(runtime):
 
 def test_function_output_goes_to_its_log_file(runtime, tmp_path):
     runtime.invoke("FnA", {"action": "print"})
-    log = (tmp_path / "logs" / "FnA.log").read_text()
-    assert "hello from stack-FnA-ABC" in log
+    log = tmp_path / "logs" / "FnA.log"
+    # The worker's output reaches the file on its own, shortly after the response.
+    deadline = time.monotonic() + 5
+    while "hello from stack-FnA-ABC" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "hello from stack-FnA-ABC" in log.read_text()
 
 
 def test_unknown_function_and_names_it_answers_to(runtime):
