@@ -1,4 +1,4 @@
-"""Fault switches of the local stack (CONTRACT.md: POST/GET /_emulator/faults, `up` flags).
+"""Fault switches of the local stack (docs/local-stack.md: POST/GET /_emulator/faults, `up` flags).
 
 One shared, thread-safe instance per running stack: the control endpoint updates it, the ESM
 engine reads ``duplicate_deliveries`` / ``sqs_pollers``, the runtime consumes crash injections.

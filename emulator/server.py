@@ -3,7 +3,7 @@
 - Every AWS API moto serves, on http://127.0.0.1:<port> (EMULATOR_PORT, default 4566).
 - moto patched in-process (moto_patches.py): Lambda Invoke runs the function on our Runtime,
   moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
-- Control endpoints on the same port (CONTRACT.md):
+- Control endpoints on the same port (docs/local-stack.md):
   GET/POST /_emulator/faults, GET /_emulator/status.
 
 One server per process: moto's backends (and the patches) are process-global.

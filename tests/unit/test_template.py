@@ -25,7 +25,7 @@ GLOBAL_FUNCTION = TEMPLATE.get("Globals", {}).get("Function", {})
 SQS_DEFAULT_RETENTION = 345600  # AWS default MessageRetentionPeriod
 LAMBDA_DEFAULT_TIMEOUT = 3
 
-# CONTRACT.md: logical id -> code dir, and the environment each function gets (besides the
+# The design: logical id -> code dir, and the environment each function gets (besides the
 # POWERTOOLS_* variables every function gets).
 FUNCTIONS = {
     "IngestFunction": (

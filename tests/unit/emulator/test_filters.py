@@ -7,8 +7,8 @@ Sources (cited per group below):
   "Using event filtering with an Amazon SQS event source".
 - EventBridge user guide, "Content filtering in Amazon EventBridge event patterns" and
   "Arrays in Amazon EventBridge event patterns" (Lambda uses the same pattern language).
-- /work/shared/FACTS.md "Lambda filter semantics worth testing", /work/notes/CONTRACT.md
-  "Stream FilterCriteria".
+- The team's measured filter traps (typed DynamoDB values, numbers as strings) and
+  tests/contract.py (the design's stream filters).
 """
 
 import json
@@ -310,7 +310,7 @@ def test_dynamodb_guide_examples(pattern, expected):
     assert matches(pattern, DDB_RECORD) is expected
 
 
-# FACTS.md: values are typed as the stream sends them.
+# Known trap: values are typed as the stream sends them.
 def test_typed_dynamodb_values_match_only_through_their_type_key():
     assert matches(
         {"dynamodb": {"Keys": {"CustomerName": {"S": ["AnyCompany Industries"]}}}}, DDB_RECORD
@@ -320,7 +320,7 @@ def test_typed_dynamodb_values_match_only_through_their_type_key():
     )
 
 
-# FACTS.md: exists works only on the typed leaf.
+# Known trap: exists works only on the typed leaf.
 def test_exists_only_sees_the_typed_leaf():
     new_image = {"dynamodb": {"NewImage": {}}}
     new_image["dynamodb"]["NewImage"]["AccountManager"] = {"S": [{"exists": True}]}
@@ -337,7 +337,7 @@ def test_exists_only_sees_the_typed_leaf():
     assert matches({"dynamodb": {"NewImage": {"email": {"S": [{"exists": False}]}}}}, DDB_RECORD)
 
 
-# FACTS.md: numeric never matches an N value, but matches ApproximateCreationDateTime.
+# Known trap: numeric never matches an N value, but matches ApproximateCreationDateTime.
 def test_numeric_never_matches_dynamodb_numbers_but_matches_json_numbers():
     assert not matches(
         {"dynamodb": {"NewImage": {"Id": {"N": [{"numeric": [">", 100]}]}}}}, DDB_RECORD
@@ -389,7 +389,7 @@ PLAIN_BODY = sqs_record("RecordNumber 1234, RequestCode AAAA")
 def test_sqs_json_body_is_matched_as_parsed_json():
     assert matches({"body": {"RequestCode": ["AAAA"]}}, JSON_BODY)
     assert not matches({"body": {"RequestCode": ["BBBB"]}}, JSON_BODY)
-    # FACTS.md: numeric matches numbers in a JSON SQS body
+    # Known trap: numeric matches numbers in a JSON SQS body
     assert matches({"body": {"RecordNumber": [{"numeric": [">", 1000]}]}}, JSON_BODY)
     assert not matches({"body": {"RecordNumber": [{"numeric": [">", 9999]}]}}, JSON_BODY)
     assert record_view(JSON_BODY)["body"]["RecordNumber"] == 1234
@@ -397,7 +397,7 @@ def test_sqs_json_body_is_matched_as_parsed_json():
 
 
 def test_sqs_plain_text_body_never_matches_a_json_body_pattern():
-    # FACTS.md and the table: plain string body + JSON pattern -> Lambda drops the message
+    # Known trap, and the table: plain string body + JSON pattern -> Lambda drops the message
     assert not matches({"body": {"RequestCode": ["AAAA"]}}, PLAIN_BODY)
     assert not matches({"body": {"RequestCode": [{"exists": False}]}}, PLAIN_BODY)
     assert record_view(PLAIN_BODY)["body"] == PLAIN_BODY["body"]
@@ -533,9 +533,9 @@ def test_filter_criteria_errors_name_the_filter():
 
 
 # --------------------------------------------------------------------------------------------
-# CONTRACT.md "Stream FilterCriteria": each stream consumer admits exactly its records. The
-# patterns come from the real template.yaml (and must equal the contract); without a template
-# the contract's patterns are the fixture.
+# The design's stream filters (tests/contract.py): each stream consumer admits exactly its
+# records. The patterns come from the real template.yaml (and must equal the contract); without
+# a template the contract's patterns are the fixture.
 
 CONTRACT_PATTERNS = STREAM_FILTERS
 CONSUMERS = tuple(CONTRACT_PATTERNS)

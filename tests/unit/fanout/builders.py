@@ -21,8 +21,9 @@ def contact(
     ended_at: str = "2026-11-29T10:05:00+00:00",
     **fields,
 ) -> dict:
-    """A CONTACT item as IngestFunction writes it (CONTRACT.md): RESOLVED with an agent unless
-    fields say otherwise; None removes a field, as absent input fields are absent items."""
+    """A CONTACT item as IngestFunction writes it (docs/design.md, table contract): RESOLVED
+    with an agent unless fields say otherwise; None removes a field, as absent input fields are
+    absent items."""
     ended_at_utc = keys.utc_timestamp(datetime.fromisoformat(ended_at))
     item = {
         "contact_id": contact_id,
