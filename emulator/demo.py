@@ -38,25 +38,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "shared"))
 
 import boto3  # noqa: E402
-from shared import keys, rules  # noqa: E402
+from shared import keys, model, rules  # noqa: E402
 
 from emulator.process import LocalStackProcess, free_port  # noqa: E402
 
 REGION = "us-east-1"
 PORTS = range(4800, 4900)
 DEMO_PREFIX = "incoming/demo/"
-CSV_FIELDS = (
-    "contact_id",
-    "caller",
-    "agent_id",
-    "queue",
-    "started_at",
-    "ended_at",
-    "disposition",
-    "wait_seconds",
-    "email",
-    "survey_opt_in",
-)
 QUEUES = ("billing", "support", "sales", "claims", "Kundenservice")
 DISPOSITIONS = {  # weights
     rules.RESOLVED: 55,
@@ -202,11 +190,11 @@ def encode(name: str, rows: Iterable[dict | str]) -> bytes:
         )
     else:
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=model.INPUT_FIELDS, lineterminator="\n")
         writer.writeheader()
         for row in rows:
             assert isinstance(row, dict), "CSV rows are dicts"
-            values = {k: row.get(k, "") for k in CSV_FIELDS}
+            values = {k: row.get(k, "") for k in model.INPUT_FIELDS}
             if "survey_opt_in" in row:
                 values["survey_opt_in"] = "true" if row["survey_opt_in"] else "false"
             writer.writerow(values)

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "layers" / "shared") not in sys.path:
     sys.path.insert(0, str(ROOT / "layers" / "shared"))
 
-from shared import keys, rules  # noqa: E402
+from shared import keys, model, rules  # noqa: E402
 
 from emulator.process import LocalStackProcess, free_port  # noqa: E402
 
@@ -644,23 +644,9 @@ def jsonl(rows: Iterable[dict | str]) -> bytes:
     ).encode()
 
 
-CSV_FIELDS = (
-    "contact_id",
-    "caller",
-    "agent_id",
-    "queue",
-    "started_at",
-    "ended_at",
-    "disposition",
-    "wait_seconds",
-    "email",
-    "survey_opt_in",
-)
-
-
 def csv_gz(rows: Iterable[dict]) -> bytes:
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer = csv.DictWriter(text, fieldnames=model.INPUT_FIELDS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow(

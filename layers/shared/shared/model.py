@@ -6,7 +6,7 @@ name the field and the rule, never the value (values may be phone numbers or ema
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -57,6 +57,10 @@ class Contact:
             if value is not None:
                 item[name] = value
         return item
+
+
+# The input fields in the contract's order: a CSV export's header.
+INPUT_FIELDS = tuple(field.name for field in fields(Contact))
 
 
 def parse_contact(fields: Mapping[str, Any], *, text_values: bool) -> Contact | list[str]:
