@@ -19,7 +19,6 @@ from moto import mock_aws
 
 from bench.common import REGION, Figure
 from bench.inprocess import (
-    LambdaContext,
     RequestCounter,
     breakdown,
     by_operation,
@@ -30,7 +29,7 @@ from bench.inprocess import (
     quiet,
     sqs_event,
 )
-from tests.resources import Resources, create_resources
+from tests.resources import FakeLambdaContext, Resources, create_resources
 
 NOTIFICATIONS = 20
 BUDGET_FIRST_WRITES = 2
@@ -116,10 +115,12 @@ def _measure(logical_id: str) -> list[Figure]:
             app = load_handler(logical_id)
             event = build_event()
             counter.reset()
-            first_response = app.lambda_handler(event, LambdaContext(logical_id))
+            first_response = app.lambda_handler(event, FakeLambdaContext(logical_id))
             first = counter.reset()
             sent_first = _queued(resources, output_queue(resources))
-            duplicate_response = app.lambda_handler(copy.deepcopy(event), LambdaContext(logical_id))
+            duplicate_response = app.lambda_handler(
+                copy.deepcopy(event), FakeLambdaContext(logical_id)
+            )
             duplicate = counter.reset()
             sent_total = _queued(resources, output_queue(resources))
 

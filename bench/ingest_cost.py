@@ -16,7 +16,6 @@ from moto import mock_aws
 
 from bench.common import REGION, Figure
 from bench.inprocess import (
-    LambdaContext,
     RequestCounter,
     breakdown,
     by_operation,
@@ -29,7 +28,7 @@ from bench.inprocess import (
     s3_notification,
     sqs_event,
 )
-from tests.resources import create_resources
+from tests.resources import FakeLambdaContext, create_resources
 
 ROWS = 10_000
 BUDGET_PER_ROW = 0.05
@@ -53,12 +52,12 @@ def run() -> list[Figure]:
 
             with quiet():
                 started = time.perf_counter()
-                response = app.lambda_handler(event, LambdaContext("IngestFunction"))
+                response = app.lambda_handler(event, FakeLambdaContext("IngestFunction"))
                 seconds = time.perf_counter() - started
                 first = counter.reset()
                 duplicate_response = app.lambda_handler(
                     sqs_event([json.dumps(notification)], "bench-ingest"),
-                    LambdaContext("IngestFunction"),
+                    FakeLambdaContext("IngestFunction"),
                 )
                 duplicate = counter.reset()
 

@@ -7,7 +7,6 @@ active (the handler's own, and any a library such as Powertools builds for itsel
 are not extra calls; none happen under moto anyway).
 """
 
-import importlib.util
 import json
 import os
 import random
@@ -25,6 +24,7 @@ from urllib.parse import quote_plus
 import botocore.session
 
 from bench.common import FUNCTIONS, REGION, ROOT, function_env, layer_path
+from tests.resources import import_handler
 
 ACCOUNT = "123456789012"
 WRITE_OPERATIONS = frozenset(
@@ -284,28 +284,7 @@ def load_handler(logical_id: str) -> ModuleType:
     """functions/<dir>/app.py imported as a fresh module (a cold start); call inside the function's
     environment and the mock, so its module-level clients see both."""
     import_shared()
-    path = ROOT / "functions" / FUNCTIONS[logical_id] / "app.py"
-    spec = importlib.util.spec_from_file_location(f"bench_app_{uuid.uuid4().hex}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-class LambdaContext:
-    """The attributes of a Lambda context that Powertools and the handlers read."""
-
-    def __init__(self, function_name: str, remaining_ms: int = 900_000):
-        self.function_name = function_name
-        self.function_version = "$LATEST"
-        self.memory_limit_in_mb = 256
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function_name}"
-        self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{function_name}"
-        self.log_stream_name = "2026/11/29/[$LATEST]bench"
-        self._remaining_ms = remaining_ms
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self._remaining_ms
+    return import_handler(FUNCTIONS[logical_id])
 
 
 def count_items(dynamodb, table: str, item_type: str) -> int:

@@ -1,11 +1,18 @@
-"""The stack's stores and queues as plain moto resources, for tests and the benchmark that run
-handlers in-process (mock_aws). Keys and stream settings are those template.yaml gives them."""
+"""What tests and the benchmark need to run handlers in-process (mock_aws): the stack's stores and
+queues as plain moto resources (keys and stream settings as template.yaml gives them), a handler
+imported cold, and the Lambda context it is called with."""
 
+import importlib.util
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 import boto3
 
 REGION = "us-east-1"
+ACCOUNT = "123456789012"
+FUNCTIONS_DIR = Path(__file__).resolve().parents[1] / "functions"
 
 
 @dataclass
@@ -78,3 +85,30 @@ def create_resources(prefix: str = "") -> Resources:
         topic_arn=topic_arn,
         topic_capture_url=capture_url,
     )
+
+
+def import_handler(function_dir: str) -> ModuleType:
+    """functions/<function_dir>/app.py imported as a fresh module (a cold start). Every handler
+    module is called `app`, so each import gets a unique module name."""
+    path = FUNCTIONS_DIR / function_dir / "app.py"
+    spec = importlib.util.spec_from_file_location(f"app_{function_dir}_{uuid.uuid4().hex}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class FakeLambdaContext:
+    """The attributes of a Lambda context that Powertools and the handlers read."""
+
+    def __init__(self, function_name: str = "test-function", remaining_ms: int = 30_000):
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = 256
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function_name}"
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "2026/11/29/[$LATEST]test"
+        self._remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._remaining_ms

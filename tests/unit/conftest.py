@@ -2,10 +2,8 @@
 use, created with the keys template.yaml gives them, and each handler loaded fresh inside the mock
 so its module-level clients talk to moto, as a cold start would."""
 
-import importlib.util
 import json
 import sys
-import uuid
 from pathlib import Path
 from types import ModuleType
 
@@ -13,7 +11,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.resources import REGION, Resources, create_resources
+from tests.resources import (
+    REGION,
+    FakeLambdaContext,
+    Resources,
+    create_resources,
+    import_handler,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # The layer's package is importable as in Lambda (/opt/python), before any handler is loaded.
@@ -92,27 +96,7 @@ def load_handler(function_dir: str, monkeypatch=None) -> ModuleType:
     if monkeypatch is not None:
         monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", f"{function_dir}-function")
         monkeypatch.syspath_prepend(str(path.parent))
-    spec = importlib.util.spec_from_file_location(f"app_{function_dir}_{uuid.uuid4().hex}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-class FakeLambdaContext:
-    """The attributes of a Lambda context that Powertools and the handlers read."""
-
-    def __init__(self, function_name: str = "test-function", remaining_ms: int = 30_000):
-        self.function_name = function_name
-        self.function_version = "$LATEST"
-        self.memory_limit_in_mb = 256
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:{function_name}"
-        self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{function_name}"
-        self.log_stream_name = "2026/11/29/[$LATEST]test"
-        self._remaining_ms = remaining_ms
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self._remaining_ms
+    return import_handler(function_dir)
 
 
 @pytest.fixture
