@@ -534,8 +534,7 @@ def test_filter_criteria_errors_name_the_filter():
 
 # --------------------------------------------------------------------------------------------
 # The design's stream filters (tests/contract.py): each stream consumer admits exactly its
-# records. The patterns come from the real template.yaml (and must equal the contract); without
-# a template the contract's patterns are the fixture.
+# records. The patterns come from the real template.yaml and must equal the contract.
 
 CONTRACT_PATTERNS = STREAM_FILTERS
 CONSUMERS = tuple(CONTRACT_PATTERNS)
@@ -543,11 +542,6 @@ TEMPLATE = ROOT / "template.yaml"
 
 
 def consumer_criteria() -> dict[str, FilterCriteria]:
-    if not TEMPLATE.exists():
-        return {
-            name: FilterCriteria.from_mapping({"Filters": [{"Pattern": p} for p in patterns]})
-            for name, patterns in CONTRACT_PATTERNS.items()
-        }
     criteria = {}
     for name in CONSUMERS:
         streams = [s for s in function_event_sources(TEMPLATE, name) if s.source == "dynamodb"]
