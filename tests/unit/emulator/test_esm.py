@@ -553,7 +553,7 @@ def test_updated_batch_size_and_filter_take_effect(aws, runtime, engine):
         MaximumBatchingWindowInSeconds=1,
         FilterCriteria={"Filters": [{"Pattern": json.dumps({"body": {"k": [2]}})}]},
     )
-    time.sleep(0.5)  # the engine re-reads mappings every 0.2 s here (every 1 s by default)
+    esm.refresh()  # what the engine does on its own every refresh interval
     aws.send(url, '{"k": 2}', '{"k": 3}', '{"k": 2}')
     assert wait_for(lambda: esm.idle() and len(runtime.calls) >= 2)
     assert [r["body"] for b in runtime.batches[1:] for r in b] == ['{"k": 2}', '{"k": 2}']
