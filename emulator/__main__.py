@@ -37,6 +37,43 @@ def _positive(value: str) -> int:
     return number
 
 
+def _call_fault(value: str) -> dict[str, Any]:
+    """``FUNCTION:OPERATION[:TIMES]`` (OPERATION: service:Name, service:* or *) or a JSON entry."""
+    if value.lstrip().startswith("{"):
+        try:
+            entry = json.loads(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+        if not isinstance(entry, dict):
+            raise argparse.ArgumentTypeError("must be a JSON object")
+        return entry
+    parts = value.split(":")
+    function, rest = parts[0], parts[1:]
+    operation_parts = 1 if rest[:1] == ["*"] else 2
+    if len(rest) not in (operation_parts, operation_parts + 1):
+        raise argparse.ArgumentTypeError(
+            "expected FUNCTION:OPERATION[:TIMES] (e.g. NotifierFunction:sns:Publish:2) or a "
+            "JSON entry"
+        )
+    entry: dict[str, Any] = {
+        "function": function,
+        "operation": ":".join(rest[:operation_parts]),
+    }
+    if len(rest) > operation_parts:
+        try:
+            entry["times"] = int(rest[-1])
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"TIMES must be an integer, not {rest[-1]!r}") from exc
+    return entry
+
+
+CALL_FAULT_HELP = (
+    "{what} (repeatable): FUNCTION:OPERATION[:TIMES], FUNCTION a logical id or *, OPERATION "
+    "service:Name as in IAM (dynamodb:PutItem, sns:Publish, s3:GetObject), service:* or *; "
+    'or a JSON entry such as \'{{"function": "*", "operation": "*", "probability": 0.05}}\''
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m emulator", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -47,6 +84,29 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--config-file", default=None, help="samconfig.toml (default: beside it)")
     up.add_argument("--duplicate-deliveries", type=_positive, default=1)
     up.add_argument("--sqs-pollers", type=_positive, default=1)
+    up.add_argument(
+        "--crash-after-call",
+        type=_call_fault,
+        action="append",
+        default=[],
+        metavar="FUNCTION:OPERATION[:TIMES]",
+        help=CALL_FAULT_HELP.format(
+            what="kill the function's worker right after a matching AWS call was applied"
+        ),
+    )
+    up.add_argument(
+        "--throttle",
+        type=_call_fault,
+        action="append",
+        default=[],
+        metavar="FUNCTION:OPERATION[:TIMES]",
+        help=CALL_FAULT_HELP.format(
+            what="answer a matching AWS call with the service's throttling error, not applied"
+        ),
+    )
+    up.add_argument(
+        "--fault-seed", type=int, default=None, help="seed of the faults' random choices"
+    )
     up.add_argument("--verbose", action="store_true", help="echo function logs with a prefix")
 
     invoke = sub.add_parser("invoke", help="run one function once (docker-free sam local invoke)")
@@ -81,8 +141,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --- up ------------------------------------------------------------------------------------------
-def up(args: argparse.Namespace) -> int:
+def _faults(args: argparse.Namespace) -> Any:
+    """The fault switches of the `up` flags (ValueError naming the field when one is invalid)."""
     from emulator.faults import Faults
+
+    faults = Faults(duplicate_deliveries=args.duplicate_deliveries, sqs_pollers=args.sqs_pollers)
+    call_faults: dict[str, Any] = {
+        "crash_after_call": args.crash_after_call,
+        "throttle": args.throttle,
+    }
+    if args.fault_seed is not None:
+        call_faults["seed"] = args.fault_seed
+    faults.update(call_faults)
+    return faults
+
+
+def up(args: argparse.Namespace) -> int:
     from emulator.runtime import Runtime
     from emulator.server import EmulatorServer
     from emulator.stack import DeployError, deploy, load_samconfig
@@ -104,7 +178,11 @@ def up(args: argparse.Namespace) -> int:
         or "us-east-1"
     )
     port = args.port if args.port is not None else _default_port()
-    faults = Faults(duplicate_deliveries=args.duplicate_deliveries, sqs_pollers=args.sqs_pollers)
+    try:
+        faults = _faults(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     engine = None
     # The runtime serves Lambda Invoke from the start (functions register once deployed), so an
     # early Invoke never falls through to moto's Docker path.

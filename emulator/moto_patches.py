@@ -1,24 +1,50 @@
 """Every in-process patch of moto 5.2.5 the local stack relies on, one per moto gap.
 
-``install(runtime)`` applies them once (idempotent) in the process that runs the moto server.
-Each patch says which gap it closes and where in moto the behaviour lives. Gaps closed by the
-deployer instead (bucket notifications, layers, code locations) live in stack.py.
+``install()`` applies them once (idempotent) in the process that runs the moto server;
+``set_runtime`` / ``set_faults`` give them the stack's runtime and fault switches. Each patch says
+which gap it closes and where in moto the behaviour lives. Gaps closed by the deployer instead
+(bucket notifications, layers, code locations) live in stack.py.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
+import copy
+import hashlib
 import json
+import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote_plus
 
 from moto.awslambda.models import LambdaBackend
-from moto.dynamodb.models import dynamodb_backends
+from moto.core.responses import ActionResult
+from moto.dynamodb.comparisons import get_filter_expression
+from moto.dynamodb.exceptions import (
+    ConditionalCheckFailed,
+    InvalidAttributeTypeError,
+    ItemSizeTooLarge,
+    ItemSizeToUpdateTooLarge,
+    MockValidationException,
+    MultipleTransactionsException,
+    TooManyTransactionsException,
+    TransactionCanceledException,
+    TransactWriteSingleOpException,
+)
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamShard
+from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+from moto.dynamodb.responses import DynamoHandler
 from moto.s3 import notifications
+from moto.sns.models import SNSBackend, Topic, sns_backends
+from moto.sns.responses import SNSResponse
 from moto.sqs.models import sqs_backends
 
 try:
@@ -27,17 +53,33 @@ except ImportError:  # pragma: no cover - kinesis extra not installed
     kinesis_backends = None
 
 if TYPE_CHECKING:
+    from emulator.faults import Faults
     from emulator.runtime import Runtime
+
+log = logging.getLogger("emulator.moto")
 
 _installed = False
 _install_lock = threading.Lock()
 _runtime: Runtime | None = None
+_faults: Faults | None = None
 
 
 def set_runtime(runtime: Runtime | None) -> None:
     """The runtime that Lambda Invoke requests run on (None: moto's own behaviour)."""
     global _runtime  # noqa: PLW0603
     _runtime = runtime
+
+
+def set_faults(faults: Faults | None) -> None:
+    """The fault switches the patches read (``duplicate_deliveries``); None: no faults."""
+    global _faults  # noqa: PLW0603
+    _faults = faults
+
+
+def _duplicate_deliveries() -> int:
+    faults = _faults
+    value = getattr(faults, "duplicate_deliveries", 1) if faults is not None else 1
+    return value if isinstance(value, int) and value > 1 else 1
 
 
 def install() -> None:
@@ -49,25 +91,53 @@ def install() -> None:
         _patch_unchanged_put_item_stream_record()
         _patch_s3_event_shape()
         _patch_lambda_invoke()
+        _patch_s3_duplicate_notifications()
+        _patch_sns_fifo_topic_attributes()
+        _patch_sns_fifo_deduplication()
+        _patch_cloudformation_sns_subscription()
+        _patch_dynamodb_writes()
         _installed = True
+
+
+def _mark(patch: Callable[..., Any], original: Callable[..., Any]) -> None:
+    """Tag a patch with what it replaced (uninstall restores only what carries the tag: some of
+    moto's own methods are decorated and have a ``__wrapped__`` of their own)."""
+    patch.__wrapped__ = original  # type: ignore[attr-defined]
+    patch._emulator_patch = True  # type: ignore[attr-defined]
+
+
+def _patched() -> list[tuple[Any, str]]:
+    from moto.cloudformation import parsing  # noqa: PLC0415 - imports every CloudFormation model
+
+    return [
+        (LambdaBackend, "create_event_source_mapping"),
+        (LambdaBackend, "invoke"),
+        (StreamShard, "add"),
+        (notifications, "_get_s3_event"),
+        (notifications, "_send_sqs_message"),
+        (notifications, "_send_sns_message"),
+        (SNSBackend, "create_topic"),
+        (Topic, "publish"),
+        (SNSResponse, "publish"),
+        (SNSResponse, "publish_batch"),
+        (SNSResponse, "get_topic_attributes"),
+        (parsing, "resource_class_from_type"),
+        *((DynamoDBBackend, name) for name in _DYNAMODB_BACKEND_WRITES),
+        *((DynamoHandler, name) for name in _DYNAMODB_HANDLER_WRITES),
+    ]
 
 
 def uninstall() -> None:
     """Restore moto as it was (tests share one process with plain moto users)."""
     global _installed  # noqa: PLW0603
     with _install_lock:
-        for owner, name in (
-            (LambdaBackend, "create_event_source_mapping"),
-            (LambdaBackend, "invoke"),
-            (StreamShard, "add"),
-            (notifications, "_get_s3_event"),
-        ):
+        for owner, name in _patched():
             current = getattr(owner, name)
-            original = getattr(current, "__wrapped__", None)
-            if original is not None:
-                setattr(owner, name, original)
+            if getattr(current, "_emulator_patch", False):
+                setattr(owner, name, current.__wrapped__)
         _installed = False
         set_runtime(None)
+        set_faults(None)
 
 
 # --- Patch 1: moto's own event-source-mapping delivery -------------------------------------------
@@ -86,7 +156,7 @@ def _patch_event_source_mapping_delivery() -> None:
         _detach(esm, self.account_id, self.region_name)
         return esm
 
-    create_event_source_mapping.__wrapped__ = original  # type: ignore[attr-defined]
+    _mark(create_event_source_mapping, original)
     LambdaBackend.create_event_source_mapping = create_event_source_mapping
 
 
@@ -105,19 +175,29 @@ def _drop(registry: dict[str, Any], esm: Any) -> None:
         del registry[key]
 
 
-# --- Patch 2: a stream record for an unchanged PutItem ------------------------------------------
+# --- Patch 2: stream records of writes that change nothing, and UpdateItem's extra INSERT -------
 # Gap: moto/dynamodb/models/table.py Table.put_item calls StreamShard.add(old, new) for every
-# write, so a PutItem that rewrites an identical item yields a MODIFY record. DynamoDB Streams
-# writes a record only when the item actually changed.
+# write, so a PutItem (or UpdateItem) that rewrites an identical item yields a MODIFY record.
+# DynamoDB Streams writes a record only when the item actually changed. And moto's
+# DynamoDBBackend.update_item creates a missing item by a Table.put_item of its key alone (an
+# INSERT record with only the key) before applying the update (a second INSERT): DynamoDB writes
+# one INSERT with the new image. The UpdateItem patch (Patch 8) sets ``_stream.skip_insert`` so
+# that the key-only INSERT is dropped.
+_stream = threading.local()
+
+
 def _patch_unchanged_put_item_stream_record() -> None:
     original = StreamShard.add
 
     def add(self: Any, old: Any, new: Any) -> None:
         if old is not None and new is not None and old.to_json() == new.to_json():
             return
+        if old is None and getattr(_stream, "skip_insert", False):
+            _stream.skip_insert = False  # the key-only item UpdateItem creates first
+            return
         original(self, old, new)
 
-    add.__wrapped__ = original  # type: ignore[attr-defined]
+    _mark(add, original)
     StreamShard.add = add
 
 
@@ -163,7 +243,7 @@ def _patch_s3_event_shape() -> None:
             record["s3"]["bucket"]["ownerIdentity"] = {"principalId": "AEMULATOR"}
         return event
 
-    _get_s3_event.__wrapped__ = original  # type: ignore[attr-defined]
+    _mark(_get_s3_event, original)
     notifications._get_s3_event = _get_s3_event
 
 
@@ -229,5 +309,531 @@ def _patch_lambda_invoke() -> None:
         response_headers["Content-Length"] = str(len(payload))
         return payload
 
-    invoke.__wrapped__ = original  # type: ignore[attr-defined]
+    _mark(invoke, original)
     LambdaBackend.invoke = invoke
+
+
+# --- Patch 5: S3 event notifications delivered more than once ----------------------------------
+# AWS: "Amazon S3 event notifications are designed to be delivered at least once" (an event can
+# arrive twice). moto/s3/notifications.py send_event calls _send_sqs_message / _send_sns_message
+# once per matching notification configuration. With the duplicate_deliveries fault at N > 1,
+# each event record goes out N times: separate messages (own message ids), identical bodies.
+# The s3:TestEvent (no "Records") goes out once.
+def _patch_s3_duplicate_notifications() -> None:
+    for name in ("_send_sqs_message", "_send_sns_message"):
+        original = getattr(notifications, name)
+
+        def send(
+            account_id: str,
+            event_body: Any,
+            target: str,
+            region_name: str,
+            _original: Callable[..., None] = original,
+        ) -> None:
+            copies = 1
+            if isinstance(event_body, dict) and "Records" in event_body:
+                copies = _duplicate_deliveries()
+            for _ in range(copies):
+                _original(account_id, event_body, target, region_name)
+
+        _mark(send, original)
+        setattr(notifications, name, send)
+
+
+# --- Patch 6: SNS FIFO topics deduplicate ------------------------------------------------------
+# Gap: moto/sns/models.py Topic.publish hands every message to every subscription; a FIFO topic
+# never deduplicates (an SQS FIFO subscriber's own dedupe hides it, a standard queue subscriber
+# gets every copy), the Publish / PublishBatch responses carry no SequenceNumber, and
+# GetTopicAttributes has no FifoThroughputScope. AWS (SNS developer guide, "message
+# deduplication for FIFO topics"; Publish API): a message whose deduplication id
+# (MessageDeduplicationId, else the SHA-256 of the body with ContentBasedDeduplication) was
+# accepted within the 5-minute deduplication interval is accepted but not delivered; the scope
+# is the topic, or each message group with FifoThroughputScope=MessageGroup. The interval starts
+# at the first successful publish and duplicates do not extend it (as SQS's). A duplicate's
+# response here repeats the original's MessageId and SequenceNumber. Also: CreateTopic through
+# CloudFormation takes FifoTopic / ContentBasedDeduplication as given, so a "false" string read
+# as true; they are made booleans.
+SNS_DEDUPLICATION_SECONDS = 300.0
+_sns_lock = threading.Lock()
+_sns_sequences = threading.local()  # message id -> sequence number, for the response in hand
+clock: Callable[[], float] = time.monotonic  # tests move time forward
+
+
+def _true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+class _FifoState:
+    """Per FIFO topic: accepted deduplication ids (oldest first) and the sequence counter."""
+
+    def __init__(self) -> None:
+        self.accepted: collections.OrderedDict[tuple[str | None, str], tuple[float, str, str]] = (
+            collections.OrderedDict()
+        )
+        self.sequence = 10**19
+
+    def expire(self, now: float) -> None:
+        while self.accepted:
+            first = next(iter(self.accepted.values()))
+            if now - first[0] < SNS_DEDUPLICATION_SECONDS:
+                return
+            self.accepted.popitem(last=False)
+
+    def next_sequence(self) -> str:
+        self.sequence += 1 + int.from_bytes(uuid.uuid4().bytes[:2]) % 997  # large, not consecutive
+        return f"{self.sequence:020d}"
+
+
+def _patch_sns_fifo_topic_attributes() -> None:
+    original_create = SNSBackend.create_topic
+
+    def create_topic(
+        self: Any, name: str, attributes: dict[str, Any] | None = None, tags: Any = None
+    ) -> Any:
+        if attributes:
+            attributes = dict(attributes)
+            for key in ("FifoTopic", "ContentBasedDeduplication"):
+                if key in attributes:
+                    attributes[key] = _true(attributes[key])
+        return original_create(self, name, attributes, tags)
+
+    _mark(create_topic, original_create)
+    SNSBackend.create_topic = create_topic
+
+    original_attributes = SNSResponse.get_topic_attributes
+
+    def get_topic_attributes(self: Any) -> Any:
+        result = original_attributes(self)
+        topic = self.backend.get_topic(self._get_param("TopicArn"))
+        body = result.result if isinstance(result, ActionResult) else None
+        if _true(topic.fifo_topic) and isinstance(body, dict):
+            attributes = body.setdefault("Attributes", {})
+            attributes["FifoTopic"] = "true"
+            attributes["ContentBasedDeduplication"] = str(
+                _true(topic.content_based_deduplication)
+            ).lower()
+            attributes["FifoThroughputScope"] = str(
+                getattr(topic, "fifo_throughput_scope", "Topic")
+            )
+        return result
+
+    _mark(get_topic_attributes, original_attributes)
+    SNSResponse.get_topic_attributes = get_topic_attributes
+
+
+def _patch_sns_fifo_deduplication() -> None:
+    original_publish = Topic.publish
+
+    def publish(  # noqa: PLR0917 - moto's signature
+        self: Any,
+        message: str,
+        subject: str | None = None,
+        message_attributes: dict[str, Any] | None = None,
+        group_id: str | None = None,
+        deduplication_id: str | None = None,
+        message_structure: str | None = None,
+    ) -> str:
+        def deliver(deduplication_id: str | None) -> str:
+            return original_publish(
+                self,
+                message,
+                subject=subject,
+                message_attributes=message_attributes,
+                group_id=group_id,
+                deduplication_id=deduplication_id,
+                message_structure=message_structure,
+            )
+
+        if not _true(self.fifo_topic):
+            return deliver(deduplication_id)
+        if deduplication_id is None and _true(self.content_based_deduplication):
+            deduplication_id = hashlib.sha256(message.encode()).hexdigest()
+        per_group = str(getattr(self, "fifo_throughput_scope", "Topic")) == "MessageGroup"
+        scope_key = (group_id if per_group else None, deduplication_id or "")
+        with _sns_lock:
+            state = self.__dict__.setdefault("_emulator_fifo", _FifoState())
+            now = clock()
+            state.expire(now)
+            seen = state.accepted.get(scope_key) if deduplication_id else None
+            if seen is not None:
+                _, message_id, sequence = seen
+            else:
+                message_id = deliver(deduplication_id)
+                sequence = state.next_sequence()
+                if deduplication_id:
+                    state.accepted[scope_key] = (now, message_id, sequence)
+        sequences = getattr(_sns_sequences, "value", None)
+        if sequences is not None:
+            sequences[message_id] = sequence
+        return message_id
+
+    _mark(publish, original_publish)
+    Topic.publish = publish
+
+    SNSResponse.publish = _with_sequence_numbers(SNSResponse.publish, None)
+    SNSResponse.publish_batch = _with_sequence_numbers(SNSResponse.publish_batch, "Successful")
+
+
+def _with_sequence_numbers(original: Callable[..., Any], entries_key: str | None) -> Any:
+    """Publish / PublishBatch handler that adds the FIFO SequenceNumber to the response."""
+
+    def handler(self: Any) -> Any:
+        _sns_sequences.value = {}
+        try:
+            result = original(self)
+            sequences = _sns_sequences.value
+        finally:
+            _sns_sequences.value = None
+        body = result.result if isinstance(result, ActionResult) else None
+        if sequences and isinstance(body, dict):
+            entries = body.get(entries_key, []) if entries_key else [body]
+            for entry in entries:
+                if isinstance(entry, dict) and entry.get("MessageId") in sequences:
+                    entry["SequenceNumber"] = sequences[entry["MessageId"]]
+        return result
+
+    _mark(handler, original)
+    return handler
+
+
+# --- Patch 7: AWS::SNS::Subscription in CloudFormation -----------------------------------------
+# Gap: moto/cloudformation/parsing.py resource_class_from_type knows no AWS::SNS::Subscription
+# (it logs "No Moto CloudFormation support" and skips it), so a stack's topic -> queue
+# subscriptions do not exist. The model below creates them through the SNS backend with their
+# attributes (RawMessageDelivery, FilterPolicy, FilterPolicyScope, RedrivePolicy,
+# DeliveryPolicy); Ref gives the subscription ARN as on AWS. Standard and FIFO queues may both
+# subscribe to a FIFO topic (moto refuses only a FIFO queue on a standard topic, as AWS does).
+# Lambda subscriptions are not delivered locally (moto would invoke through Docker): skipped
+# with a warning.
+_SUBSCRIPTION_ATTRIBUTES = (
+    "FilterPolicyScope",  # first: FilterPolicy is validated against it
+    "FilterPolicy",
+    "RawMessageDelivery",
+    "RedrivePolicy",
+    "DeliveryPolicy",
+)
+
+
+class SnsSubscriptionModel:
+    """Duck-typed CloudFormation model (not a CloudFormationModel subclass: those register
+    themselves in moto for good; this one exists only while the patch is installed)."""
+
+    def __init__(self, arn: str, account_id: str, region_name: str) -> None:
+        self.arn = arn
+        self.account_id = account_id
+        self.region_name = region_name
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.arn
+
+    def is_created(self) -> bool:
+        return True
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return False
+
+    def get_cfn_attribute(self, attribute_name: str) -> str:
+        from moto.cloudformation.exceptions import (  # noqa: PLC0415
+            UnformattedGetAttTemplateException,
+        )
+
+        raise UnformattedGetAttTemplateException()
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return ""
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::SNS::Subscription"
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> SnsSubscriptionModel:
+        properties = cloudformation_json.get("Properties", {})
+        topic_arn = properties["TopicArn"]
+        protocol = properties["Protocol"]
+        endpoint = properties.get("Endpoint", "")
+        region = topic_arn.split(":")[3] if topic_arn.count(":") >= 5 else region_name
+        if protocol == "lambda":
+            log.warning(
+                "SNS subscription %s (lambda) not created: the local stack does not deliver "
+                "SNS to Lambda",
+                kwargs.get("LogicalId", resource_name),
+            )
+            return cls(f"{topic_arn}:{uuid.uuid4()}", account_id, region)
+        backend = sns_backends[account_id][region]
+        subscription = backend.subscribe(topic_arn, endpoint, protocol)
+        for name in _SUBSCRIPTION_ATTRIBUTES:
+            if name not in properties:
+                continue
+            value = properties[name]
+            if name == "RawMessageDelivery":
+                value = _true(value)
+            elif isinstance(value, dict | list):
+                value = json.dumps(value)
+            backend.set_subscription_attributes(subscription.arn, name, value)
+        return cls(subscription.arn, account_id, region)
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: SnsSubscriptionModel,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+    ) -> SnsSubscriptionModel:
+        original_resource.delete(account_id, region_name)
+        return cls.create_from_cloudformation_json(
+            new_resource_name, cloudformation_json, account_id, region_name
+        )
+
+    @classmethod
+    def delete_from_cloudformation_json(
+        cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
+    ) -> None:
+        return None  # the resource's delete() unsubscribes
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        backend = sns_backends[self.account_id][self.region_name]
+        backend.subscriptions.pop(self.arn, None)
+
+
+def _patch_cloudformation_sns_subscription() -> None:
+    from moto.cloudformation import parsing  # noqa: PLC0415 - imports every CloudFormation model
+
+    original = parsing.resource_class_from_type
+
+    def resource_class_from_type(resource_type: str) -> Any:
+        if resource_type == "AWS::SNS::Subscription":
+            return SnsSubscriptionModel
+        return original(resource_type)
+
+    _mark(resource_class_from_type, original)
+    parsing.resource_class_from_type = resource_class_from_type
+
+
+# --- Patch 8: DynamoDB writes: one lock, and TransactWriteItems without table copies -----------
+# Gap: moto/dynamodb/models/__init__.py DynamoDBBackend.transact_write_items deep-copies every
+# table it touches before the transaction (O(table size)) and, when the transaction is cancelled,
+# replaces the backend's tables by those copies: shard iterators taken before keep reading the
+# discarded table's stream shard (stream readers stall or see records of the cancelled writes).
+# And nothing keeps another write from landing between a transaction's checks and its writes
+# (the server is threaded). Fix: every DynamoDB write path (PutItem, UpdateItem, DeleteItem,
+# BatchWriteItem, TransactWriteItems; the backend methods and the request handlers) runs under one
+# re-entrant lock; a transaction checks every action first (the 100-action limit, one action per
+# item, each condition against the current item, each Put's item and each Update's expression on
+# a copy of its one item) and writes nothing when any fails (TransactionCanceledException with
+# the per-action reasons, ConditionalCheckFailed with the item under
+# ReturnValuesOnConditionCheckFailure=ALL_OLD), else applies every action through the ordinary
+# write paths: stream records only for applied writes, the table objects never replaced.
+# UpdateItem also drops the key-only INSERT record of an item it creates (Patch 2).
+DYNAMODB_LOCK = threading.RLock()
+_DYNAMODB_BACKEND_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
+_DYNAMODB_HANDLER_WRITES = (
+    "put_item",
+    "update_item",
+    "delete_item",
+    "batch_write_item",
+    "transact_write_items",
+)
+_TRANSACTION_ACTIONS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
+_MAX_TRANSACTION_ACTIONS = 100
+
+
+def _locked(original: Callable[..., Any]) -> Callable[..., Any]:
+    def method(*args: Any, **kwargs: Any) -> Any:
+        with DYNAMODB_LOCK:
+            return original(*args, **kwargs)
+
+    method.__name__ = original.__name__
+    method.__doc__ = original.__doc__
+    _mark(method, original)
+    return method
+
+
+def _patch_dynamodb_writes() -> None:
+    for name in _DYNAMODB_HANDLER_WRITES:
+        setattr(DynamoHandler, name, _locked(getattr(DynamoHandler, name)))
+    DynamoDBBackend.put_item = _locked(DynamoDBBackend.put_item)
+    DynamoDBBackend.delete_item = _locked(DynamoDBBackend.delete_item)
+
+    original_update = DynamoDBBackend.update_item
+
+    def update_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with DYNAMODB_LOCK:
+            _stream.skip_insert = True
+            try:
+                return original_update(self, *args, **kwargs)
+            finally:
+                _stream.skip_insert = False
+
+    _mark(update_item, original_update)
+    DynamoDBBackend.update_item = update_item
+
+    original_transact = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        with DYNAMODB_LOCK:
+            if len(transact_items) > _MAX_TRANSACTION_ACTIONS:
+                raise TooManyTransactionsException()
+            writes, reasons = _check_transaction(self, transact_items)
+            if any(code is not None for code, _, _ in reasons):
+                raise TransactionCanceledException(reasons)
+            for write in writes:
+                write()
+
+    _mark(transact_write_items, original_transact)
+    DynamoDBBackend.transact_write_items = transact_write_items
+
+
+def _check_transaction(
+    backend: Any, transact_items: list[dict[str, Any]]
+) -> tuple[list[Callable[[], Any]], list[tuple[Any, Any, Any]]]:
+    """Every action checked against the current items, nothing written: (the writes to apply,
+    the cancellation reasons as moto's TransactionCanceledException takes them)."""
+    targets: set[tuple[str, str]] = set()
+    writes: list[Callable[[], Any]] = []
+    reasons: list[tuple[Any, Any, Any]] = []
+    for action in transact_items:
+        if len(action) > 1:
+            raise TransactWriteSingleOpException
+        try:
+            writes.append(_check_action(backend, action, targets))
+            reasons.append((None, None, None))
+        except (MultipleTransactionsException, MockValidationException):
+            raise
+        except ConditionalCheckFailed as error:
+            reasons.append(
+                ("ConditionalCheckFailed", str(error.message), getattr(error, "old_image", None))
+            )
+        except Exception as error:  # as moto: any other failure is that action's reason
+            reasons.append((type(error).__name__, str(error), None))
+    return writes, reasons
+
+
+class _ConditionFailed(ConditionalCheckFailed):
+    def __init__(self, old_image: dict[str, Any] | None) -> None:
+        super().__init__(item=old_image)
+        self.old_image = old_image
+
+
+def _check_action(
+    backend: Any, action: dict[str, Any], targets: set[tuple[str, str]]
+) -> Callable[[], Any]:
+    op_type, op = next(iter(action.items()))
+    if op_type not in _TRANSACTION_ACTIONS:
+        raise ValueError("Unsupported transaction operation")
+    table = backend.get_table(op["TableName"])
+    if op_type == "Put":
+        attrs = op["Item"]
+        key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+        if table.range_key_attr is not None:
+            key[table.range_key_attr] = attrs[table.range_key_attr]
+    else:
+        key = op["Key"]
+    target = (table.name, str(dict(sorted(key.items()))))
+    if target in targets:
+        raise MultipleTransactionsException()
+    targets.add(target)
+    current = backend.get_item(op["TableName"], key)
+    condition = op.get("ConditionExpression")
+    if condition is not None:
+        names = op.get("ExpressionAttributeNames")
+        values = op.get("ExpressionAttributeValues")
+        if not get_filter_expression(condition, names, values).expr(current):
+            all_old = op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+            raise _ConditionFailed(current.to_json()["Attributes"] if all_old and current else None)
+    return _planned_write(backend, table, op_type, op, key=key, current=current)
+
+
+def _planned_write(
+    backend: Any, table: Any, op_type: str, op: dict[str, Any], *, key: dict[str, Any], current: Any
+) -> Callable[[], Any]:
+    """Validate one action without writing (raising what the write would raise) and return the
+    write. Conditions are checked already: the writes go without them."""
+    table_name = op["TableName"]
+    if op_type == "Put":
+        _validate_put(table, op["Item"])
+        return lambda: backend.put_item(table_name, op["Item"])
+    if op_type == "Delete":
+        return lambda: backend.delete_item(table_name, key)
+    if op_type == "Update":
+        names = op.get("ExpressionAttributeNames")
+        values = op.get("ExpressionAttributeValues")
+        expression = op["UpdateExpression"]
+        _try_update(backend, table, key, current, expression=expression, names=names, values=values)
+        return lambda: backend.update_item(
+            table_name,
+            key,
+            update_expression=expression,
+            expression_attribute_names=names,
+            expression_attribute_values=values,
+        )
+    return lambda: None  # ConditionCheck
+
+
+def _validate_put(table: Any, attrs: dict[str, Any]) -> None:
+    """The checks of moto's Table.put_item, without the write."""
+    for name in (table.hash_key_attr, table.range_key_attr):
+        if name is not None and name not in attrs:
+            raise MockValidationException(
+                f"One or more parameter values were invalid: Missing the key {name} in the item"
+            )
+    hash_value = DynamoType(attrs[table.hash_key_attr])
+    if hash_value.type != table.hash_key_type:
+        raise InvalidAttributeTypeError(
+            table.hash_key_attr, expected_type=table.hash_key_type, actual_type=hash_value.type
+        )
+    range_value = None
+    if table.range_key_attr is not None:
+        range_value = DynamoType(attrs[table.range_key_attr])
+        if range_value.type != table.range_key_type:
+            raise InvalidAttributeTypeError(
+                table.range_key_attr,
+                expected_type=table.range_key_type,
+                actual_type=range_value.type,
+            )
+    table._validate_item_types(attrs)
+    table._validate_key_sizes(attrs)
+    Item(hash_value, range_value, attrs)  # the item size limit
+
+
+def _try_update(
+    backend: Any,
+    table: Any,
+    key: dict[str, Any],
+    current: Any,
+    *,
+    expression: str,
+    names: dict[str, Any] | None,
+    values: dict[str, Any] | None,
+) -> None:
+    """moto's UpdateItem validation and execution, on a copy of the one item it touches."""
+    ast = UpdateExpressionParser.make(expression)
+    if current is None:
+        hash_value, range_value = backend.get_keys_value(table, key)
+        probe = Item(hash_value, range_value, {k: v for k, v in key.items()})
+    else:
+        probe = copy.deepcopy(current)
+    validated = UpdateExpressionValidator(
+        ast,
+        expression_attribute_names=names,
+        expression_attribute_values=values,
+        item=probe,
+        table=table,
+    ).validate()
+    validated.normalize()
+    try:
+        UpdateExpressionExecutor(validated, probe, names).execute()
+    except ItemSizeTooLarge as error:
+        raise ItemSizeToUpdateTooLarge() from error

@@ -12,16 +12,23 @@ workers per function for concurrency), timeouts (the worker is killed, the invoc
 ``Sandbox.Timedout`` and the next one starts cold), a runtime that exits mid-invocation
 (``Runtime.ExitError``), and injected crashes (``Emulator.InjectedCrash``, see faults.py).
 
-Public interface (used by the ESM engine and the moto Invoke patch; keep it stable):
-``InvokeResult`` and ``Runtime.invoke(function_name, event)``.
+Public interface (used by the ESM engine, the moto Invoke patch and the server's fault
+middleware; keep it stable): ``InvokeResult``, ``Runtime.invoke(function_name, event)``, and the
+caller registry: when the runtime points its workers at a local endpoint, every worker (execution
+environment) gets an access key id of its own (``AKIA`` + 16 characters, which moto takes as an
+unknown key of its default account 123456789012), and ``Runtime.caller(access_key_id)`` says whose
+it is (``(logical_id, worker)`` or None) while ``Runtime.kill(access_key_id)`` ends that worker as
+a crash would (SIGKILL of its process group, waited for).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -42,6 +49,10 @@ _API = "/2018-06-01/runtime"
 # Environment variables a worker inherits from the host: enough to run, nothing of the caller's
 # own configuration (functions see only what the template gives them, as on AWS).
 _HOST_ENV = ("PATH", "HOME", "SYSTEMROOT", "TMPDIR", "LANG", "LC_ALL")
+# Worker access key ids: "AKIA" + a random prefix per runtime (so that two processes' runtimes
+# pointing at one endpoint never share a key) + a worker number; 20 characters like AWS's.
+_KEY_PREFIX_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_KEY_NUMBER_WIDTH = 8
 
 
 @dataclass
@@ -184,33 +195,51 @@ class _LogSink:
 class _Worker:
     """One execution environment: a runtime process plus its Runtime API server."""
 
-    def __init__(self, spec: FunctionSpec, env: dict[str, str], sink: _LogSink) -> None:
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        env: dict[str, str],
+        sink: _LogSink,
+        access_key_id: str | None = None,
+    ) -> None:
+        """Prepares the environment; ``start()`` runs the runtime process."""
         self.spec = spec
+        self.access_key_id = access_key_id  # its own, when it talks to a local endpoint
+        # crash_invocations: the AWS call the running invocation crashes after, and calls made
+        self.crash_after_call: int | None = None
+        self.calls = 0
         self._pending: queue.Queue[_Invocation | None] = queue.Queue(maxsize=1)
         self._current: _Invocation | None = None
         self._lock = threading.Lock()
         self.init_error: bytes | None = None
         self.dead = False
+        self.on_stop: list[Any] = []  # callables(worker), run once when the worker stops
+        self._env = dict(env)
+        self._sink = sink
+        self.proc: subprocess.Popen[bytes] | None = None
         self.server = _RuntimeApiServer(self)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        env = dict(env)
+
+    def start(self) -> None:
+        env = self._env
         env["AWS_LAMBDA_RUNTIME_API"] = f"127.0.0.1:{self.server.server_address[1]}"
         env["AWS_LAMBDA_LOG_STREAM_NAME"] = (
             time.strftime("%Y/%m/%d/", time.gmtime()) + f"[$LATEST]{uuid.uuid4().hex}"
         )
         self.proc = subprocess.Popen(  # noqa: S603 - our interpreter, fixed module
-            [sys.executable, "-m", "awslambdaric", spec.handler],
-            cwd=spec.code_dir,
+            [sys.executable, "-m", "awslambdaric", self.spec.handler],
+            cwd=self.spec.code_dir,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        self._reader = threading.Thread(target=self._pump, args=(sink,), daemon=True)
+        self._reader = threading.Thread(target=self._pump, args=(self._sink,), daemon=True)
         self._reader.start()
 
     def _pump(self, sink: _LogSink) -> None:
+        assert self.proc is not None
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             sink.write(line)
@@ -242,11 +271,17 @@ class _Worker:
 
     # --- called by Runtime -------------------------------------------------------------------
     def alive(self) -> bool:
-        return not self.dead and self.proc.poll() is None and self.init_error is None
+        return (
+            not self.dead
+            and self.proc is not None
+            and self.proc.poll() is None
+            and self.init_error is None
+        )
 
     def run(self, inv: _Invocation) -> tuple[str, bytes]:
         """Run one invocation; returns (outcome, document). Outcomes other than "response" and
         "error" leave the worker dead."""
+        assert self.proc is not None
         self._pending.put(inv)
         init_deadline = time.monotonic() + INIT_TIMEOUT_SECONDS
         while not inv.done.wait(0.02):
@@ -262,19 +297,24 @@ class _Worker:
                 self.stop()
                 if self.init_error is not None:
                     return "init_error", self.init_error
-                return "exit", str(code).encode()
+                return "exit", _exit_status(code).encode()
         return inv.outcome, inv.document
 
     def stop(self) -> None:
+        """Kill the runtime (SIGKILL of its process group, waited for); idempotent."""
         with self._lock:
             if self.dead:
                 return
             self.dead = True
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            self.proc.wait(timeout=5)
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=5)
+        for callback in self.on_stop:
+            with contextlib.suppress(Exception):
+                callback(self)
         with contextlib.suppress(queue.Full):
             self._pending.put_nowait(None)
         # serve_forever notices shutdown within its poll interval: do not make the caller wait.
@@ -339,6 +379,20 @@ class _Pool:
         self.sink.close()
 
 
+def _exit_status(code: int | None) -> str:
+    """As Lambda words it: "exit status 3", or "signal: killed" for a process killed by SIGKILL."""
+    if code is None:
+        return "unknown"
+    if code < 0:
+        if -code == signal.SIGKILL:
+            return "signal: killed"
+        try:
+            return f"signal: {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal: {-code}"
+    return f"exit status {code}"
+
+
 def _error(error_type: str, message: str, request_id: str) -> dict[str, Any]:
     return {"errorType": error_type, "errorMessage": message, "requestId": request_id}
 
@@ -373,6 +427,12 @@ class Runtime:
         self._lock = threading.Lock()
         self._closed = False
         self._workers: set[_Worker] = set()
+        # access key id -> (logical id, worker): who is calling the local endpoint
+        self._callers: dict[str, tuple[str, _Worker]] = {}
+        self._key_prefix = "AKIA" + "".join(
+            secrets.choice(_KEY_PREFIX_ALPHABET) for _ in range(16 - _KEY_NUMBER_WIDTH)
+        )
+        self._key_numbers = itertools.count(1)
         for spec in functions:
             self.register(spec)
 
@@ -395,14 +455,44 @@ class Runtime:
         logical_id = self._names.get(name)
         return self._specs.get(logical_id) if logical_id else None
 
+    # --- callers -----------------------------------------------------------------------------
+    def caller(self, access_key_id: str) -> tuple[str, _Worker] | None:
+        """``(logical_id, worker)`` of the live worker that signs with ``access_key_id``, else
+        None (anything that is not a worker of this runtime: tests, the ESM engine, the deployer,
+        another process's workers). Thread-safe and cheap (one dict lookup)."""
+        with self._lock:
+            return self._callers.get(access_key_id)
+
+    def kill(self, access_key_id: str) -> bool:
+        """Kill the worker signing with ``access_key_id`` as a crash would: SIGKILL of its
+        process group, waited for; its invocation (if any) then fails with Runtime.ExitError and
+        the next one starts cold. False when no live worker has that key."""
+        found = self.caller(access_key_id)
+        if found is None:
+            return False
+        found[1].stop()
+        return True
+
+    def _new_access_key(self) -> str:
+        number = next(self._key_numbers) % 10**_KEY_NUMBER_WIDTH
+        return f"{self._key_prefix}{number:0{_KEY_NUMBER_WIDTH}d}"
+
+    def _forget(self, worker: _Worker) -> None:
+        with self._lock:
+            self._workers.discard(worker)
+            entry = self._callers.get(worker.access_key_id or "")
+            if entry is not None and entry[1] is worker:
+                del self._callers[worker.access_key_id or ""]
+
     # --- environment ---------------------------------------------------------------------------
-    def environment(self, spec: FunctionSpec) -> dict[str, str]:
-        """The process environment of ``spec``'s workers, as the python3.13 runtime sets it."""
+    def environment(self, spec: FunctionSpec, access_key_id: str | None = None) -> dict[str, str]:
+        """The process environment of ``spec``'s workers, as the python3.13 runtime sets it
+        (``access_key_id``: the worker's own key, with a local endpoint)."""
         env = {k: os.environ[k] for k in _HOST_ENV if k in os.environ}
         if self.endpoint_url:
             env.update(
                 AWS_ENDPOINT_URL=self.endpoint_url,
-                AWS_ACCESS_KEY_ID="testing",
+                AWS_ACCESS_KEY_ID=access_key_id or "testing",
                 AWS_SECRET_ACCESS_KEY="testing",  # noqa: S106 - dummy credentials
                 AWS_SESSION_TOKEN="testing",  # noqa: S106
             )
@@ -447,16 +537,25 @@ class Runtime:
             return pool
 
     def _new_worker(self, spec: FunctionSpec, sink: _LogSink) -> _Worker:
+        key = self._new_access_key() if self.endpoint_url else None
         try:
-            worker = _Worker(spec, self.environment(spec), sink)
+            worker = _Worker(spec, self.environment(spec, key), sink, access_key_id=key)
         except OSError as exc:
             raise RuntimeError(f"cannot start a worker for {spec.logical_id}: {exc}") from exc
+        worker.on_stop.append(self._forget)
         with self._lock:
             self._workers.add(worker)
+            if key is not None:  # known before the process runs: its init's calls count too
+                self._callers[key] = (spec.logical_id, worker)
             closed = self._closed
         if closed:
             worker.stop()
             raise RuntimeError("runtime is closed")
+        try:
+            worker.start()
+        except OSError as exc:
+            worker.stop()
+            raise RuntimeError(f"cannot start a worker for {spec.logical_id}: {exc}") from exc
         return worker
 
     def warm(self, names: Iterable[str] | None = None) -> None:
@@ -486,15 +585,17 @@ class Runtime:
             error = _error("Emulator.RuntimeUnavailable", str(exc), inv.request_id)
             return InvokeResult(False, None, error, inv.request_id, spec.logical_id)
         try:
+            worker.calls = 0
+            worker.crash_after_call = self.faults.draw_invocation_crash(spec.logical_id)
             outcome, document = worker.run(inv)
+            worker.crash_after_call = None
             crash = self.faults.take_crash(spec.logical_id)
             if crash:
                 worker.stop()  # a crashed environment does not come back warm
         finally:
             pool.release(worker)
             if worker.dead:
-                with self._lock:
-                    self._workers.discard(worker)
+                self._forget(worker)
         duration = (time.perf_counter() - started) * 1000
         result = self._result(spec, inv, outcome, document)
         if crash and result.ok:
@@ -544,7 +645,7 @@ class Runtime:
         else:
             error = _error(
                 "Runtime.ExitError",
-                f"RequestId: {rid} Error: Runtime exited with error: exit status "
+                f"RequestId: {rid} Error: Runtime exited with error: "
                 f"{document.decode() or 'unknown'}",
                 rid,
             )
@@ -556,7 +657,6 @@ class Runtime:
             self._closed = True
             pools = list(self._pools.values())
             workers = list(self._workers)
-            self._workers.clear()
         for worker in workers:
             worker.stop()
         for pool in pools:

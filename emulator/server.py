@@ -5,6 +5,9 @@
   moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
 - Control endpoints on the same port (docs/local-stack.md):
   GET/POST /_emulator/faults, GET /_emulator/status.
+- Call faults (``crash_after_call``, ``throttle``: emulator/faults.py) injected into the AWS calls
+  of function workers, which the middleware recognises by their own access key ids
+  (Runtime.caller); calls of anything else are never faulted.
 
 One server per process: moto's backends (and the patches) are process-global.
 """
@@ -28,12 +31,13 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
-from emulator import moto_patches
+from emulator import calls, moto_patches
 from emulator.faults import Faults
 from emulator.runtime import Runtime
 
 DEFAULT_PORT = 4566
 CONTROL_PREFIX = "/_emulator/"
+fault_log = logging.getLogger("emulator.faults")
 
 
 class _SkipUnsupportedTypeWarning(logging.Filter):
@@ -51,6 +55,8 @@ class ControlApp:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
         if not path.startswith(CONTROL_PREFIX):
+            if self.server.faults.call_faults_active and self.server.runtime is not None:
+                return self._aws_call(environ, start_response)
             return self.app(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET")
         name = path[len(CONTROL_PREFIX) :].strip("/")
@@ -75,6 +81,56 @@ class ControlApp:
             [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
         )
         return [payload]
+
+    def _aws_call(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        """An AWS request while a call fault is set: faulted only when a function worker (its
+        own access key id) makes a call that an entry matches."""
+        runtime = self.server.runtime
+        signed = calls.credential(environ)
+        caller = runtime.caller(signed[0]) if signed is not None and runtime is not None else None
+        if caller is None:
+            return self.app(environ, start_response)
+        key, service = signed  # type: ignore[misc]
+        logical_id = caller[0]
+        try:
+            operation = calls.operation(environ, service)
+        except Exception:  # an odd request is moto's to answer, never a fault
+            operation = None
+        fault = None
+        if operation is not None:
+            fault = self.server.faults.take_call_fault(logical_id, operation)
+        worker = caller[1]
+        if fault is None and worker.crash_after_call is not None:
+            worker.calls += 1  # one call at a time: an invocation runs its calls in sequence
+            if worker.calls == worker.crash_after_call:
+                fault = "crash"
+        if fault is None:
+            return self.app(environ, start_response)
+        fault_log.warning("faults: injected %s fn=%s op=%s", fault, logical_id, operation)
+        self.server.faults.count(fault)
+        if fault == "throttle":  # not applied: the service's own throttling error
+            status, headers, body = calls.throttle_response(environ, service)
+            start_response(status, headers)
+            return [body]
+        # crash: moto applies the call, then the worker dies before the response goes back.
+        captured: list[Any] = []
+        chunks: list[bytes] = []
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            captured[:] = [status, headers]
+            return chunks.append
+
+        result = self.app(environ, capture)
+        try:
+            chunks.extend(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        assert runtime is not None
+        runtime.kill(key)
+        start_response(*captured)
+        return chunks
 
 
 class EmulatorServer(ThreadedMotoServer):
@@ -125,6 +181,7 @@ class EmulatorServer(ThreadedMotoServer):
         logging.getLogger("moto").addFilter(_SkipUnsupportedTypeWarning())
         moto_patches.install()
         moto_patches.set_runtime(self.runtime)
+        moto_patches.set_faults(self.faults)
         super().start()
         if self._error is not None:
             reason = "address in use" if isinstance(self._error, SystemExit) else self._error
@@ -141,6 +198,8 @@ class EmulatorServer(ThreadedMotoServer):
             self._server = None
         if moto_patches._runtime is self.runtime:
             moto_patches.set_runtime(None)
+        if moto_patches._faults is self.faults:
+            moto_patches.set_faults(None)
 
     def status(self) -> dict[str, Any]:
         mappings = []

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import textwrap
 import threading
 import time
@@ -108,7 +109,11 @@ def test_function_environment_is_the_lambda_one(runtime, tmp_path):
     env = runtime.invoke("FnA", {}).payload["env"]
     assert env["TABLE_NAME"] == "FnA-table"
     assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:4599"
-    assert env["AWS_ACCESS_KEY_ID"] == "testing"
+    # its own access key (of moto's default account), known to the runtime as FnA's worker
+    assert re.fullmatch(r"AKIA[A-Z0-9]{16}", env["AWS_ACCESS_KEY_ID"])
+    logical_id, worker = runtime.caller(env["AWS_ACCESS_KEY_ID"])
+    assert logical_id == "FnA"
+    assert worker.alive()
     assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "us-east-1"
     assert env["AWS_LAMBDA_FUNCTION_NAME"] == "stack-FnA-ABC"
     assert env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] == "256"
@@ -176,6 +181,7 @@ def test_runtime_exit_is_a_failed_invocation(runtime):
     result = runtime.invoke("FnA", {"action": "exit"})
     assert not result.ok
     assert result.error["errorType"] == "Runtime.ExitError"
+    assert result.error["errorMessage"].endswith("Runtime exited with error: exit status 3")
     assert runtime.invoke("FnA", {}).ok
 
 
@@ -257,6 +263,11 @@ def test_faults_validation():
         "duplicate_deliveries": 1,
         "sqs_pollers": 3,
         "crash_after_side_effects": {"X": 1},
+        "crash_after_call": [],
+        "throttle": [],
+        "crash_invocations": None,
+        "seed": None,
+        "injected": {},
     }
     assert faults.take_crash("X") is True
     assert faults.take_crash("X") is False

@@ -368,7 +368,16 @@ def test_control_endpoints(local):
 
     assert call("faults") == (
         200,
-        {"duplicate_deliveries": 1, "sqs_pollers": 1, "crash_after_side_effects": {}},
+        {
+            "duplicate_deliveries": 1,
+            "sqs_pollers": 1,
+            "crash_after_side_effects": {},
+            "crash_after_call": [],
+            "throttle": [],
+            "crash_invocations": None,
+            "seed": None,
+            "injected": {},
+        },
     )
     status, faults = call(
         "faults", {"duplicate_deliveries": 2, "crash_after_side_effects": {"X": 1}}
