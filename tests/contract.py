@@ -1,25 +1,31 @@
 """The design's stream FilterCriteria, exactly: what each stream consumer must admit. Tests of the
-template and of the filter matcher both hold the real template.yaml to these."""
+template and of the filter matcher both hold the real template.yaml to these.
+
+A contact's first export is INSERTed with first_export true; a newer export of it (a correction)
+replaces it (a MODIFY, or a REMOVE and an INSERT when its sort key changed) with first_export
+false. Surveys and gift cards come from first exports only (a re-export gets nothing new); the
+last agent follows corrections, what they write and what they take away."""
+
+_REACHED_AN_AGENT = {
+    "type": {"S": ["CONTACT"]},
+    "agent_id": {"S": [{"exists": True}]},
+    "disposition": {"S": [{"anything-but": ["ABANDONED"]}]},
+}
+_WRITTEN = ["INSERT", "MODIFY"]
+_FIRST_EXPORT = {"eventName": ["INSERT"]}
+_CONTACT_FIRST_EXPORT = {"type": {"S": ["CONTACT"]}, "first_export": {"BOOL": [True]}}
 
 STREAM_FILTERS = {
     "LastAgentFunction": [
-        {
-            "eventName": ["INSERT"],
-            "dynamodb": {
-                "NewImage": {
-                    "type": {"S": ["CONTACT"]},
-                    "agent_id": {"S": [{"exists": True}]},
-                    "disposition": {"S": [{"anything-but": ["ABANDONED"]}]},
-                }
-            },
-        }
+        {"eventName": _WRITTEN, "dynamodb": {"NewImage": _REACHED_AN_AGENT}},
+        {"eventName": ["MODIFY", "REMOVE"], "dynamodb": {"OldImage": _REACHED_AN_AGENT}},
     ],
     "SurveyFunction": [
         {
-            "eventName": ["INSERT"],
+            **_FIRST_EXPORT,
             "dynamodb": {
                 "NewImage": {
-                    "type": {"S": ["CONTACT"]},
+                    **_CONTACT_FIRST_EXPORT,
                     "disposition": {"S": ["RESOLVED"]},
                     "survey_opt_in": {"BOOL": [True]},
                     "email": {"S": [{"exists": True}]},
@@ -29,14 +35,14 @@ STREAM_FILTERS = {
     ],
     "GoodwillFunction": [
         {
-            "eventName": ["INSERT"],
+            **_FIRST_EXPORT,
             "dynamodb": {
-                "NewImage": {"type": {"S": ["CONTACT"]}, "disposition": {"S": ["ABANDONED"]}}
+                "NewImage": {**_CONTACT_FIRST_EXPORT, "disposition": {"S": ["ABANDONED"]}}
             },
         },
         {
-            "eventName": ["INSERT"],
-            "dynamodb": {"NewImage": {"type": {"S": ["CONTACT"]}, "long_wait": {"BOOL": [True]}}},
+            **_FIRST_EXPORT,
+            "dynamodb": {"NewImage": {**_CONTACT_FIRST_EXPORT, "long_wait": {"BOOL": [True]}}},
         },
     ],
 }

@@ -2,7 +2,10 @@
 queues as plain moto resources (keys and stream settings as template.yaml gives them), a handler
 imported cold, and the Lambda context it is called with."""
 
+import functools
 import importlib.util
+import os
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,21 +26,33 @@ class Resources:
     ingest_queue_url: str
     notification_queue_url: str
     topic_arn: str
-    topic_capture_url: str  # a queue subscribed to the topic with raw delivery
+    topic_capture_url: str  # a FIFO queue subscribed to the FIFO topic with raw delivery
 
     def function_env(self) -> dict[str, str]:
         """The variables template.yaml hands the functions, pointing at these resources."""
         return {
             "CONTACTS_TABLE_NAME": self.contacts_table,
             "IDEMPOTENCY_TABLE_NAME": self.idempotency_table,
+            "INGEST_QUEUE_URL": self.ingest_queue_url,
             "NOTIFICATION_QUEUE_URL": self.notification_queue_url,
             "NOTIFICATIONS_TOPIC_ARN": self.topic_arn,
         }
 
 
+def client(service: str):
+    """A boto3 client of the region, built once per endpoint (creating one costs ~0.1 s; moto's
+    mock intercepts whatever client calls while it is active)."""
+    return _client(service, os.environ.get("AWS_ENDPOINT_URL"))
+
+
+@functools.cache
+def _client(service: str, endpoint_url: str | None):
+    return boto3.client(service, region_name=REGION, endpoint_url=endpoint_url)
+
+
 def create_resources(prefix: str = "") -> Resources:
     """Create the resources under moto (call inside mock_aws or against a moto server)."""
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    dynamodb = client("dynamodb")
     dynamodb.create_table(
         TableName=f"{prefix}contacts",
         AttributeDefinitions=[
@@ -57,19 +72,24 @@ def create_resources(prefix: str = "") -> Resources:
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
         BillingMode="PAY_PER_REQUEST",
     )
-    s3 = boto3.client("s3", region_name=REGION)
+    s3 = client("s3")
     bucket = f"{prefix}contacts-bucket"
     s3.create_bucket(Bucket=bucket)
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    sqs = boto3.client("sqs", region_name=REGION)
+    sqs = client("sqs")
     ingest_url = sqs.create_queue(QueueName=f"{prefix}ingest")["QueueUrl"]
     notification_url = sqs.create_queue(QueueName=f"{prefix}notifications")["QueueUrl"]
-    capture_url = sqs.create_queue(QueueName=f"{prefix}topic-capture")["QueueUrl"]
+    capture_url = sqs.create_queue(
+        QueueName=f"{prefix}topic-capture.fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
     capture_arn = sqs.get_queue_attributes(QueueUrl=capture_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
-    sns = boto3.client("sns", region_name=REGION)
-    topic_arn = sns.create_topic(Name=f"{prefix}notifications")["TopicArn"]
+    sns = client("sns")
+    topic_arn = sns.create_topic(
+        Name=f"{prefix}notifications.fifo",
+        Attributes={"FifoTopic": "true", "ContentBasedDeduplication": "false"},
+    )["TopicArn"]
     sns.subscribe(
         TopicArn=topic_arn,
         Protocol="sqs",
@@ -112,3 +132,24 @@ class FakeLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return self._remaining_ms
+
+
+class ShrinkingClock(FakeLambdaContext):
+    """A Lambda context whose remaining time shrinks by `cost_ms` each time the function reads it,
+    so an invocation that checks the clock per step of work lasts a fixed number of steps.
+
+    Powertools reads it too, for the in-progress expiry of a claim: to Powertools it answers 0.
+    SQS redelivers a message only after its visibility timeout, later than the deadline of an
+    invocation that crashed with it, so by then the claim such a crash left behind has expired;
+    a test that redelivers at once must see it expired too."""
+
+    def __init__(self, remaining_ms: int = 30_000, cost_ms: int = 5_000):
+        super().__init__(remaining_ms=remaining_ms)
+        self.cost_ms = cost_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        if "aws_lambda_powertools" in sys._getframe(1).f_code.co_filename:
+            return 0
+        remaining = self._remaining_ms
+        self._remaining_ms -= self.cost_ms
+        return remaining

@@ -1,10 +1,13 @@
 """IngestFunction: IngestQueue messages (S3 event notifications) -> contacts files ingested once.
 
-Each SQS message is one BatchProcessor record. Per S3 object, a file-level Powertools idempotency
-claim keyed on the file id (bucket/key#version, never the message id: S3 itself delivers
-duplicates under new message ids) wraps the ingest, so every duplicate delivery has one effect.
-Permanent outcomes are returned and so recorded as completed; transient failures raise, making
-only that message a batch item failure (Powertools deletes the claim, so the retry can run).
+Each SQS message is one BatchProcessor record. Per file step (a file from its start, or resumed
+after a line by a continuation message), a Powertools idempotency claim keyed on the file id
+(bucket/key#version, never the message id: S3 itself delivers duplicates under new message ids)
+and the line wraps the ingest, so every duplicate delivery has one effect. Outcomes are returned
+and so recorded as completed; transient failures raise, making only that message a batch item
+failure (Powertools deletes the claim, so the retry can run). A file too big for one invocation
+comes back IN_PROGRESS: its continuation is enqueued on every delivery of the step that reached
+it (a duplicate continuation finds its step claimed or done).
 
 A message that is not an S3 event notification (poison) is reported (error log with the message
 id, metric MessagesRejected) and acknowledged: no retry can change it, and it names no file, so
@@ -14,6 +17,7 @@ data), outcomes and counts, never row contents.
 
 import os
 from dataclasses import asdict
+from datetime import UTC, datetime
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -27,29 +31,33 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import idempotent_function
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
-from shared import idempotency, ingest, rules, s3_events
+from shared import idempotency, ingest, notify, rules, s3_events
 
 logger = Logger()
 metrics = Metrics()
 
 CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
+INGEST_QUEUE_URL = os.environ["INGEST_QUEUE_URL"]
 GOODWILL_WAIT_SECONDS = int(
     os.environ.get("GOODWILL_WAIT_SECONDS", rules.DEFAULT_GOODWILL_WAIT_SECONDS)
 )
 _retries = Config(retries={"mode": "standard"})
 s3 = boto3.client("s3", config=_retries)
 dynamodb = boto3.client("dynamodb", config=_retries)
+sqs = boto3.client("sqs", config=_retries)
 processor = BatchProcessor(event_type=EventType.SQS)
 
 OUTCOME_METRICS = {
     ingest.PROCESSED: "FilesProcessed",
     ingest.REJECTED_FILE: "FilesRejected",
     ingest.SKIPPED_MISSING: "FilesSkipped",
+    ingest.STALE: "FilesStale",
+    ingest.IN_PROGRESS: "FilesContinued",
 }
 
 
 file_claims = idempotency.idempotency_config(
-    "file_id",
+    "[s3_object.file_id, after_line]",
     idempotency.ONCE_PER_FILE_SECONDS,
     response_hook=idempotency.count_duplicates(
         metrics, logger, "duplicate delivery of an ingested file suppressed"
@@ -59,29 +67,32 @@ file_claims = idempotency.idempotency_config(
 
 # key_prefix keeps claims valid across deployments (the default prefix is the function's name).
 @idempotent_function(
-    data_keyword_argument="s3_object",
+    data_keyword_argument="task",
     persistence_store=idempotency.persistence_layer(dynamodb),
     config=file_claims,
     key_prefix="ingest-file",
 )
-def ingest_file_once(s3_object: s3_events.S3Object) -> dict:
+def ingest_file_once(*, task: s3_events.FileTask, lambda_context: LambdaContext) -> dict:
     result = ingest.ingest_file(
-        s3_object,
+        task,
         s3=s3,
         dynamodb=dynamodb,
         table_name=CONTACTS_TABLE_NAME,
         goodwill_wait_seconds=GOODWILL_WAIT_SECONDS,
+        ingested_at=datetime.now(UTC),
+        seconds_left=lambda: lambda_context.get_remaining_time_in_millis() / 1000,
     )
     metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=result.rows_ok)
+    metrics.add_metric(name="RowsSuperseded", unit=MetricUnit.Count, value=result.rows_superseded)
     metrics.add_metric(name="RowsRejected", unit=MetricUnit.Count, value=result.rows_rejected)
     logger.info("file outcome recorded", extra=asdict(result))
     return asdict(result)
 
 
-def record_handler(record: SQSRecord) -> None:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
     try:
-        s3_objects = s3_events.parse_notification(record.body)
+        tasks = s3_events.parse_message(record.body)
     except s3_events.NotAnS3Event as error:
         metrics.add_metric(name="MessagesRejected", unit=MetricUnit.Count, value=1)
         logger.error(
@@ -89,13 +100,19 @@ def record_handler(record: SQSRecord) -> None:
             extra={"message_id": record.message_id, "reason": str(error)},
         )
         return
-    for s3_object in s3_objects:
+    for task in tasks:
+        file_id = task.s3_object.file_id
         try:
-            ingest_file_once(s3_object=s3_object)
+            result = ingest_file_once(task=task, lambda_context=lambda_context)
+            if result["outcome"] == ingest.IN_PROGRESS:
+                following = s3_events.FileTask(task.s3_object, result["next_line"])
+                notify.enqueue_continuation(sqs, INGEST_QUEUE_URL, following)
+                logger.info(
+                    "file continues in a new invocation",
+                    extra={"file_id": file_id, "after_line": following.after_line},
+                )
         except Exception:
-            logger.exception(
-                "file failed; its message will be retried", extra={"file_id": s3_object.file_id}
-            )
+            logger.exception("file failed; its message will be retried", extra={"file_id": file_id})
             raise
 
 

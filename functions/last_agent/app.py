@@ -1,6 +1,10 @@
-"""LastAgentFunction: ContactsTable stream -> the caller's LAST_AGENT item, moved forward only.
+"""LastAgentFunction: ContactsTable stream -> the caller's LAST_AGENT item: the newest of the
+caller's contacts that reached an agent.
 
-No idempotency store: the conditional write is idempotent and order-independent by itself.
+No idempotency store: a new contact moves LAST_AGENT forward with one conditional write, which is
+idempotent and order-independent by itself. A corrected export that replaces or removes the
+contact LAST_AGENT names makes it the newest remaining one (conditional on it still naming the
+corrected contact).
 """
 
 import os
@@ -24,20 +28,26 @@ CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
 
 
 def record_handler(record: DynamoDBRecord) -> None:
-    contact = contacts.inserted_contact(record)
-    if contact is None or not rules.sets_last_agent(contact):
-        logger.info("record skipped: sets no last agent", event_id=record.event_id)
+    new, old = contacts.new_contact(record), contacts.old_contact(record)
+    if new is not None and not rules.sets_last_agent(new):
+        new = None
+    if old is not None and rules.sets_last_agent(old) and not rules.same_version(old, new):
+        outcome = store.replace_last_agent(dynamodb, CONTACTS_TABLE_NAME, old)
+        if outcome != "kept":
+            metrics.add_metric(name="LastAgentCorrected", unit=MetricUnit.Count, value=1)
+        logger.info("corrected contact checked", contact_id=old["contact_id"], outcome=outcome)
+    if new is None:
         return
-    if store.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, contact):
+    if store.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, new):
         metrics.add_metric(name="LastAgentUpdated", unit=MetricUnit.Count, value=1)
-        logger.info("last agent updated", contact_id=contact["contact_id"])
+        logger.info("last agent updated", contact_id=new["contact_id"])
     else:
         metrics.add_metric(name="LastAgentStale", unit=MetricUnit.Count, value=1)
-        logger.info("last agent kept: a newer contact is stored", contact_id=contact["contact_id"])
+        logger.info("last agent kept: a newer contact is stored", contact_id=new["contact_id"])
 
 
-@metrics.log_metrics
 @logger.inject_lambda_context
+@metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

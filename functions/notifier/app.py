@@ -1,5 +1,12 @@
 """NotifierFunction: NotificationQueue -> one SNS message per notification_id.
 
+Two guards, because a publish and the record of it can never be one atomic step: the Powertools
+claim on the notification_id (a duplicate message finds it completed, or in progress and is
+retried after the visibility timeout), and the FIFO topic's deduplication on the same id (a crash
+or a throttled completion between the publish and the record makes the retry publish again; SNS
+accepts it and delivers nothing within 5 minutes of the first publish). docs/design.md states the
+horizon this gives.
+
 A message that is not a valid notification fails its record every time, so after the queue's
 maxReceiveCount it ends in the DLQ; the rest of the batch is unaffected.
 """
@@ -60,8 +67,8 @@ def record_handler(record: SQSRecord) -> None:
     send(notification=notification)
 
 
-@metrics.log_metrics
 @logger.inject_lambda_context
+@metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
     config.register_lambda_context(context)
     return process_partial_response(

@@ -1,4 +1,11 @@
-"""SurveyFunction: ContactsTable stream -> one SURVEY notification per contact, ever."""
+"""SurveyFunction: ContactsTable stream -> the SURVEY notification of each contact whose first
+export is due one (a re-export gets nothing new).
+
+No idempotency store here: the notification id is derived from (SURVEY, contact_id), so however
+often a record is delivered, retried or re-exported, NotifierFunction sees one id and publishes
+once. A claim here would add nothing but a window where a crash after the claim loses the survey
+(the stream retries at once, while the claim stays in progress until the invocation's deadline).
+"""
 
 import os
 
@@ -11,51 +18,28 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-from aws_lambda_powertools.utilities.idempotency import idempotent_function
-from shared import contacts, idempotency, keys, notifications, notify, rules
+from shared import contacts, notifications, notify, rules
 
 logger = Logger()
 metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 sqs = boto3.client("sqs")
-dynamodb = boto3.client("dynamodb")
 NOTIFICATION_QUEUE_URL = os.environ["NOTIFICATION_QUEUE_URL"]
 
 
-config = idempotency.idempotency_config(
-    "[kind, contact_id]",
-    idempotency.ONCE_PER_CONTACT_SECONDS,
-    response_hook=idempotency.count_duplicates(metrics, logger, "survey already enqueued"),
-)
-
-
-# key_prefix keeps the key stable when code moves (the default embeds the module path).
-@idempotent_function(
-    data_keyword_argument="once",
-    persistence_store=idempotency.persistence_layer(dynamodb),
-    config=config,
-    key_prefix="SurveyFunction",
-)
-def enqueue_survey(*, once: dict, contact: dict) -> dict:
-    notification = notifications.survey(contact)
-    notify.enqueue(sqs, NOTIFICATION_QUEUE_URL, notification)
-    metrics.add_metric(name="SurveysEnqueued", unit=MetricUnit.Count, value=1)
-    logger.info("survey enqueued", contact_id=contact["contact_id"])
-    return {"notification_id": notification["notification_id"]}
-
-
 def record_handler(record: DynamoDBRecord) -> None:
-    contact = contacts.inserted_contact(record)
+    contact = contacts.first_export(record)
     if contact is None or not rules.survey_due(contact):
         logger.info("record skipped: no survey due", event_id=record.event_id)
         return
-    enqueue_survey(once={"kind": keys.SURVEY, "contact_id": contact["contact_id"]}, contact=contact)
+    notify.enqueue(sqs, NOTIFICATION_QUEUE_URL, notifications.survey(contact))
+    metrics.add_metric(name="SurveysEnqueued", unit=MetricUnit.Count, value=1)
+    logger.info("survey enqueued", contact_id=contact["contact_id"])
 
 
-@metrics.log_metrics
 @logger.inject_lambda_context
+@metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    config.register_lambda_context(context)
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

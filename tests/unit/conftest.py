@@ -1,20 +1,24 @@
-"""Shared fixtures for the unit tests: moto in-process (mock_aws) with the resources the functions
-use, created with the keys template.yaml gives them, and each handler loaded fresh inside the mock
-so its module-level clients talk to moto, as a cold start would."""
+"""Shared fixtures for the unit tests: moto in-process (mock_aws, with the local stack's fidelity
+patches) with the resources the functions use, created with the keys template.yaml gives them,
+and each handler loaded fresh inside the mock so its module-level clients talk to moto, as a cold
+start would."""
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-import boto3
 import pytest
 from moto import mock_aws
 
+from emulator import moto_patches
 from tests.resources import (
     REGION,
     FakeLambdaContext,
     Resources,
+    client,
     create_resources,
     import_handler,
 )
@@ -31,15 +35,15 @@ class Stack(Resources):
 
     @property
     def dynamodb(self):
-        return boto3.client("dynamodb", region_name=REGION)
+        return client("dynamodb")
 
     @property
     def s3(self):
-        return boto3.client("s3", region_name=REGION)
+        return client("s3")
 
     @property
     def sqs(self):
-        return boto3.client("sqs", region_name=REGION)
+        return client("sqs")
 
     def drain(self, queue_url: str) -> list[dict]:
         """Every message currently in a queue, removed from it."""
@@ -62,7 +66,9 @@ class Stack(Resources):
 
 
 @pytest.fixture
-def stack(monkeypatch) -> Stack:
+def aws_env(monkeypatch) -> None:
+    """What a function's environment holds besides its resources: dummy credentials, the
+    region, Powertools' settings; nothing of the developer's own AWS configuration."""
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -79,11 +85,27 @@ def stack(monkeypatch) -> Stack:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
-    with mock_aws():
-        stack = Stack(**vars(create_resources()))
-        for name, value in stack.function_env().items():
-            monkeypatch.setenv(name, value)
-        yield stack
+
+@contextlib.contextmanager
+def moto_stack(monkeypatch) -> Iterator[Stack]:
+    """A fresh moto (in process) holding the stack's resources, their names in the functions'
+    environment. moto behaves as AWS where the handlers rely on it (transactions that leave
+    stream readers intact, FIFO topics that deduplicate): the local stack's fidelity patches."""
+    moto_patches.install()
+    try:
+        with mock_aws():
+            stack = Stack(**vars(create_resources()))
+            for name, value in stack.function_env().items():
+                monkeypatch.setenv(name, value)
+            yield stack
+    finally:
+        moto_patches.uninstall()
+
+
+@pytest.fixture
+def stack(aws_env, monkeypatch) -> Iterator[Stack]:
+    with moto_stack(monkeypatch) as resources:
+        yield resources
 
 
 def load_handler(function_dir: str, monkeypatch=None) -> ModuleType:

@@ -30,18 +30,18 @@ LAMBDA_DEFAULT_TIMEOUT = 3
 FUNCTIONS = {
     "IngestFunction": (
         "functions/ingest",
-        {"CONTACTS_TABLE_NAME", "IDEMPOTENCY_TABLE_NAME", "GOODWILL_WAIT_SECONDS"},
-    ),
-    "LastAgentFunction": ("functions/last_agent", {"CONTACTS_TABLE_NAME"}),
-    "SurveyFunction": ("functions/survey", {"IDEMPOTENCY_TABLE_NAME", "NOTIFICATION_QUEUE_URL"}),
-    "GoodwillFunction": (
-        "functions/goodwill",
         {
             "CONTACTS_TABLE_NAME",
             "IDEMPOTENCY_TABLE_NAME",
-            "NOTIFICATION_QUEUE_URL",
+            "INGEST_QUEUE_URL",
             "GOODWILL_WAIT_SECONDS",
         },
+    ),
+    "LastAgentFunction": ("functions/last_agent", {"CONTACTS_TABLE_NAME"}),
+    "SurveyFunction": ("functions/survey", {"NOTIFICATION_QUEUE_URL"}),
+    "GoodwillFunction": (
+        "functions/goodwill",
+        {"CONTACTS_TABLE_NAME", "NOTIFICATION_QUEUE_URL", "GOODWILL_WAIT_SECONDS"},
     ),
     "NotifierFunction": (
         "functions/notifier",
@@ -53,6 +53,7 @@ POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "PO
 ENV_SOURCES = {
     "CONTACTS_TABLE_NAME": {"Ref": "ContactsTable"},
     "IDEMPOTENCY_TABLE_NAME": {"Ref": "IdempotencyTable"},
+    "INGEST_QUEUE_URL": {"Ref": "IngestQueue"},
     "NOTIFICATION_QUEUE_URL": {"Ref": "NotificationQueue"},
     "NOTIFICATIONS_TOPIC_ARN": {"Ref": "NotificationsTopic"},
     "GOODWILL_WAIT_SECONDS": {"Ref": "GoodwillWaitSeconds"},
@@ -465,6 +466,22 @@ def test_no_broad_policies(function):
             assert "*" not in as_list(statement["Resource"])
 
 
+CONTACTS_ARN = {"Fn::GetAtt": ["ContactsTable", "Arn"]}
+
+
+def table_grants(function: str, table: dict = CONTACTS_ARN) -> dict[str, set[str]]:
+    """DynamoDB action -> the partition key patterns it is limited to ({"*"}: any item)."""
+    grants: dict[str, set[str]] = {}
+    for statement in statements(function):
+        if statement["Resource"] != table:
+            continue
+        condition = statement.get("Condition", {}).get("ForAllValues:StringLike", {})
+        leading = set(condition.get("dynamodb:LeadingKeys", ["*"]))
+        for action in as_list(statement["Action"]):
+            grants.setdefault(action, set()).update(leading)
+    return grants
+
+
 def test_ingest_permissions():
     granted = {
         (action, json.dumps(statement["Resource"], sort_keys=True))
@@ -473,14 +490,53 @@ def test_ingest_permissions():
     }
     incoming = json.dumps({"Fn::Sub": "${ContactsBucket.Arn}/incoming/*"})
     rejected = json.dumps({"Fn::Sub": "${ContactsBucket.Arn}/rejected/*"})
-    contacts = json.dumps({"Fn::GetAtt": ["ContactsTable", "Arn"]})
     idempotency = json.dumps({"Fn::GetAtt": ["IdempotencyTable", "Arn"]})
     assert {("s3:GetObject", incoming), ("s3:GetObjectVersion", incoming)} <= granted
-    assert {("s3:PutObject", rejected), ("s3:AbortMultipartUpload", rejected)} <= granted
-    for action in ("BatchWriteItem", "PutItem", "UpdateItem"):
-        assert (f"dynamodb:{action}", contacts) in granted
+    assert {("s3:PutObject", rejected), ("s3:GetObject", rejected)} <= granted
     for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem"):
         assert (f"dynamodb:{action}", idempotency) in granted
+    # Contacts and their refs (transactions), the processing log, the newest object versions:
+    # exactly the calls it makes, each on its own partitions; never a gift card or last agent.
+    assert table_grants("IngestFunction") == {
+        "dynamodb:PutItem": {"CALLER#*", "CONTACT#*", "FILE#*", "OBJECT#*"},
+        "dynamodb:DeleteItem": {"CALLER#*", "CONTACT#*"},
+        "dynamodb:GetItem": {"FILE#*"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("function", "grants"),
+    [
+        ("SurveyFunction", {}),
+        ("GoodwillFunction", {"dynamodb:PutItem": {"GIFT_CARD#*"}}),
+        (
+            "LastAgentFunction",
+            {
+                action: {"CALLER#*"}
+                for action in ("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query")
+            }
+            | {"dynamodb:DeleteItem": {"CALLER#*"}},
+        ),
+        ("NotifierFunction", {}),
+    ],
+)
+def test_consumers_touch_only_their_own_items(function, grants):
+    assert table_grants(function) == grants
+    uses_idempotency = function == "NotifierFunction"
+    idempotency = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
+    assert bool(table_grants(function, idempotency)) is uses_idempotency
+
+
+def test_route_reads_only_the_last_agents_three_attributes():
+    [statement] = statements("RouteFunction")
+    assert statement["Action"] == "dynamodb:GetItem"
+    assert statement["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["CALLER#*"]},
+        "ForAllValues:StringEquals": {
+            "dynamodb:Attributes": ["agent_id", "contact_id", "ended_at"]
+        },
+        "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+    }
 
 
 # --- alarms -----------------------------------------------------------------------------------
@@ -509,6 +565,13 @@ def test_every_dead_letter_queue_has_a_depth_alarm(queue):
     )
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
     assert alarm["Threshold"] == 0
+
+
+@pytest.mark.parametrize("metric", ["MessagesRejected", "FilesRejected", "FilesStale"])
+def test_ingest_outcomes_that_need_a_human_page_someone(metric):
+    (alarm,) = _alarms_on("ContactCenter", metric, "service", "ingest")
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+    assert alarm["TreatMissingData"] == "notBreaching"
 
 
 def test_dead_letter_queues_are_the_expected_ones():
@@ -582,6 +645,30 @@ def test_overrides_name_real_parameters_with_allowed_values(parameter_set):
             number = int(value)
             assert number >= spec.get("MinValue", number), name
             assert number <= spec.get("MaxValue", number), name
+
+
+SNS_FIFO_DEDUPLICATION_SECONDS = 300
+
+
+@pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))
+def test_notifier_retries_stay_inside_the_topics_deduplication_interval(parameter_set):
+    """A publish repeated by a retry (a crash or a throttled completion after the publish) is
+    deduplicated only within 5 minutes of the first: every receive of a message must fall there.
+    Receives are a visibility timeout apart; the last one may run a whole function timeout."""
+    overrides = PARAMETER_SETS[parameter_set]
+    queue = RESOURCES["NotificationQueue"]["Properties"]
+    receives = int(queue["RedrivePolicy"]["maxReceiveCount"])
+    visibility = resolve_number(queue["VisibilityTimeout"], overrides)
+    timeout = resolve_number(function_property("NotifierFunction", "Timeout"), overrides)
+    assert (receives - 1) * visibility + timeout < SNS_FIFO_DEDUPLICATION_SECONDS
+
+
+def test_notifications_topic_is_fifo_and_deduplicates_by_id_per_contact():
+    topic = RESOURCES["NotificationsTopic"]["Properties"]
+    assert topic["FifoTopic"] is True
+    assert topic["ContentBasedDeduplication"] is False  # the notifier sends the id
+    assert topic["FifoThroughputScope"] == "MessageGroup"
+    assert topic["TopicName"]["Fn::Sub"].endswith(".fifo")
 
 
 def test_local_stack_is_fast():

@@ -2,27 +2,34 @@
 
 Formats by suffix: `.jsonl` (one JSON object per line) and `.csv` (header row), each optionally
 `.gz`. Text is UTF-8, with or without a BOM. A stream is never read whole: memory stays flat in
-the file's size (a 1 GB file fits a 256 MB function), one bounded line at a time.
+the file's size, one bounded line at a time.
 
-Per line, `read_rows` yields a `Row` (the raw fields, for the model to validate) or a `BadLine`
-(the line is not a record at all). Problems with the file as a whole raise `FileRejected`.
+Per record, `read_rows` yields a `Row` (the raw fields, for the model to validate) or a `BadLine`
+(not a record at all: not JSON, broken CSV, an overlong line). Nothing a line holds raises: bytes
+that are not UTF-8 come through as lone surrogates (which the model rejects), so one bad line
+costs that line only. Problems with the file as a whole raise `FileRejected`: another suffix, an
+empty file, a corrupt gzip stream, or a file past MAX_FILE_BYTES (decompressed) or MAX_LINES.
 """
 
 import csv
 import gzip
-import io
 import json
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 JSONL = ".jsonl"
 CSV = ".csv"
 GZIP = ".gz"
-# A contact row is well under 1 KB; a longer line means this is not a contacts export, and
-# reading it whole could exhaust the function's memory.
-MAX_LINE_CHARS = 1 << 20
+# A contact row is well under 1 KB. A longer line is reported and skipped without being held.
+MAX_LINE_BYTES = 1 << 20
+# Bounds of one file, decompressed: far above an export of a day of contacts, far below what would
+# keep a file in flight for hours (a small gzip of blank lines expands to millions of lines).
+MAX_FILE_BYTES = 1 << 30
+MAX_LINES = 5_000_000
+_CHUNK_BYTES = 1 << 13  # small enough that a corrupt gzip tail costs few lines
+_BOM = b"\xef\xbb\xbf"
 
 
 class FileRejected(Exception):
@@ -35,7 +42,8 @@ class FileRejected(Exception):
 
 @dataclass(frozen=True)
 class Row:
-    line: int
+    line: int  # the record's first line (the one reported)
+    end_line: int  # its last line: a CSV value may span lines
     fields: dict[str, Any]
     text_values: bool  # CSV: every value is a string
 
@@ -43,7 +51,80 @@ class Row:
 @dataclass(frozen=True)
 class BadLine:
     line: int
+    end_line: int
     reason: str
+
+
+class _OverlongLine(Exception):
+    pass
+
+
+class _Lines:
+    """The physical lines of a binary stream as text, numbered from 1 (`number`: lines read).
+
+    Lines end at b"\\n". A line over MAX_LINE_BYTES is read past in chunks and raises
+    _OverlongLine; bytes that are not UTF-8 decode to lone surrogates (surrogateescape)."""
+
+    def __init__(self, stream: BinaryIO):
+        self._stream = stream
+        self._buffer = bytearray()
+        self._eof = False
+        self._bytes = 0
+        self.number = 0
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        raw = self._next_raw()
+        if self.number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+        return raw.decode("utf-8", "surrogateescape")
+
+    def skip(self, count: int) -> None:
+        """Read past `count` lines without decoding them (a resumed file)."""
+        for _ in range(count):
+            try:
+                self._next_raw()
+            except _OverlongLine:
+                continue
+
+    def _next_raw(self) -> bytes:
+        overlong = False
+        searched = 0
+        while True:
+            end = self._buffer.find(b"\n", searched)
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                break
+            if self._eof:
+                if not self._buffer and not overlong:
+                    raise StopIteration
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                break
+            if len(self._buffer) > MAX_LINE_BYTES:
+                overlong = True
+                self._buffer.clear()  # the rest of this line is dropped as it arrives
+            searched = len(self._buffer)
+            self._fill()
+        self.number += 1
+        if self.number > MAX_LINES:
+            raise FileRejected(f"more than {MAX_LINES} lines")
+        if overlong or len(line) > MAX_LINE_BYTES:
+            raise _OverlongLine
+        return line
+
+    def _fill(self) -> None:
+        chunk = self._stream.read(_CHUNK_BYTES)
+        if not chunk:
+            self._eof = True
+            return
+        self._bytes += len(chunk)
+        if self._bytes > MAX_FILE_BYTES:
+            raise FileRejected(f"larger than {MAX_FILE_BYTES} bytes decompressed")
+        self._buffer += chunk
 
 
 def file_format(name: str) -> tuple[str, bool]:
@@ -58,63 +139,79 @@ def file_format(name: str) -> tuple[str, bool]:
     )
 
 
-def read_rows(name: str, stream: BinaryIO) -> Iterator[Row | BadLine]:
-    """The rows of a file in order; raises FileRejected (possibly after some rows) for another
-    suffix, an empty file, a corrupt gzip stream, text that is not UTF-8 or an overlong line."""
+def read_rows(name: str, stream: BinaryIO, *, after_line: int = 0) -> Iterator[Row | BadLine]:
+    """The records of a file in order, those ending after line `after_line` (the lines up to it
+    were read before: a resumed file); raises FileRejected (possibly after some rows) for another
+    suffix, an empty file, a corrupt gzip stream or a file past the bounds."""
     fmt, compressed = file_format(name)
-    binary = gzip.GzipFile(fileobj=stream, mode="rb") if compressed else stream
-    text = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
+    lines = _Lines(gzip.GzipFile(fileobj=stream, mode="rb") if compressed else stream)
     try:
-        yield from (_jsonl_rows if fmt == JSONL else _csv_rows)(_bounded_lines(text))
+        yield from (_jsonl_rows if fmt == JSONL else _csv_rows)(lines, after_line)
     except (gzip.BadGzipFile, EOFError, zlib.error):
         raise FileRejected("not a valid gzip stream (corrupt or truncated)") from None
-    except UnicodeDecodeError:
-        raise FileRejected("not UTF-8 text") from None
 
 
-def _bounded_lines(text: io.TextIOBase) -> Iterator[str]:
-    number = 0
-    while line := text.readline(MAX_LINE_CHARS + 1):
-        number += 1
-        if len(line) > MAX_LINE_CHARS:
-            raise FileRejected(f"line {number} is longer than {MAX_LINE_CHARS} characters")
-        yield line
+def _overlong(line: int) -> BadLine:
+    return BadLine(line, line, f"longer than {MAX_LINE_BYTES} bytes")
 
 
-def _jsonl_rows(lines: Iterable[str]) -> Iterator[Row | BadLine]:
-    empty = True
-    for number, line in enumerate(lines, start=1):
+def _jsonl_rows(lines: _Lines, after_line: int) -> Iterator[Row | BadLine]:
+    lines.skip(after_line)
+    empty = after_line == 0
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            break
+        except _OverlongLine:
+            empty = False
+            yield _overlong(lines.number)
+            continue
         if not line.strip():
             continue  # blank lines (a trailing newline, say) are not records
         empty = False
+        number = lines.number
         try:
             fields = json.loads(line)
         except (ValueError, RecursionError):
-            yield BadLine(number, "not valid JSON")
+            yield BadLine(number, number, "not valid JSON")
             continue
         if isinstance(fields, dict):
-            yield Row(number, fields, text_values=False)
+            yield Row(number, number, fields, text_values=False)
         else:
-            yield BadLine(number, "not a JSON object")
+            yield BadLine(number, number, "not a JSON object")
     if empty:
         raise FileRejected("empty file")
 
 
-def _csv_rows(lines: Iterable[str]) -> Iterator[Row | BadLine]:
+def _csv_rows(lines: _Lines, after_line: int) -> Iterator[Row | BadLine]:
     # A header without rows is a valid export of a quiet hour; no header at all is an empty file.
-    reader = csv.DictReader(lines)
+    reader = csv.reader(lines)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise FileRejected("empty file") from None
+    except (csv.Error, _OverlongLine):
+        raise FileRejected("the header row is not valid CSV") from None
+    if not header:
+        raise FileRejected("empty file")
+    lines.skip(max(0, after_line - lines.number))
     while True:
+        first = lines.number + 1
         try:
-            fields = next(reader)
+            values = next(reader)
         except StopIteration:
             break
+        except _OverlongLine:
+            yield BadLine(first, lines.number, f"a line is longer than {MAX_LINE_BYTES} bytes")
+            continue
         except csv.Error as error:
             # csv's messages name the problem (NUL byte, field too large), never the content.
-            yield BadLine(reader.line_num, f"not valid CSV: {error}")
+            yield BadLine(first, lines.number, f"not valid CSV: {error}")
             continue
-        if None in fields:
-            yield BadLine(reader.line_num, "more values than the header has columns")
+        if not values:
+            continue  # a blank line
+        if len(values) > len(header):
+            yield BadLine(first, lines.number, "more values than the header has columns")
         else:
-            yield Row(reader.line_num, fields, text_values=True)
-    if not reader.fieldnames:
-        raise FileRejected("empty file")
+            yield Row(first, lines.number, dict(zip(header, values, strict=False)), True)

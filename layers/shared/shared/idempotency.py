@@ -16,13 +16,12 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotentHookFunction,
 )
 
-# "Once per contact, ever": the key outlives any realistic re-export of a contact. The gift card's
-# own conditional write guards it beyond that; see docs for the trade-off.
-ONCE_PER_CONTACT_SECONDS = 400 * 24 * 3600
-# A file is claimed for as long as S3 may redeliver its event (days, not hours).
+# A file step is claimed for as long as S3 may redeliver its event (days, not hours); past that,
+# the file's processing log still answers a redelivery without work.
 ONCE_PER_FILE_SECONDS = 14 * 24 * 3600
-# The notifier dedupes retries and duplicates of a queue message.
-ONCE_PER_NOTIFICATION_SECONDS = ONCE_PER_CONTACT_SECONDS
+# "Once per contact, ever": a notification id is remembered longer than any realistic re-export
+# of a contact (a gift card's own conditional write guards it beyond that); docs/design.md.
+ONCE_PER_NOTIFICATION_SECONDS = 400 * 24 * 3600
 
 
 def persistence_layer(dynamodb_client=None) -> DynamoDBPersistenceLayer:

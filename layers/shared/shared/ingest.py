@@ -1,27 +1,69 @@
-"""The ingest of one contacts file: stream it, validate each row, write the good rows, report the
-bad ones, record the file's outcome. AWS clients are passed in; the steps are files (format),
-model (contract), store (DynamoDB) and objects (S3).
+"""The ingest of one contacts file: stream it, validate each row, store the good rows (the newest
+export of each contact wins), report the bad ones, record the file's outcome. AWS clients are
+passed in; the steps are files (format), model (contract), store (DynamoDB) and objects (S3).
 
-Permanent outcomes are returned: PROCESSED (bad rows, if any, reported), REJECTED_FILE (the
-report ends in one file-level reason; rows read before it were valid and stay written),
-SKIPPED_MISSING (deleted before it was read). Anything raised is
-transient (throttling after retries, 5xx, timeouts) and the whole file is retried; its row writes
-are idempotent, so a retry after a crash part-way leaves one item per contact.
+No content of a row can fail its file: whatever a row holds, it is stored or reported with its
+line number. Outcomes, in the file's PROCESSING_LOG item:
+
+- PROCESSED: every line read; valid rows stored (or superseded by a newer export of their
+  contact), bad rows reported.
+- REJECTED_FILE: the report ends in one file-level reason (suffix, empty, corrupt gzip, past the
+  size bounds); rows read before it stay stored.
+- SKIPPED_MISSING: deleted before it was read.
+- STALE: a newer version of the same key was applied first (S3 delivered this event late); it
+  changes nothing.
+- IN_PROGRESS: too big for one invocation so far. The progress (next line, counts, report) is
+  kept in the log and the file is resumed by a continuation message (s3_events.continuation).
+
+Anything raised is transient (throttling after retries, 5xx, timeouts) and the step is retried
+from the last saved progress; its writes are versioned, so a re-run leaves one item per contact.
 """
 
 import json
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import IO, Any
 
-from shared import files, model, objects, store
-from shared.s3_events import S3Object
+from shared import files, keys, model, objects, store
+from shared.s3_events import FileTask, S3Object
 
 PROCESSED = "PROCESSED"
 REJECTED_FILE = "REJECTED_FILE"
 SKIPPED_MISSING = "SKIPPED_MISSING"
+STALE = "STALE"
+IN_PROGRESS = "IN_PROGRESS"
+FINAL_OUTCOMES = (PROCESSED, REJECTED_FILE, SKIPPED_MISSING, STALE)
+
+# The report lists this many rejected rows, then counts the rest: a file of garbage must not
+# write a report many times its own size.
+MAX_REPORT_ROWS = 1000
+# A write (one transaction) per this many contacts, or per this many rows when few of them are
+# contacts; after each, the clock is read and the progress may be saved.
+CONTACTS_PER_WRITE = 50
+ROWS_PER_WRITE = 1000
+# A step stops for a continuation once less than this is left (at most a quarter of the time the
+# invocation started with): enough to finish a write under throttling and save the progress.
+MAX_MARGIN_SECONDS = 30.0
+
+
+@dataclass
+class Progress:
+    """A file's counts and the last line done, as its processing log keeps them between
+    invocations."""
+
+    next_line: int = 0  # every line up to this one is stored or reported
+    steps: int = 0  # invocations that read the file (more than one: continued)
+    rows_ok: int = 0
+    rows_superseded: int = 0
+    rows_rejected: int = 0
+    report_rows: int = 0  # rejected rows listed in the report
+
+    @classmethod
+    def of(cls, log: dict[str, Any]) -> "Progress":
+        return cls(**{name: int(log.get(name, 0)) for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -29,8 +71,10 @@ class FileOutcome:
     file_id: str
     outcome: str
     rows_ok: int
+    rows_superseded: int
     rows_rejected: int
     report_key: str | None
+    next_line: int  # IN_PROGRESS: the line to resume after
 
 
 class FileReport:
@@ -42,78 +86,196 @@ class FileReport:
     spread phone numbers and emails further.
     """
 
-    def __init__(self, spool: IO[bytes]):
+    def __init__(self, spool: IO[bytes], progress: Progress):
         self.spool = spool
-        self.rows_ok = 0
-        self.rows_rejected = 0
-        self.file_rejected = False
-        self.has_lines = False
+        self.progress = progress
 
-    def contact_items(
-        self, rows: Iterable[files.Row | files.BadLine], goodwill_wait_seconds: int
-    ) -> Iterator[dict[str, Any]]:
-        """The CONTACT items of the valid rows; the others are reported. A file-level problem
-        ends the items without an error: rows before it were valid contacts and are kept."""
+    @property
+    def has_lines(self) -> bool:
+        return self.spool.tell() > 0
+
+    def contact_write(
+        self,
+        row: files.Row | files.BadLine,
+        s3_object: S3Object,
+        goodwill_wait_seconds: int,
+        ingested_at: datetime,
+    ) -> store.ContactWrite | None:
+        """The row's contact to store, or None once the row is reported."""
+        if isinstance(row, files.BadLine):
+            self.reject_row(row.line, None, [row.reason])
+            return None
         try:
-            for row in rows:
-                contact = (
-                    [row.reason]
-                    if isinstance(row, files.BadLine)
-                    else model.parse_contact(row.fields, text_values=row.text_values)
-                )
-                if isinstance(contact, model.Contact):
-                    self.rows_ok += 1
-                    yield contact.to_item(goodwill_wait_seconds)
-                else:
-                    self.reject_row(row, contact)
-        except files.FileRejected as rejection:
-            self.reject_file(rejection.reason)
+            contact = model.parse_contact(
+                row.fields, text_values=row.text_values, ingested_at=ingested_at
+            )
+            if isinstance(contact, model.Contact):
+                version = keys.export_version(s3_object.export_order, row.line)
+                return store.ContactWrite(contact.to_item(goodwill_wait_seconds), version, row.line)
+            reasons = contact
+        except Exception as error:  # no content of a row may fail its file
+            reasons = [f"row could not be read ({type(error).__name__})"]
+        self.reject_row(row.line, row.fields.get("contact_id"), reasons)
+        return None
 
-    def reject_row(self, row: files.Row | files.BadLine, reasons: list[str]) -> None:
-        self.rows_rejected += 1
-        entry: dict[str, Any] = {"level": "row", "line": row.line}
-        contact_id = row.fields.get("contact_id") if isinstance(row, files.Row) else None
+    def count(self, result: store.WriteResult) -> None:
+        self.progress.rows_ok += len(result.applied)
+        self.progress.rows_superseded += len(result.superseded)
+        for write in result.refused:
+            self.reject_row(write.line, write.contact_id, ["refused by the table"])
+
+    def reject_row(self, line: int, contact_id: Any, reasons: list[str]) -> None:
+        self.progress.rows_rejected += 1
+        if self.progress.report_rows >= MAX_REPORT_ROWS:
+            return
+        self.progress.report_rows += 1
+        entry: dict[str, Any] = {"level": "row", "line": line}
         if isinstance(contact_id, str) and model.CONTACT_ID.fullmatch(contact_id):
             entry["contact_id"] = contact_id
         self._write({**entry, "reasons": reasons})
 
     def reject_file(self, reason: str) -> None:
-        self.file_rejected = True
         self._write({"level": "file", "reasons": [reason]})
 
+    def finish(self) -> None:
+        unlisted = self.progress.rows_rejected - self.progress.report_rows
+        if unlisted:
+            self._write({"level": "summary", "rows_not_listed": unlisted})
+
     def _write(self, entry: dict[str, Any]) -> None:
-        self.has_lines = True
         self.spool.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
 
 
 def ingest_file(
-    s3_object: S3Object, *, s3, dynamodb, table_name: str, goodwill_wait_seconds: int
+    task: FileTask,
+    *,
+    s3,
+    dynamodb,
+    table_name: str,
+    goodwill_wait_seconds: int,
+    ingested_at: datetime,
+    seconds_left: Callable[[], float],
 ) -> FileOutcome:
+    s3_object = task.s3_object
+    log = store.file_log(dynamodb, table_name, s3_object.file_id)
+    if log is None:
+        if task.after_line:
+            raise LookupError(f"no processing log to resume {s3_object.file_id}")
+        newer = store.claim_newest_version(dynamodb, table_name, s3_object)
+        if newer is not None:
+            values = {"outcome": STALE, "superseded_by": newer, **asdict(Progress())}
+            store.write_file_log(dynamodb, table_name, s3_object, values, first=True)
+            return _outcome(s3_object, STALE, Progress(), None)
+        progress = Progress()
+        values = {"outcome": IN_PROGRESS, **asdict(progress)}
+        store.write_file_log(dynamodb, table_name, s3_object, values, first=True)
+    elif log["outcome"] in FINAL_OUTCOMES:  # done before: a duplicate or a late retry
+        return _outcome(s3_object, log["outcome"], Progress.of(log), log.get("report_key"))
+    else:
+        progress = Progress.of(log)
+        if progress.next_line != task.after_line:
+            # An earlier run of this step saved its progress: the next step is due (again).
+            return _outcome(s3_object, IN_PROGRESS, progress, log.get("report_key"))
+    return _resume(
+        s3_object,
+        progress,
+        s3=s3,
+        dynamodb=dynamodb,
+        table_name=table_name,
+        goodwill_wait_seconds=goodwill_wait_seconds,
+        ingested_at=ingested_at,
+        seconds_left=seconds_left,
+    )
+
+
+def _resume(
+    s3_object: S3Object,
+    progress: Progress,
+    *,
+    s3,
+    dynamodb,
+    table_name: str,
+    goodwill_wait_seconds: int,
+    ingested_at: datetime,
+    seconds_left: Callable[[], float],
+) -> FileOutcome:
+    """Read the file after progress.next_line to its end, or until time runs short."""
+    margin = min(MAX_MARGIN_SECONDS, seconds_left() / 4)
+    progress.steps += 1
+    report_key = objects.report_key(s3_object.key)
     with tempfile.TemporaryFile() as spool:
-        report = FileReport(spool)
+        if progress.report_rows:
+            objects.read_report(s3, s3_object.bucket, report_key, spool, progress.report_rows)
+        report = FileReport(spool, progress)
+        outcome = PROCESSED
         try:
             files.file_format(s3_object.key)  # before downloading anything
             with closing(objects.open_object(s3, s3_object)) as body:
-                rows = files.read_rows(s3_object.key, body)
-                items = report.contact_items(rows, goodwill_wait_seconds)
-                store.put_contacts(dynamodb, table_name, items)
-            outcome = REJECTED_FILE if report.file_rejected else PROCESSED
+                rows = files.read_rows(s3_object.key, body, after_line=progress.next_line)
+                for writes, end_line, more in _batches(
+                    rows,
+                    lambda row: report.contact_write(
+                        row, s3_object, goodwill_wait_seconds, ingested_at
+                    ),
+                ):
+                    report.count(store.write_contacts(dynamodb, table_name, writes))
+                    progress.next_line = end_line
+                    if more and seconds_left() < margin:
+                        outcome = IN_PROGRESS
+                        break
         except objects.ObjectMissing:
             outcome = SKIPPED_MISSING
         except files.FileRejected as rejection:
             report.reject_file(rejection.reason)
             outcome = REJECTED_FILE
-
-        report_key = objects.report_key(s3_object.key) if report.has_lines else None
-        if report_key is not None:
+        if outcome != IN_PROGRESS:
+            report.finish()
+        if report.has_lines:
             objects.put_report(s3, s3_object.bucket, report_key, spool)
-    store.record_file_outcome(
-        dynamodb,
-        table_name,
-        s3_object,
-        outcome=outcome,
-        rows_ok=report.rows_ok,
-        rows_rejected=report.rows_rejected,
-        report_key=report_key,
+        else:
+            report_key = None
+    values = {"outcome": outcome, **asdict(progress)}
+    if report_key is not None:
+        values["report_key"] = report_key
+    store.write_file_log(dynamodb, table_name, s3_object, values, first=False)
+    return _outcome(s3_object, outcome, progress, report_key)
+
+
+def _batches(
+    rows: Iterable[files.Row | files.BadLine],
+    contact_write: Callable[[files.Row | files.BadLine], store.ContactWrite | None],
+) -> Iterator[tuple[list[store.ContactWrite], int, bool]]:
+    """The contacts to write, CONTACTS_PER_WRITE at a time (or fewer after ROWS_PER_WRITE rows),
+    each batch with the last line it covers and whether rows follow it. The rows read before a
+    file-level problem come out before it is raised, so they are stored."""
+    writes: list[store.ContactWrite] = []
+    rows_read, end_line = 0, 0
+    following = iter(rows)
+    try:
+        row = next(following, None)
+        while row is not None:
+            if (write := contact_write(row)) is not None:
+                writes.append(write)
+            rows_read, end_line = rows_read + 1, row.end_line
+            row = next(following, None)  # read ahead: is there more after this batch?
+            if len(writes) == CONTACTS_PER_WRITE or rows_read == ROWS_PER_WRITE or row is None:
+                yield writes, end_line, row is not None
+                writes, rows_read = [], 0
+    except files.FileRejected:
+        if rows_read:
+            yield writes, end_line, False
+        raise
+
+
+def _outcome(
+    s3_object: S3Object, outcome: str, progress: Progress, report_key: str | None
+) -> FileOutcome:
+    return FileOutcome(
+        s3_object.file_id,
+        outcome,
+        progress.rows_ok,
+        progress.rows_superseded,
+        progress.rows_rejected,
+        report_key,
+        progress.next_line,
     )
-    return FileOutcome(s3_object.file_id, outcome, report.rows_ok, report.rows_rejected, report_key)

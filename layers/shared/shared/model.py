@@ -2,12 +2,17 @@
 
 A row is validated as a whole: every broken rule is reported, so one report fixes a row. Reasons
 name the field and the rule, never the value (values may be phone numbers or emails).
+
+Whatever a row holds, a valid Contact is storable: text is bounded and valid Unicode (no lone
+surrogates, which JSON escapes and undecodable bytes produce), numbers fit DynamoDB's 38 digits,
+and timestamps lie between 2000-01-01 and one day after the ingest, so every sort key built from
+them is fixed-width ISO-8601 UTC and string order is time order.
 """
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared import keys, rules
@@ -20,6 +25,10 @@ CSV_BOOLEANS = {"true": True, "false": False}
 # (DynamoDB numbers have at most 38 digits; items at most 400 KB).
 MAX_WAIT_DIGITS = 38
 MAX_TEXT_LENGTH = 256
+# Contacts are recent: an earlier date is a broken export, and a date far ahead would pin a
+# caller's last agent until it passes. A day ahead allows for clocks and time zones.
+EARLIEST_TIMESTAMP = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST_AHEAD = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -63,12 +72,15 @@ class Contact:
 INPUT_FIELDS = tuple(field.name for field in fields(Contact))
 
 
-def parse_contact(fields: Mapping[str, Any], *, text_values: bool) -> Contact | list[str]:
+def parse_contact(
+    fields: Mapping[str, Any], *, text_values: bool, ingested_at: datetime
+) -> Contact | list[str]:
     """A valid Contact, or the reasons the row breaks the input contract.
 
     `text_values` is true for CSV rows, whose values are all strings: "12" is an integer there,
     "true"/"false" (any case) a boolean. In JSON only real integers and booleans count.
-    Unknown fields are ignored; an empty string counts as absent.
+    Unknown fields are ignored; an empty string counts as absent. `ingested_at` bounds the
+    timestamps from above.
     """
     reasons: list[str] = []
 
@@ -80,6 +92,8 @@ def parse_contact(fields: Mapping[str, Any], *, text_values: bool) -> Contact | 
             return None
         if not isinstance(value, str):
             reasons.append(f"{name}: must be a string")
+        elif not _is_unicode(value):
+            reasons.append(f"{name}: not valid UTF-8 text")
         elif pattern is not None and not pattern.fullmatch(value):
             reasons.append(f"{name}: {_PATTERN_RULES[pattern]}")
         elif pattern is None and len(value) > MAX_TEXT_LENGTH:
@@ -97,8 +111,15 @@ def parse_contact(fields: Mapping[str, Any], *, text_values: bool) -> Contact | 
         except ValueError:
             reasons.append(f"{name}: not an ISO-8601 timestamp")
             return None
-        if moment.tzinfo is None:
+        if moment.tzinfo is None or moment.utcoffset() is None:
             reasons.append(f"{name}: has no UTC offset or Z")
+            return None
+        # Compared before any conversion: converting year 1 or 9999 to UTC can overflow.
+        if moment < EARLIEST_TIMESTAMP:
+            reasons.append(f"{name}: before {EARLIEST_TIMESTAMP.date().isoformat()}")
+            return None
+        if moment > ingested_at + LATEST_AHEAD:
+            reasons.append(f"{name}: more than a day after the ingest")
             return None
         return moment
 
@@ -139,23 +160,34 @@ _PATTERN_RULES = {
 }
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _wait_seconds(value: Any, text_values: bool, reasons: list[str]) -> int | None:
     if value is None or value == "":
         reasons.append("wait_seconds: required")
         return None
     if text_values:
         is_integer = isinstance(value, str) and CSV_INTEGER.fullmatch(value) is not None
-        digits = len(value.lstrip("0")) if is_integer else 0
+        # Leading zeros stripped before int(): Python refuses to convert over 4,300 digits.
+        digits = value.lstrip("0") if is_integer else ""
+        too_long = len(digits) > MAX_WAIT_DIGITS
     else:
         is_integer = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        digits = len(str(value)) if is_integer else 0
+        digits = value if is_integer else 0
+        too_long = is_integer and value >= 10**MAX_WAIT_DIGITS
     if not is_integer:
         reasons.append("wait_seconds: not an integer >= 0")
         return None
-    if digits > MAX_WAIT_DIGITS:
+    if too_long:
         reasons.append(f"wait_seconds: more than {MAX_WAIT_DIGITS} digits")
         return None
-    return int(value)
+    return int(digits or 0)
 
 
 def _survey_opt_in(value: Any, text_values: bool, reasons: list[str]) -> bool:

@@ -1,12 +1,17 @@
-"""The notification adapters: the consumers' queue (SQS) and the notifications topic (SNS).
+"""The messages the functions send: notifications to NotificationQueue (SQS) and
+NotificationsTopic (SNS), and the ingest's continuations to IngestQueue (SQS).
 
-Clients are passed in, built once per execution environment by the handler. Messages are JSON as
-shared.notifications builds them; they carry contact data, so callers log ids, never bodies.
+Clients are passed in, built once per execution environment by the handler. Notification
+messages are JSON as shared.notifications builds them; they carry contact data, so callers log
+ids, never bodies.
 """
 
 import json
 from collections.abc import Mapping
 from typing import Any
+
+from shared import s3_events
+from shared.s3_events import FileTask
 
 
 def enqueue(sqs_client, queue_url: str, notification: Mapping[str, Any]) -> None:
@@ -15,9 +20,19 @@ def enqueue(sqs_client, queue_url: str, notification: Mapping[str, Any]) -> None
 
 
 def publish(sns_client, topic_arn: str, notification: Mapping[str, Any]) -> None:
-    """The `kind` attribute lets subscribers filter (surveys vs gift cards) without parsing."""
+    """NotificationsTopic is a FIFO topic: the notification_id is the deduplication id, so a
+    publish repeated within SNS's 5-minute deduplication interval (a retry after a crash between
+    the publish and the notifier recording it) reaches no subscriber a second time. The group is
+    the contact: its notifications keep their order, others go in parallel. The `kind` attribute
+    lets subscribers filter (surveys vs gift cards) without parsing."""
     sns_client.publish(
         TopicArn=topic_arn,
         Message=json.dumps(notification),
+        MessageGroupId=notification["contact_id"],
+        MessageDeduplicationId=notification["notification_id"],
         MessageAttributes={"kind": {"DataType": "String", "StringValue": notification["kind"]}},
     )
+
+
+def enqueue_continuation(sqs_client, queue_url: str, task: FileTask) -> None:
+    sqs_client.send_message(QueueUrl=queue_url, MessageBody=s3_events.continuation(task))

@@ -3,6 +3,7 @@
 The S3 client is passed in (built once per execution environment by the handler).
 """
 
+from contextlib import closing
 from typing import BinaryIO
 
 from botocore.exceptions import ClientError
@@ -39,6 +40,18 @@ def open_object(s3, s3_object: S3Object) -> BinaryIO:
 
 
 def put_report(s3, bucket: str, key: str, report: BinaryIO) -> None:
-    """Upload a report spooled to a file (boto3's managed transfer: multipart when large)."""
+    """Upload a report spooled to a file (bounded: ingest.MAX_REPORT_ROWS lines, one request)."""
     report.seek(0)
-    s3.upload_fileobj(report, bucket, key, ExtraArgs={"ContentType": "application/x-ndjson"})
+    s3.put_object(Bucket=bucket, Key=key, Body=report, ContentType="application/x-ndjson")
+    report.seek(0, 2)
+
+
+def read_report(s3, bucket: str, key: str, spool: BinaryIO, lines: int) -> None:
+    """The first `lines` lines of a report written by an earlier step of the same file, into the
+    spool (lines a crashed step added after its last saved progress are dropped)."""
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    with closing(body):
+        for number, line in enumerate(body.iter_lines(keepends=True), start=1):
+            if number > lines:
+                break
+            spool.write(line)

@@ -37,6 +37,14 @@ def sets_last_agent(contact: Mapping[str, Any]) -> bool:
     return bool(contact.get("agent_id")) and contact.get("disposition") != ABANDONED
 
 
+def same_version(contact: Mapping[str, Any], other: Mapping[str, Any] | None) -> bool:
+    """Both name the same contact at the same time (the key LAST_AGENT keeps of a contact)."""
+    return other is not None and (contact["contact_id"], contact["ended_at"]) == (
+        other["contact_id"],
+        other["ended_at"],
+    )
+
+
 def is_newer(candidate: tuple[str, str], current: tuple[str, str] | None) -> bool:
     """Order contacts by (ended_at as fixed-width UTC, contact_id): later wins, ties go to the
     higher contact_id, so any delivery order converges on the same last agent."""

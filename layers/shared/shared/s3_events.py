@@ -1,18 +1,30 @@
-"""S3 event notifications as IngestQueue delivers them (the SQS message body), parsed into the
-objects to ingest. Pure: no AWS calls.
+"""The messages of IngestQueue (SQS message bodies), parsed into the files to ingest. Pure: no
+AWS calls.
+
+IngestQueue carries S3 event notifications and, for a file too big for one invocation, the
+ingest's own continuation messages (`continuation`): the same file, to be resumed after a line.
 
 A file is identified by bucket, URL-decoded key and version (the versionId, or the sequencer when
 the bucket is unversioned), never by the SQS message id: S3 itself may deliver one event twice
-under two message ids.
+under two message ids. Versions of one key are ordered by sequencer (S3's documented order of the
+events of a key: compare after left-padding with zeros), never by arrival.
 """
 
+import hashlib
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
+from shared import keys
+
 TEST_EVENT = "s3:TestEvent"
 OBJECT_CREATED = "ObjectCreated:"
+CONTINUATION = "IngestContinuation"
+_SEQUENCER_WIDTH = 32
+_SEQUENCER = re.compile(r"[0-9A-Fa-f]{1,64}")
 
 
 class NotAnS3Event(ValueError):
@@ -24,9 +36,10 @@ class S3Object:
     bucket: str
     key: str  # URL-decoded
     version_id: str | None  # None when the bucket is unversioned
-    sequencer: str | None
+    sequencer: str
     size: int
     etag: str | None
+    event_time: str  # the event's eventTime, fixed-width UTC (keys.utc_timestamp)
     # The file's idempotency key: "<bucket>/<key>#<versionId or sequencer>".
     file_id: str = field(init=False)
 
@@ -35,19 +48,71 @@ class S3Object:
             self, "file_id", f"{self.bucket}/{self.key}#{self.version_id or self.sequencer}"
         )
 
+    @property
+    def ordering_sequencer(self) -> str:
+        """The sequencer in a form whose string order is S3's order of one key's events."""
+        return self.sequencer.upper().rjust(_SEQUENCER_WIDTH, "0")
 
-def parse_notification(body: str) -> list[S3Object]:
-    """The created objects a notification names; none for `s3:TestEvent` (sent once when the
-    notification is configured) or for events other than ObjectCreated.
+    @property
+    def export_order(self) -> str:
+        """Orders exports, so that the newest export of a contact wins: by the upload's event
+        time, then (same millisecond) by key, then by sequencer (versions of one key). Fixed
+        width: the key enters as a digest."""
+        digest = hashlib.sha256(f"{self.bucket}/{self.key}".encode()).hexdigest()[:16]
+        return f"{self.event_time}#{digest}#{self.ordering_sequencer}"
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """A file to ingest, from its first line or resumed after `after_line`."""
+
+    s3_object: S3Object
+    after_line: int = 0
+
+
+def continuation(task: FileTask) -> str:
+    """The IngestQueue message that resumes a file after `task.after_line`."""
+    fields = {k: v for k, v in asdict(task.s3_object).items() if k != "file_id"}
+    return json.dumps({CONTINUATION: {**fields, "after_line": task.after_line}})
+
+
+def parse_message(body: str) -> list[FileTask]:
+    """The files an IngestQueue message names: the created objects of an S3 notification (none
+    for `s3:TestEvent`, sent once when the notification is configured, or for events other than
+    ObjectCreated), or the file a continuation resumes.
 
     Raises NotAnS3Event for anything else (the reason names the missing part, never the content).
     """
     try:
         message = json.loads(body)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise NotAnS3Event(f"body is not JSON ({error.__class__.__name__})") from None
     if not isinstance(message, dict):
         raise NotAnS3Event("body is not a JSON object")
+    if CONTINUATION in message:
+        return [_continued_file(message[CONTINUATION])]
+    return [FileTask(s3_object) for s3_object in _created_objects(message)]
+
+
+def _continued_file(fields: Any) -> FileTask:
+    texts = ("bucket", "key", "sequencer", "event_time")
+    if (
+        not isinstance(fields, dict)
+        or not all(isinstance(fields.get(name), str) for name in texts)
+        or not _is_count(fields.get("size"))
+        or not _is_count(fields.get("after_line"))
+        or fields.keys() != {*texts, "size", "after_line", "version_id", "etag"}
+    ):
+        raise NotAnS3Event("continuation does not name a file and a line")
+    after_line = fields.pop("after_line")
+    return FileTask(S3Object(**fields), after_line)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _created_objects(message: dict[str, Any]) -> list[S3Object]:
     if message.get("Event") == TEST_EVENT:
         return []
     records = message.get("Records")
@@ -73,11 +138,13 @@ def _created_object(index: int, record: dict[str, Any]) -> S3Object:
     name, key = bucket.get("name"), obj.get("key")
     if not isinstance(name, str) or not name or not isinstance(key, str) or not key:
         raise NotAnS3Event(f"record {index} has no bucket name or object key")
-    version_id, sequencer = obj.get("versionId") or None, obj.get("sequencer") or None
-    if not isinstance(version_id or sequencer, str):
-        raise NotAnS3Event(f"record {index} has neither versionId nor sequencer")
+    version_id, sequencer = obj.get("versionId") or None, obj.get("sequencer")
+    if version_id is not None and not isinstance(version_id, str):
+        raise NotAnS3Event(f"record {index} has an invalid versionId")
+    if not isinstance(sequencer, str) or not _SEQUENCER.fullmatch(sequencer):
+        raise NotAnS3Event(f"record {index} has no sequencer")
     size = obj.get("size", 0)
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    if not _is_count(size):
         raise NotAnS3Event(f"record {index} has an invalid size")
     return S3Object(
         bucket=name,
@@ -86,4 +153,15 @@ def _created_object(index: int, record: dict[str, Any]) -> S3Object:
         sequencer=sequencer,
         size=size,
         etag=obj.get("eTag"),
+        event_time=_event_time(index, record.get("eventTime")),
     )
+
+
+def _event_time(index: int, value: Any) -> str:
+    try:
+        moment = datetime.fromisoformat(value)
+        if moment.utcoffset() is None:
+            raise ValueError
+        return keys.utc_timestamp(moment)
+    except (TypeError, ValueError, OverflowError):
+        raise NotAnS3Event(f"record {index} has no valid eventTime") from None

@@ -610,6 +610,7 @@ def contact(**overrides) -> dict:
         "email": "caller@example.com",
         "survey_opt_in": True,
         "long_wait": False,
+        "first_export": True,
     }
     item.update(overrides)
     return {k: v for k, v in item.items() if v is not None}  # None = attribute absent
@@ -654,8 +655,19 @@ CASES = [
         stream_record("INSERT", contact(agent_id=None, queue=None, disposition="TRANSFERRED")),
         set(),
     ),
-    ("MODIFY of a contact", stream_record("MODIFY", RESOLVED_ALL, RESOLVED_ALL), set()),
-    ("REMOVE of a contact", stream_record("REMOVE", None, RESOLVED_ALL), set()),
+    # A corrected export: what it writes is acted on as new; the last agent also sees what it
+    # replaced or removed.
+    (
+        "MODIFY of a contact",
+        stream_record("MODIFY", contact(first_export=False), RESOLVED_ALL),
+        {"LastAgentFunction"},
+    ),
+    (
+        "a correction under a new sort key",
+        stream_record("INSERT", contact(first_export=False, disposition="ABANDONED")),
+        set(),
+    ),
+    ("REMOVE of a contact", stream_record("REMOVE", None, RESOLVED_ALL), {"LastAgentFunction"}),
     (
         "LAST_AGENT item",
         stream_record(

@@ -40,6 +40,7 @@ def contact(
     }
     item = {name: value for name, value in item.items() if value is not None}
     item["long_wait"] = rules.long_wait(item["wait_seconds"], rules.DEFAULT_GOODWILL_WAIT_SECONDS)
+    item.setdefault("first_export", True)
     return {
         "pk": keys.caller_pk(caller),
         "sk": keys.contact_sk(ended_at_utc, contact_id),

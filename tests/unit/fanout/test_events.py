@@ -17,8 +17,10 @@ ADMITTED = {
     "dynamodb-insert-contact-resolved-optin.json": {"LastAgentFunction", "SurveyFunction"},
     "dynamodb-insert-contact-abandoned.json": {"GoodwillFunction"},
     "dynamodb-insert-contact-long-wait.json": {"LastAgentFunction", "GoodwillFunction"},
-    "dynamodb-modify-contact.json": set(),
-    "dynamodb-remove-contact.json": set(),
+    # a corrected export (the caller opted in): its last agent may change, nothing new is sent
+    "dynamodb-modify-contact.json": {"LastAgentFunction"},
+    # a corrected export moved the contact away: its caller's last agent may change
+    "dynamodb-remove-contact.json": {"LastAgentFunction"},
     "dynamodb-insert-last-agent.json": set(),
     "dynamodb-insert-gift-card.json": set(),
 }

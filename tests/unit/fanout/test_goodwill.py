@@ -1,10 +1,10 @@
-"""GoodwillFunction: exactly one gift card and one GIFT_CARD notification per contact, even when
-the function crashes after its side effects and runs again."""
+"""GoodwillFunction: exactly one gift card and one GIFT_CARD notification per contact, whatever
+the stream delivers, repeats or re-exports, and whatever call a crash interrupts."""
 
 import pytest
 from shared import gift_cards, keys, rules
 
-from tests.unit.conftest import FakeLambdaContext
+from tests.faults import Crash, record_calls
 from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
 from tests.unit.fanout.helpers import cold_start, enqueued, notify_all
 
@@ -69,11 +69,14 @@ def test_a_long_wait_is_due_from_the_threshold_on(
     assert len(enqueued(stack)) == int(due)
 
 
-def test_duplicates_and_re_exports_issue_nothing_new(stack, monkeypatch, lambda_context):
+def test_duplicates_and_re_exports_issue_one_card_and_publish_once(
+    stack, monkeypatch, notifier, lambda_context, capsys
+):
     record = stream_record(ABANDONED)
     cold_start("goodwill", monkeypatch).lambda_handler(stream_event(record, record), lambda_context)
     re_exported = contact(
         "c-abandoned",
+        caller="+14155550199",
         ended_at="2026-11-29T11:00:00Z",
         disposition=rules.ABANDONED,
         wait_seconds=900,
@@ -83,88 +86,35 @@ def test_duplicates_and_re_exports_issue_nothing_new(stack, monkeypatch, lambda_
     )
 
     assert len(gift_card_items(stack)) == 1
-    assert len(enqueued(stack)) == 1
-
-
-def test_a_failure_after_the_side_effects_then_a_retry_still_issues_once(
-    stack, goodwill, notifier, lambda_context, monkeypatch
-):
-    """The enqueue succeeds, then the function fails before Powertools records COMPLETED:
-    Powertools drops its in-progress record, the batch item fails, and the retry finds the card
-    it wrote and re-enqueues the same notification, which the notifier dedupes."""
-    real_enqueue = goodwill.notify.enqueue
-
-    def enqueue_then_fail(*args):
-        real_enqueue(*args)
-        raise ConnectionError("lost after enqueue")
-
-    record = stream_record(ABANDONED)
-    monkeypatch.setattr(goodwill.notify, "enqueue", enqueue_then_fail)
-    with pytest.raises(Exception, match="All records failed"):
-        goodwill.lambda_handler(stream_event(record), lambda_context)
-    monkeypatch.setattr(goodwill.notify, "enqueue", real_enqueue)
-    response = goodwill.lambda_handler(stream_event(record), lambda_context)
-
-    assert failed_ids(response) == []
-    assert len(gift_card_items(stack)) == 1
     published = notify_all(stack, notifier, lambda_context, deliveries=2)
-    assert [n["notification_id"] for n in published] == ["GIFT_CARD#c-abandoned"]
+    # The card and its notification are the first issue's, for the first caller.
+    assert [(n["notification_id"], n["caller"]) for n in published] == [
+        ("GIFT_CARD#c-abandoned", "+14155550101")
+    ]
+    out = capsys.readouterr().out.replace(" ", "")
+    assert '"GiftCardsIssued":[1.0]' in out
 
 
-class Crash(BaseException):
-    """The execution environment dies: no exception handler runs, nothing is cleaned up."""
-
-
-def test_a_crash_after_the_side_effects_then_a_retry_after_the_timeout_still_issues_once(
-    stack, monkeypatch, notifier, lambda_context
+@pytest.mark.parametrize("crash_after", [1, 2], ids=["after-the-card", "after-the-enqueue"])
+def test_a_crash_at_any_call_then_the_streams_immediate_retry_issues_once(
+    stack, monkeypatch, notifier, lambda_context, crash_after
 ):
-    """A crash leaves Powertools' in-progress record behind. It expires when the crashed
-    invocation would have timed out (its remaining time, registered per call); the stream's
-    retry after that runs again and converges on the same card and notification."""
-    goodwill = cold_start("goodwill", monkeypatch)
-    real_enqueue = goodwill.notify.enqueue
-
-    def enqueue_then_crash(*args):
-        real_enqueue(*args)
-        raise Crash
-
+    """The defect this closes: with a Powertools claim here, a crash right after the claim left
+    it in progress until the invocation's deadline, the stream's immediate retries all failed
+    "already in progress", and the batch ended in StreamFailureQueue without its card."""
     record = stream_record(ABANDONED)
-    monkeypatch.setattr(goodwill.notify, "enqueue", enqueue_then_crash)
+    crashing = cold_start("goodwill", monkeypatch)
+    calls = record_calls(crashing, crash_after=crash_after)
     with pytest.raises(Crash):
-        goodwill.lambda_handler(stream_event(record), FakeLambdaContext(remaining_ms=0))
-    monkeypatch.setattr(goodwill.notify, "enqueue", real_enqueue)
+        crashing.lambda_handler(stream_event(record), lambda_context)
+    assert calls.calls == ["dynamodb:PutItem", "sqs:SendMessage"][:crash_after]
 
-    retry = cold_start("goodwill", monkeypatch)
-    assert failed_ids(retry.lambda_handler(stream_event(record), lambda_context)) == []
-    # A duplicate delivery after the retry completed is suppressed by the stored result.
+    retry = cold_start("goodwill", monkeypatch)  # at once: a stream retry does not wait
     assert failed_ids(retry.lambda_handler(stream_event(record), lambda_context)) == []
 
     assert len(gift_card_items(stack)) == 1
     published = notify_all(stack, notifier, lambda_context)
     assert [n["notification_id"] for n in published] == ["GIFT_CARD#c-abandoned"]
-
-
-def test_a_retry_while_the_crashed_invocation_could_still_run_waits(
-    stack, monkeypatch, lambda_context
-):
-    """Until the in-progress record expires, a retry fails its record instead of racing a run
-    that may still be alive (IdempotencyAlreadyInProgressError), so the stream retries later."""
-    goodwill = cold_start("goodwill", monkeypatch)
-    real_enqueue = goodwill.notify.enqueue
-
-    def enqueue_then_crash(*args):
-        real_enqueue(*args)
-        raise Crash
-
-    record = stream_record(ABANDONED)
-    monkeypatch.setattr(goodwill.notify, "enqueue", enqueue_then_crash)
-    with pytest.raises(Crash):
-        goodwill.lambda_handler(stream_event(record), FakeLambdaContext(remaining_ms=60_000))
-    monkeypatch.setattr(goodwill.notify, "enqueue", real_enqueue)
-
-    with pytest.raises(Exception, match="All records failed"):
-        cold_start("goodwill", monkeypatch).lambda_handler(stream_event(record), lambda_context)
-    assert len(enqueued(stack)) == 1
 
 
 @pytest.mark.parametrize(

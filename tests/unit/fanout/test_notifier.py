@@ -3,8 +3,11 @@
 import json
 
 import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from shared import notifications, notify
 
+from tests.faults import Crash, record_calls, throttle
+from tests.resources import ShrinkingClock
 from tests.unit.fanout.builders import contact, failed_ids, sqs_bodies_event, sqs_event
 from tests.unit.fanout.helpers import cold_start, queue_arn
 
@@ -144,3 +147,40 @@ def test_a_poison_message_ends_in_the_dead_letter_queue(stack, notifier, lambda_
 
     assert [m["Body"] for m in stack.drain(dlq_url)] == ["not json"]
     assert stack.published() == []
+
+
+# ---- a publish and the record of it are never one step: crashes and throttles in between ----
+
+
+def test_a_crash_after_the_publish_then_the_retry_reaches_subscribers_once(
+    stack, monkeypatch, lambda_context
+):
+    """The publish took effect, the environment died before Powertools recorded it: the retry
+    publishes again, and the FIFO topic's deduplication on the notification_id delivers it once
+    (the defect this closes: a standard topic delivered it twice)."""
+    event = queued_event(stack, SURVEY)
+    crashing = cold_start("notifier", monkeypatch)
+    calls = record_calls(crashing, crash_after=2)
+    with pytest.raises(Crash):
+        crashing.lambda_handler(event, ShrinkingClock())
+    assert calls.calls == ["dynamodb:PutItem", "sns:Publish"]
+
+    retry = cold_start("notifier", monkeypatch)
+    retry_calls = record_calls(retry)
+    assert failed_ids(retry.lambda_handler(event, ShrinkingClock())) == []
+    assert "sns:Publish" in retry_calls.calls  # published a second time...
+    assert stack.published() == [SURVEY]  # ...and delivered once
+
+
+def test_a_completion_throttled_past_the_retries_then_the_retry_reaches_subscribers_once(
+    stack, monkeypatch, lambda_context
+):
+    event = queued_event(stack, SURVEY)
+    first = cold_start("notifier", monkeypatch)
+    throttled = throttle(first, "dynamodb:UpdateItem", times=1)
+    with pytest.raises(BatchProcessingError):  # its one record failed: the batch is retried
+        first.lambda_handler(event, ShrinkingClock())
+    assert throttled.left == 0
+
+    assert failed_ids(first.lambda_handler(event, ShrinkingClock())) == []
+    assert stack.published() == [SURVEY]

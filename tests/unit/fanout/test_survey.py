@@ -1,9 +1,11 @@
-"""SurveyFunction: exactly one SURVEY notification per contact, ever."""
+"""SurveyFunction: the SURVEY notification of each contact due one, published exactly once
+through the notifier whatever the stream delivers, repeats or re-exports, and whatever call a
+crash interrupts."""
 
 import pytest
 from shared import keys, rules
 
-from tests.unit.conftest import FakeLambdaContext
+from tests.faults import Crash, record_calls
 from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
 from tests.unit.fanout.helpers import cold_start, enqueued, notify_all
 
@@ -13,6 +15,11 @@ OPTED_IN = contact("c-survey", survey_opt_in=True)
 @pytest.fixture
 def survey(stack, monkeypatch):
     return cold_start("survey", monkeypatch)
+
+
+@pytest.fixture
+def notifier(stack, monkeypatch):
+    return cold_start("notifier", monkeypatch)
 
 
 def test_a_resolved_opted_in_contact_gets_one_survey_notification(stack, survey, lambda_context):
@@ -30,38 +37,36 @@ def test_a_resolved_opted_in_contact_gets_one_survey_notification(stack, survey,
     ]
 
 
-def test_the_same_record_twice_in_one_batch_enqueues_once(stack, survey, lambda_context, capsys):
-    record = stream_record(OPTED_IN)
-    response = survey.lambda_handler(stream_event(record, record), lambda_context)
-
-    assert failed_ids(response) == []
-    assert len(enqueued(stack)) == 1
-    metrics = capsys.readouterr().out.replace(" ", "")
-    assert '"SurveysEnqueued":[1.0]' in metrics
-    assert '"DuplicatesSuppressed":[1.0]' in metrics
-
-
-def test_a_redelivery_to_a_new_execution_environment_enqueues_nothing(
-    stack, monkeypatch, lambda_context
+def test_duplicates_redeliveries_and_re_exports_reach_the_topic_once(
+    stack, monkeypatch, notifier, lambda_context, capsys
 ):
-    cold_start("survey", monkeypatch).lambda_handler(
-        stream_event(stream_record(OPTED_IN)), lambda_context
-    )
-    cold_start("survey", monkeypatch).lambda_handler(
-        stream_event(stream_record(OPTED_IN)), lambda_context
-    )
-
-    assert len(enqueued(stack)) == 1
-
-
-def test_a_contact_re_exported_with_other_fields_gets_nothing_new(stack, survey, lambda_context):
-    survey.lambda_handler(stream_event(stream_record(OPTED_IN)), lambda_context)
+    record = stream_record(OPTED_IN)
     re_exported = contact(
         "c-survey", ended_at="2026-11-29T10:06:00Z", survey_opt_in=True, email="new@example.com"
     )
-    survey.lambda_handler(stream_event(stream_record(re_exported)), lambda_context)
+    first = cold_start("survey", monkeypatch)
+    first.lambda_handler(stream_event(record, record), lambda_context)
+    cold_start("survey", monkeypatch).lambda_handler(
+        stream_event(record, stream_record(re_exported)), lambda_context
+    )
 
-    assert [n["email"] for n in enqueued(stack)] == ["pat@example.com"]
+    published = notify_all(stack, notifier, lambda_context, deliveries=2)
+    assert [(n["notification_id"], n["email"]) for n in published] == [
+        ("SURVEY#c-survey", "pat@example.com")
+    ]
+    assert '"DuplicatesSuppressed":[' in capsys.readouterr().out.replace(" ", "")
+
+
+@pytest.mark.parametrize("event_name", ["MODIFY", "INSERT"])
+def test_a_corrected_export_gets_nothing_new_even_when_it_would_be_due(
+    stack, survey, lambda_context, event_name
+):
+    # A correction replaces the contact: in place (MODIFY) or under a new sort key (INSERT).
+    not_due = contact("c-fixed")
+    due = contact("c-fixed", survey_opt_in=True, first_export=False)
+    event = stream_event(stream_record(due, event_name=event_name, old_image=not_due))
+    assert failed_ids(survey.lambda_handler(event, lambda_context)) == []
+    assert enqueued(stack) == []
 
 
 @pytest.mark.parametrize(
@@ -79,6 +84,12 @@ def test_contacts_not_due_a_survey_are_skipped(stack, survey, lambda_context, it
     response = survey.lambda_handler(stream_event(stream_record(item)), lambda_context)
 
     assert failed_ids(response) == []
+    assert enqueued(stack) == []
+
+
+def test_a_removed_contact_is_skipped(stack, survey, lambda_context):
+    record = stream_record(OPTED_IN, event_name="REMOVE", old_image=OPTED_IN)
+    assert failed_ids(survey.lambda_handler(stream_event(record), lambda_context)) == []
     assert enqueued(stack) == []
 
 
@@ -103,33 +114,26 @@ def test_a_failed_enqueue_fails_only_its_record_and_its_retry_enqueues(
     assert failed_ids(response) == []
     assert sorted(n["notification_id"] for n in enqueued(stack)) == [
         keys.notification_id("SURVEY", "c-other"),
+        keys.notification_id("SURVEY", "c-other"),
         keys.notification_id("SURVEY", "c-survey"),
     ]
 
 
-class Crash(BaseException):
-    """The execution environment dies after the enqueue: nothing is cleaned up."""
-
-
-def test_a_crash_after_the_enqueue_then_a_retry_still_sends_one_survey(
-    stack, monkeypatch, lambda_context
+def test_a_crash_at_its_one_call_then_the_streams_immediate_retry_sends_one_survey(
+    stack, monkeypatch, notifier, lambda_context
 ):
-    """The retry (after the crashed invocation's in-progress record expired) enqueues the same
-    notification again; the notifier publishes it once."""
-    crashed = cold_start("survey", monkeypatch)
-    real_enqueue = crashed.notify.enqueue
-
-    def enqueue_then_crash(*args):
-        real_enqueue(*args)
-        raise Crash
-
+    """The defect this closes: with a Powertools claim here, a crash right after the claim left
+    it in progress until the invocation's deadline, the stream's immediate retries all failed
+    "already in progress", and the batch ended in StreamFailureQueue without its survey."""
     record = stream_record(OPTED_IN)
-    monkeypatch.setattr(crashed.notify, "enqueue", enqueue_then_crash)
+    crashing = cold_start("survey", monkeypatch)
+    calls = record_calls(crashing, crash_after=1)
     with pytest.raises(Crash):
-        crashed.lambda_handler(stream_event(record), FakeLambdaContext(remaining_ms=0))
-    monkeypatch.setattr(crashed.notify, "enqueue", real_enqueue)
-    retry = cold_start("survey", monkeypatch)
+        crashing.lambda_handler(stream_event(record), lambda_context)
+    assert calls.calls == ["sqs:SendMessage"]
+
+    retry = cold_start("survey", monkeypatch)  # at once: a stream retry does not wait
     assert failed_ids(retry.lambda_handler(stream_event(record), lambda_context)) == []
 
-    published = notify_all(stack, cold_start("notifier", monkeypatch), lambda_context)
+    published = notify_all(stack, notifier, lambda_context)
     assert [n["notification_id"] for n in published] == ["SURVEY#c-survey"]

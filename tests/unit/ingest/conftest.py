@@ -3,6 +3,7 @@ would send for them (S3 notification bodies shaped as AWS sends them: form-encod
 and sequencer), and readers of what the ingest left behind (items, reports, metrics)."""
 
 import hashlib
+import itertools
 import json
 import uuid
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.awsrequest import AWSResponse
 from shared import keys
-from shared.s3_events import parse_notification
+from shared.s3_events import parse_message
 
 from tests.unit.conftest import FakeLambdaContext, load_handler
 
@@ -28,7 +29,22 @@ class Delivery:
     body: str
 
 
-def notification(bucket: str, key: str, version_id: str | None, size: int, sequencer: str) -> str:
+# S3's sequencers grow with every event of a key; these grow over the whole test run.
+_sequencers = itertools.count(0x0068CA1F3C11A9E207)
+
+
+def next_sequencer() -> str:
+    return f"{next(_sequencers):018X}"
+
+
+def notification(
+    bucket: str,
+    key: str,
+    version_id: str | None,
+    size: int,
+    sequencer: str,
+    event_time: str = "2026-11-29T08:15:02.431Z",
+) -> str:
     obj = {"key": quote_plus(key, safe="/"), "size": size, "eTag": "etag", "sequencer": sequencer}
     if version_id:
         obj["versionId"] = version_id
@@ -39,6 +55,7 @@ def notification(bucket: str, key: str, version_id: str | None, size: int, seque
                     "eventVersion": "2.1",
                     "eventSource": "aws:s3",
                     "awsRegion": "us-east-1",
+                    "eventTime": event_time,
                     "eventName": "ObjectCreated:Put",
                     "s3": {"bucket": {"name": bucket}, "object": obj},
                 }
@@ -66,9 +83,10 @@ def sqs_event(*deliveries: Delivery) -> dict:
     }
 
 
-def ok_response(parsed: dict) -> tuple[AWSResponse, dict]:
-    """A botocore before-call hook's short-circuit: this HTTP 200 and parsed body."""
-    return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", 200, {}, None), parsed
+def error_response(parsed: dict) -> tuple[AWSResponse, dict]:
+    """A botocore before-call hook's short-circuit: an HTTP 400 with this parsed error, raised
+    as the modeled exception of its code, as if DynamoDB had answered it."""
+    return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", 400, {}, None), parsed
 
 
 class Ingest:
@@ -93,7 +111,13 @@ class Ingest:
         self._app = load_handler("ingest", self.monkeypatch)
         return self._app
 
-    def put(self, key: str, body: bytes | str, versioned: bool = True) -> Delivery:
+    def put(
+        self,
+        key: str,
+        body: bytes | str,
+        versioned: bool = True,
+        event_time: str = "2026-11-29T08:15:02.431Z",
+    ) -> Delivery:
         data = body.encode() if isinstance(body, str) else body
         response = self.stack.s3.put_object(Bucket=self.stack.bucket, Key=key, Body=data)
         return Delivery(
@@ -103,7 +127,8 @@ class Ingest:
                 key,
                 response.get("VersionId") if versioned else None,
                 len(data),
-                uuid.uuid4().hex[:18].upper(),
+                next_sequencer(),
+                event_time,
             ),
         )
 
@@ -132,12 +157,20 @@ class Ingest:
     def plain(item: dict) -> dict:
         return {name: _deserializer.deserialize(value) for name, value in item.items()}
 
+    def clear_contacts(self) -> None:
+        """Remove every contact (and its ref): a table as before any file."""
+        for raw in self.items(raw=True) + self.items("CONTACT_REF", raw=True):
+            self.stack.dynamodb.delete_item(
+                TableName=self.stack.contacts_table, Key={"pk": raw["pk"], "sk": raw["sk"]}
+            )
+
     def processing_log(self) -> list[dict]:
         return self.items("PROCESSING_LOG")
 
     def log_of(self, delivery: Delivery) -> dict:
         """The PROCESSING_LOG item of the file a delivery names (a read, not a scan)."""
-        [s3_object] = parse_notification(delivery.body)
+        [task] = parse_message(delivery.body)
+        s3_object = task.s3_object
         item = self.stack.dynamodb.get_item(
             TableName=self.stack.contacts_table,
             Key=self.key(keys.processing_log_key(s3_object.file_id)),
@@ -147,13 +180,6 @@ class Ingest:
     @staticmethod
     def key(values: dict[str, str]) -> dict:
         return {name: {"S": value} for name, value in values.items()}
-
-    def count(self) -> int:
-        """Items in ContactsTable (a count, cheaper than reading them all)."""
-        pages = self.stack.dynamodb.get_paginator("scan").paginate(
-            TableName=self.stack.contacts_table, Select="COUNT"
-        )
-        return sum(page["Count"] for page in pages)
 
     def report(self, key: str) -> list[dict]:
         body = self.stack.s3.get_object(

@@ -1,4 +1,5 @@
-"""Contact files as rows: formats, line numbers, file-level rejections, and streaming."""
+"""Contact files as rows: formats, line numbers, file-level rejections, bounds, resuming after a
+line, and streaming."""
 
 import csv
 import gzip
@@ -8,31 +9,32 @@ import tracemalloc
 import zlib
 
 import pytest
-from shared.files import MAX_LINE_CHARS, BadLine, FileRejected, Row, file_format, read_rows
+from shared import files
+from shared.files import MAX_LINE_BYTES, BadLine, FileRejected, Row, file_format, read_rows
 
 HEADER = "contact_id,caller,wait_seconds\n"
 
 
-def rows(name: str, data: bytes) -> list:
-    return list(read_rows(name, io.BytesIO(data)))
+def rows(name: str, data: bytes, after_line: int = 0) -> list:
+    return list(read_rows(name, io.BytesIO(data), after_line=after_line))
 
 
 def test_jsonl_rows_keep_json_types_and_line_numbers():
     data = b'{"contact_id": "a", "wait_seconds": 3}\n\n  \n{"contact_id": "b", "x": true}\n'
     assert rows("f.jsonl", data) == [
-        Row(1, {"contact_id": "a", "wait_seconds": 3}, text_values=False),
-        Row(4, {"contact_id": "b", "x": True}, text_values=False),
+        Row(1, 1, {"contact_id": "a", "wait_seconds": 3}, text_values=False),
+        Row(4, 4, {"contact_id": "b", "x": True}, text_values=False),
     ]
 
 
 def test_jsonl_bad_lines_are_reported_and_reading_goes_on():
     data = b'{"contact_id": "a"\n[1, 2]\n"text"\n{"contact_id": "d"}\n[[[[' + b"[" * 100_000 + b"\n"
     assert rows("f.jsonl", data) == [
-        BadLine(1, "not valid JSON"),
-        BadLine(2, "not a JSON object"),
-        BadLine(3, "not a JSON object"),
-        Row(4, {"contact_id": "d"}, text_values=False),
-        BadLine(5, "not valid JSON"),
+        BadLine(1, 1, "not valid JSON"),
+        BadLine(2, 2, "not a JSON object"),
+        BadLine(3, 3, "not a JSON object"),
+        Row(4, 4, {"contact_id": "d"}, text_values=False),
+        BadLine(5, 5, "not valid JSON"),
     ]
 
 
@@ -43,17 +45,17 @@ def test_jsonl_without_trailing_newline_and_with_crlf():
 def test_csv_rows_are_strings_numbered_by_physical_line():
     data = (HEADER + 'a,+123,1\n\nb,"+4,\n5",2\nc,+9,3\n').encode()
     assert rows("f.csv", data) == [
-        Row(2, {"contact_id": "a", "caller": "+123", "wait_seconds": "1"}, text_values=True),
-        Row(5, {"contact_id": "b", "caller": "+4,\n5", "wait_seconds": "2"}, text_values=True),
-        Row(6, {"contact_id": "c", "caller": "+9", "wait_seconds": "3"}, text_values=True),
+        Row(2, 2, {"contact_id": "a", "caller": "+123", "wait_seconds": "1"}, text_values=True),
+        Row(4, 5, {"contact_id": "b", "caller": "+4,\n5", "wait_seconds": "2"}, text_values=True),
+        Row(6, 6, {"contact_id": "c", "caller": "+9", "wait_seconds": "3"}, text_values=True),
     ]
 
 
 def test_csv_short_rows_leave_fields_missing_and_long_rows_are_bad_lines():
     result = rows("f.csv", (HEADER + "a,+1\nb,+2,3,extra\n").encode())
     assert result == [
-        Row(2, {"contact_id": "a", "caller": "+1", "wait_seconds": None}, text_values=True),
-        BadLine(3, "more values than the header has columns"),
+        Row(2, 2, {"contact_id": "a", "caller": "+1"}, text_values=True),
+        BadLine(3, 3, "more values than the header has columns"),
     ]
 
 
@@ -61,7 +63,7 @@ def test_csv_errors_are_bad_lines_and_reading_goes_on():
     big = "x" * (csv.field_size_limit() + 1)
     result = rows("f.csv", (HEADER + f'a,"{big}",1\nb,+2,3\n').encode())
     assert isinstance(result[0], BadLine) and result[0].reason.startswith("not valid CSV")
-    assert result[-1] == Row(3, {"contact_id": "b", "caller": "+2", "wait_seconds": "3"}, True)
+    assert result[-1] == Row(3, 3, {"contact_id": "b", "caller": "+2", "wait_seconds": "3"}, True)
 
 
 def test_a_header_without_rows_is_a_file_without_rows():
@@ -144,15 +146,66 @@ def test_a_bad_crc_is_rejected():
 
 
 @pytest.mark.parametrize("name", ["f.jsonl", "f.csv"])
-def test_text_that_is_not_utf8_is_rejected(name):
-    with pytest.raises(FileRejected, match="not UTF-8 text"):
-        rows(name, "contact_id\nMüller\n".encode("latin-1"))
+def test_bytes_that_are_not_utf8_cost_their_line_only(name):
+    # They come through as lone surrogates, which the model rejects as "not valid UTF-8 text".
+    data = (
+        "contact_id\nM\u00fcller\nok\n"
+        if name == "f.csv"
+        else '{"a": "M\u00fcller"}\n{"a": "ok"}\n'
+    )
+    result = rows(name, data.encode("latin-1"))
+    assert [r.fields for r in result] == (
+        [{"contact_id": "M\udcfcller"}, {"contact_id": "ok"}]
+        if name == "f.csv"
+        else [{"a": "M\udcfcller"}, {"a": "ok"}]
+    )
 
 
-def test_an_overlong_line_rejects_the_file_without_reading_it_whole():
-    data = b'{"a": 1}\n' + b"x" * (MAX_LINE_CHARS + 10) + b"\n"
-    with pytest.raises(FileRejected, match="line 2 is longer than"):
-        rows("f.jsonl", data)
+@pytest.mark.parametrize("name", ["f.jsonl", "f.csv"])
+def test_an_overlong_line_is_a_bad_line_read_past_without_holding_it(name):
+    header = b"a\n" if name == "f.csv" else b""
+    record = b"1\n" if name == "f.csv" else b'{"a": 1}\n'
+    data = header + record + b"x" * (MAX_LINE_BYTES * 3) + b"\n" + record
+    result = rows(name, data)
+    first = 2 if name == "f.csv" else 1
+    assert [r.line for r in result] == [first, first + 1, first + 2]
+    assert isinstance(result[1], BadLine) and "longer than" in result[1].reason
+    assert isinstance(result[2], Row)
+
+
+def test_a_file_past_its_line_bound_is_rejected_after_its_rows(monkeypatch):
+    monkeypatch.setattr(files, "MAX_LINES", 3)
+    reader = read_rows("f.jsonl", io.BytesIO(b'{"a": 1}\n\n\n{"a": 2}\n'))
+    assert next(reader).fields == {"a": 1}
+    with pytest.raises(FileRejected, match="more than 3 lines"):
+        next(reader)
+
+
+def test_a_gzip_bomb_is_rejected_by_its_decompressed_size(monkeypatch):
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 1 << 20)
+    bomb = gzip.compress(b'{"a": 1}\n' + b" " * (4 << 20))
+    assert len(bomb) < 8 * 1024
+    with pytest.raises(FileRejected, match="decompressed"):
+        rows("f.jsonl.gz", bomb)
+
+
+@pytest.mark.parametrize("name", ["f.jsonl", "f.csv", "f.jsonl.gz", "f.csv.gz"])
+def test_a_resumed_file_gives_the_records_after_the_line(name):
+    plain = (
+        (HEADER + 'a,+1,1\nb,"+2\n2",2\nc,+3,3\n').encode()
+        if ".csv" in name
+        else b'{"a": 1}\n\n{"a": 2}\n{"a": 3}\n'
+    )
+    data = gzip.compress(plain) if name.endswith(".gz") else plain
+    every = rows(name, data)
+    for done in every:
+        assert rows(name, data, after_line=done.end_line) == [
+            r for r in every if r.line > done.end_line
+        ]
+
+
+def test_a_resumed_file_is_not_empty_when_nothing_is_left():
+    assert rows("f.jsonl", b'{"a": 1}\n', after_line=1) == []
 
 
 class GeneratedStream(io.RawIOBase):

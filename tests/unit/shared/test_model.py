@@ -18,16 +18,17 @@ GOOD = {
     "survey_opt_in": True,
 }
 GOOD_CSV = GOOD | {"wait_seconds": "42", "survey_opt_in": "true"}
+INGESTED_AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-def reasons(fields, text_values=False) -> list[str]:
-    result = parse_contact(fields, text_values=text_values)
+def reasons(fields, text_values=False, ingested_at=INGESTED_AT) -> list[str]:
+    result = parse_contact(fields, text_values=text_values, ingested_at=INGESTED_AT)
     assert isinstance(result, list), "expected the row to be rejected"
     return result
 
 
 def test_a_valid_json_row_becomes_a_contact():
-    contact = parse_contact(GOOD, text_values=False)
+    contact = parse_contact(GOOD, text_values=False, ingested_at=INGESTED_AT)
     assert contact == Contact(
         contact_id="c-1_A",
         caller="+4915112345678",
@@ -43,17 +44,21 @@ def test_a_valid_json_row_becomes_a_contact():
 
 
 def test_the_same_row_from_csv_is_the_same_contact():
-    assert parse_contact(GOOD_CSV, text_values=True) == parse_contact(GOOD, text_values=False)
+    assert parse_contact(GOOD_CSV, text_values=True, ingested_at=INGESTED_AT) == parse_contact(
+        GOOD, text_values=False, ingested_at=INGESTED_AT
+    )
 
 
 def test_optional_fields_may_be_absent_or_empty():
     fields = {k: v for k, v in GOOD.items() if k not in ("queue", "email", "survey_opt_in")}
-    contact = parse_contact(fields | {"queue": ""}, text_values=False)
+    contact = parse_contact(fields | {"queue": ""}, text_values=False, ingested_at=INGESTED_AT)
     assert (contact.queue, contact.email, contact.survey_opt_in) == (None, None, False)
 
 
 def test_unknown_fields_are_ignored():
-    assert isinstance(parse_contact(GOOD | {"notes": "x"}, text_values=False), Contact)
+    assert isinstance(
+        parse_contact(GOOD | {"notes": "x"}, text_values=False, ingested_at=INGESTED_AT), Contact
+    )
 
 
 @pytest.mark.parametrize(
@@ -70,7 +75,12 @@ def test_required_fields(field, missing):
 
 @pytest.mark.parametrize("contact_id", ["a", "A-z_09", "x" * 64])
 def test_contact_id_accepts_1_to_64_of_the_alphabet(contact_id):
-    assert isinstance(parse_contact(GOOD | {"contact_id": contact_id}, text_values=False), Contact)
+    assert isinstance(
+        parse_contact(
+            GOOD | {"contact_id": contact_id}, text_values=False, ingested_at=INGESTED_AT
+        ),
+        Contact,
+    )
 
 
 @pytest.mark.parametrize("contact_id", ["x" * 65, "c 1", "c.1", "c/1", "ç1", "c1\n", 123])
@@ -80,7 +90,10 @@ def test_contact_id_rejects_anything_else(contact_id):
 
 @pytest.mark.parametrize("caller", ["+1234567", "+123456789012345", "+4915112345678"])
 def test_caller_accepts_e164(caller):
-    assert isinstance(parse_contact(GOOD | {"caller": caller}, text_values=False), Contact)
+    assert isinstance(
+        parse_contact(GOOD | {"caller": caller}, text_values=False, ingested_at=INGESTED_AT),
+        Contact,
+    )
 
 
 @pytest.mark.parametrize(
@@ -104,13 +117,20 @@ def test_caller_rejects_anything_but_e164(caller):
 
 def test_agent_id_is_optional_only_for_abandoned_contacts():
     fields = {k: v for k, v in GOOD.items() if k != "agent_id"}
-    assert parse_contact(fields | {"disposition": "ABANDONED"}, text_values=False).agent_id is None
+    assert (
+        parse_contact(
+            fields | {"disposition": "ABANDONED"}, text_values=False, ingested_at=INGESTED_AT
+        ).agent_id
+        is None
+    )
     for disposition in ("RESOLVED", "ESCALATED", "TRANSFERRED"):
         assert "agent_id: required" in reasons(fields | {"disposition": disposition})
 
 
 def test_an_abandoned_contact_keeps_an_agent_id_it_has():
-    contact = parse_contact(GOOD | {"disposition": "ABANDONED"}, text_values=False)
+    contact = parse_contact(
+        GOOD | {"disposition": "ABANDONED"}, text_values=False, ingested_at=INGESTED_AT
+    )
     assert contact.agent_id == "agent-7"
 
 
@@ -124,7 +144,7 @@ def test_disposition_is_one_of_the_enum(disposition):
 )
 def test_timestamps_with_offset_or_z_are_accepted(moment):
     fields = GOOD | {"started_at": moment, "ended_at": "2026-11-30T00:00:00Z"}
-    assert isinstance(parse_contact(fields, text_values=False), Contact)
+    assert isinstance(parse_contact(fields, text_values=False, ingested_at=INGESTED_AT), Contact)
 
 
 @pytest.mark.parametrize(
@@ -144,9 +164,9 @@ def test_naive_or_malformed_timestamps_are_rejected(moment, reason):
 def test_ended_at_may_not_precede_started_at_across_offsets():
     # 10:00+01:00 is 09:00Z: an end at 09:30Z is after it, one at 08:59Z before it.
     ok = GOOD | {"started_at": "2026-11-29T10:00:00+01:00", "ended_at": "2026-11-29T09:30:00Z"}
-    assert isinstance(parse_contact(ok, text_values=False), Contact)
+    assert isinstance(parse_contact(ok, text_values=False, ingested_at=INGESTED_AT), Contact)
     same = ok | {"ended_at": "2026-11-29T09:00:00Z"}
-    assert isinstance(parse_contact(same, text_values=False), Contact)
+    assert isinstance(parse_contact(same, text_values=False, ingested_at=INGESTED_AT), Contact)
     early = ok | {"ended_at": "2026-11-29T08:59:00Z"}
     assert "ended_at: before started_at" in reasons(early)
 
@@ -154,7 +174,10 @@ def test_ended_at_may_not_precede_started_at_across_offsets():
 @pytest.mark.parametrize(("value", "expected"), [("0", 0), ("12", 12), ("0600", 600)])
 def test_csv_wait_seconds_are_digit_strings(value, expected):
     assert (
-        parse_contact(GOOD_CSV | {"wait_seconds": value}, text_values=True).wait_seconds == expected
+        parse_contact(
+            GOOD_CSV | {"wait_seconds": value}, text_values=True, ingested_at=INGESTED_AT
+        ).wait_seconds
+        == expected
     )
 
 
@@ -173,7 +196,12 @@ def test_csv_empty_wait_seconds_is_missing():
 
 @pytest.mark.parametrize("value", [0, 42, 10**38 - 1])
 def test_json_wait_seconds_are_integers(value):
-    assert parse_contact(GOOD | {"wait_seconds": value}, text_values=False).wait_seconds == value
+    assert (
+        parse_contact(
+            GOOD | {"wait_seconds": value}, text_values=False, ingested_at=INGESTED_AT
+        ).wait_seconds
+        == value
+    )
 
 
 @pytest.mark.parametrize("value", [True, False, 1.5, 12.0, -1, "12", 10**38])
@@ -187,7 +215,9 @@ def test_json_wait_seconds_reject_bools_floats_strings_negatives(value):
 )
 def test_csv_survey_opt_in(value, expected):
     fields = GOOD_CSV | {"survey_opt_in": value}
-    assert parse_contact(fields, text_values=True).survey_opt_in is expected
+    assert (
+        parse_contact(fields, text_values=True, ingested_at=INGESTED_AT).survey_opt_in is expected
+    )
 
 
 @pytest.mark.parametrize("value", ["yes", "1", "t"])
@@ -206,7 +236,7 @@ def test_json_survey_opt_in_is_a_boolean_only(value):
 
 def test_default_survey_opt_in_is_false():
     fields = {k: v for k, v in GOOD.items() if k != "survey_opt_in"}
-    assert parse_contact(fields, text_values=False).survey_opt_in is False
+    assert parse_contact(fields, text_values=False, ingested_at=INGESTED_AT).survey_opt_in is False
 
 
 @pytest.mark.parametrize("field", ["agent_id", "queue", "email"])
@@ -228,7 +258,9 @@ def test_every_broken_rule_is_reported_at_once():
 
 
 def test_to_item_builds_the_contact_item_of_the_contract():
-    item = parse_contact(GOOD, text_values=False).to_item(goodwill_wait_seconds=600)
+    item = parse_contact(GOOD, text_values=False, ingested_at=INGESTED_AT).to_item(
+        goodwill_wait_seconds=600
+    )
     assert item == {
         "pk": "CALLER#+4915112345678",
         "sk": "CONTACT#2026-11-29T09:05:30.250Z#c-1_A",
@@ -250,17 +282,75 @@ def test_to_item_builds_the_contact_item_of_the_contract():
 def test_to_item_leaves_absent_fields_out_and_flags_long_waits():
     fields = {k: v for k, v in GOOD.items() if k not in ("agent_id", "queue", "email")}
     item = parse_contact(
-        fields | {"disposition": "ABANDONED", "wait_seconds": 600}, text_values=False
+        fields | {"disposition": "ABANDONED", "wait_seconds": 600},
+        text_values=False,
+        ingested_at=INGESTED_AT,
     ).to_item(goodwill_wait_seconds=600)
     assert not {"agent_id", "queue", "email"} & item.keys()
     assert item["long_wait"] is True
     assert (
-        parse_contact(GOOD | {"wait_seconds": 599}, text_values=False).to_item(600)["long_wait"]
+        parse_contact(
+            GOOD | {"wait_seconds": 599}, text_values=False, ingested_at=INGESTED_AT
+        ).to_item(600)["long_wait"]
         is False
     )
 
 
 def test_ended_at_in_the_sort_key_is_utc():
-    contact = parse_contact(GOOD | {"ended_at": "2026-11-30T01:00:00+02:00"}, text_values=False)
+    contact = parse_contact(
+        GOOD | {"ended_at": "2026-11-30T01:00:00+02:00"}, text_values=False, ingested_at=INGESTED_AT
+    )
     assert contact.ended_at.astimezone(UTC).hour == 23
     assert contact.to_item(600)["sk"] == "CONTACT#2026-11-29T23:00:00.000Z#c-1_A"
+
+
+@pytest.mark.parametrize(
+    ("moment", "reason"),
+    [
+        ("0001-01-01T00:30:00+01:00", "before 2000-01-01"),  # converting it to UTC overflows
+        ("0999-06-01T00:00:00Z", "before 2000-01-01"),  # would format as 999-... and sort last
+        ("1999-12-31T23:59:59.999Z", "before 2000-01-01"),
+        ("9999-12-31T23:30:00-01:00", "more than a day after the ingest"),
+        ("2026-11-30T12:00:01Z", "more than a day after the ingest"),
+    ],
+)
+def test_timestamps_out_of_range_are_rejected_never_raised(moment, reason):
+    fields = GOOD | {"started_at": "2026-11-29T09:00:00Z", "ended_at": moment}
+    assert f"ended_at: {reason}" in reasons(fields)
+
+
+def test_timestamps_at_the_bounds_are_valid_and_sort_keys_stay_fixed_width():
+    for moment in ("2000-01-01T00:00:00Z", "2026-11-30T12:00:00Z", "2026-11-30T13:00:00+01:00"):
+        fields = GOOD | {"started_at": "2000-01-01T00:00:00Z", "ended_at": moment}
+        item = parse_contact(fields, text_values=False, ingested_at=INGESTED_AT).to_item(600)
+        assert len(item["sk"]) == len("CONTACT#2026-11-29T09:05:30.250Z#") + len("c-1_A")
+
+
+def test_a_csv_integer_of_thousands_of_digits_is_rejected_never_raised():
+    # 4,301 characters: Python refuses int() of more than 4,300 digits, leading zeros included.
+    assert (
+        parse_contact(
+            GOOD_CSV | {"wait_seconds": "0" * 4300 + "7"}, text_values=True, ingested_at=INGESTED_AT
+        ).wait_seconds
+        == 7
+    )
+    assert "wait_seconds: more than 38 digits" in reasons(
+        GOOD_CSV | {"wait_seconds": "9" * 4301}, text_values=True
+    )
+
+
+def test_a_json_integer_past_38_digits_is_rejected():
+    assert "wait_seconds: more than 38 digits" in reasons(GOOD | {"wait_seconds": 10**38})
+    assert (
+        parse_contact(
+            GOOD | {"wait_seconds": 10**38 - 1}, text_values=False, ingested_at=INGESTED_AT
+        ).wait_seconds
+        == 10**38 - 1
+    )
+
+
+@pytest.mark.parametrize("field", ["queue", "email", "agent_id", "started_at"])
+def test_text_with_lone_surrogates_is_rejected(field):
+    # JSON can escape one ("\\ud800"); bytes that are not UTF-8 decode to one.
+    for text in ("\ud800", "M\udcfcller"):
+        assert f"{field}: not valid UTF-8 text" in reasons(GOOD | {field: text})

@@ -1,11 +1,12 @@
-"""S3 event notifications in IngestQueue message bodies -> the objects to ingest."""
+"""IngestQueue message bodies (S3 event notifications, continuations) -> the files to ingest,
+and the order of a key's versions and of exports."""
 
 import json
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from shared.s3_events import NotAnS3Event, S3Object, parse_notification
+from shared.s3_events import FileTask, NotAnS3Event, S3Object, continuation, parse_message
 
 EVENTS = Path(__file__).resolve().parents[3] / "events"
 
@@ -14,7 +15,7 @@ def body_of(event_file: str, index: int = 0) -> str:
     return json.loads((EVENTS / event_file).read_text())["Records"][index]["body"]
 
 
-def notification(key="incoming/a.jsonl", **object_fields) -> str:
+def notification(key="incoming/a.jsonl", event_time="2026-11-29T08:15:02.431Z", **object_fields):
     obj = {"key": key, "size": 10, "eTag": "abc", "sequencer": "0055"} | object_fields
     return json.dumps(
         {
@@ -22,11 +23,18 @@ def notification(key="incoming/a.jsonl", **object_fields) -> str:
                 {
                     "eventSource": "aws:s3",
                     "eventName": "ObjectCreated:Put",
+                    "eventTime": event_time,
                     "s3": {"bucket": {"name": "contacts-bucket"}, "object": obj},
                 }
             ]
         }
     )
+
+
+def parse_notification(body: str) -> list[S3Object]:
+    tasks = parse_message(body)
+    assert all(task.after_line == 0 for task in tasks)
+    return [task.s3_object for task in tasks]
 
 
 def test_put_event_names_the_object_with_its_key_url_decoded():
@@ -84,8 +92,51 @@ def test_events_other_than_object_created_are_ignored():
 
 def test_file_id_is_part_of_the_dataclass_fields():
     # Powertools hashes the dataclass' fields (dataclasses.asdict); the claim key is file_id.
-    s3_object = S3Object("b", "k.csv", "v", None, 1, None)
-    assert asdict(s3_object)["file_id"] == "b/k.csv#v"
+    s3_object = S3Object("b", "k.csv", "v", "0055", 1, None, "2026-11-29T08:15:02.431Z")
+    assert asdict(FileTask(s3_object))["s3_object"]["file_id"] == "b/k.csv#v"
+
+
+def test_the_event_time_is_fixed_width_utc():
+    [s3_object] = parse_notification(notification(event_time="2026-11-29T09:15:02+01:00"))
+    assert s3_object.event_time == "2026-11-29T08:15:02.000Z"
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [("0055", "0056"), ("55", "0056"), ("00FF", "100"), ("0068ca1f3b", "0068CA1F3C")],
+)
+def test_versions_of_a_key_are_ordered_by_sequencer_padded_with_zeros(earlier, later):
+    [first] = parse_notification(notification(sequencer=earlier))
+    [second] = parse_notification(notification(sequencer=later))
+    assert first.ordering_sequencer < second.ordering_sequencer
+
+
+def test_exports_are_ordered_by_event_time_then_sequencer():
+    [old] = parse_notification(notification(event_time="2026-11-29T08:00:00Z", sequencer="99"))
+    [new] = parse_notification(notification(event_time="2026-11-29T08:00:01Z", sequencer="11"))
+    [same_ms] = parse_notification(notification(event_time="2026-11-29T08:00:01Z", sequencer="12"))
+    assert old.export_order < new.export_order < same_ms.export_order
+    assert len({len(o.export_order) for o in (old, new, same_ms)}) == 1
+
+
+def test_a_continuation_names_the_same_file_and_the_line_to_resume_after():
+    [s3_object] = parse_notification(body_of("sqs-s3-put.json"))
+    assert parse_message(continuation(FileTask(s3_object, 4200))) == [FileTask(s3_object, 4200)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"IngestContinuation": 1}',
+        '{"IngestContinuation": {"bucket": "b", "after_line": 3}}',
+        continuation(FileTask(S3Object("b", "k", None, "01", 1, None, "t"), 1)).replace(
+            '"after_line": 1', '"after_line": "1"'
+        ),
+    ],
+)
+def test_a_malformed_continuation_is_a_permanent_error(body):
+    with pytest.raises(NotAnS3Event, match="continuation"):
+        parse_message(body)
 
 
 @pytest.mark.parametrize(
@@ -99,11 +150,14 @@ def test_file_id_is_part_of_the_dataclass_fields():
         ('{"Records": [{"eventName": "ObjectCreated:Put", "eventSource": "aws:sqs"}]}', "aws:s3"),
         ('{"Records": [{"eventName": "ObjectCreated:Put", "eventSource": "aws:s3"}]}', "s3.bucket"),
         (notification(key=""), "object key"),
-        (notification(sequencer=None), "neither versionId nor sequencer"),
+        (notification(sequencer=None), "no sequencer"),
+        (notification(sequencer="not hex"), "no sequencer"),
+        (notification(event_time="yesterday"), "eventTime"),
+        (notification(event_time="2026-11-29T08:15:02"), "eventTime"),
         (notification(size=-1), "size"),
     ],
 )
 def test_anything_else_is_a_permanent_error_naming_the_missing_part(body, reason):
     with pytest.raises(NotAnS3Event, match=reason) as raised:
-        parse_notification(body)
+        parse_message(body)
     assert "Hello" not in str(raised.value)  # the reason never echoes the content
