@@ -1,0 +1,107 @@
+"""The final state the design defines for a set of uploaded files, whatever the deliveries:
+checked by the model-based tests once everything has been delivered.
+
+- every file has a final outcome: applied, or STALE because a newer version of its key was
+  applied first (a stale file changes nothing);
+- one CONTACT item per contact_id, holding the newest export of it among the applied files;
+- each caller's LAST_AGENT is the newest of its contacts that reached an agent;
+- a gift card and a notification per kind at most once per contact: from the first export of it
+  stored (a re-export gets nothing new), so at least once for a contact that every applied
+  version makes due, never for one that none does;
+- nothing left undelivered.
+"""
+
+from collections import Counter
+from datetime import UTC, datetime
+
+from boto3.dynamodb.types import TypeDeserializer
+from shared import ingest, keys, model, rules
+from shared.s3_events import parse_message
+
+from tests.unit.model.pipeline import Pipeline
+
+INGESTED_AT = datetime(2026, 11, 30, tzinfo=UTC)
+_deserializer = TypeDeserializer()
+
+
+def items_by_type(pipeline: Pipeline) -> dict[str, list[dict]]:
+    stack = pipeline.stack
+    found: dict[str, list[dict]] = {}
+    for page in stack.dynamodb.get_paginator("scan").paginate(TableName=stack.contacts_table):
+        for item in page["Items"]:
+            plain = {name: _deserializer.deserialize(value) for name, value in item.items()}
+            found.setdefault(plain["type"], []).append(plain)
+    return found
+
+
+def check_final_state(pipeline: Pipeline) -> None:
+    assert pipeline.stream_caught_up()
+    for url in (pipeline.stack.ingest_queue_url, pipeline.stack.notification_queue_url):
+        attributes = pipeline.stack.sqs.get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        assert attributes["ApproximateNumberOfMessages"] == "0", url
+
+    items = items_by_type(pipeline)
+    # Files: each applied, or stale behind a newer version of its key that was applied.
+    logs = {log["file_id"]: log for log in items.get(keys.PROCESSING_LOG, [])}
+    applied = []
+    for upload in pipeline.uploads:
+        log = logs[upload.file_id]
+        assert log["outcome"] in (ingest.PROCESSED, ingest.STALE), log
+        if log["outcome"] == ingest.PROCESSED:
+            applied.append(upload)
+    for upload in pipeline.uploads:
+        if logs[upload.file_id]["outcome"] == ingest.STALE:
+            assert any(
+                other.key == upload.key and other.sequencer > upload.sequencer for other in applied
+            ), upload.file_id
+
+    # Contacts: the newest export of each contact among the applied files.
+    versions: dict[str, list[tuple[str, dict]]] = {}
+    for upload in applied:
+        [task] = parse_message(upload.event)
+        for line, row in enumerate(upload.rows, start=1):
+            if isinstance(row, dict):
+                version = keys.export_version(task.s3_object.export_order, line)
+                item = model.parse_contact(row, text_values=False, ingested_at=INGESTED_AT)
+                versions.setdefault(row["contact_id"], []).append((version, item.to_item(600)))
+    current = {contact_id: max(found)[1] for contact_id, found in versions.items()}
+    stored = items.get(keys.CONTACT, [])
+    assert Counter(item["contact_id"] for item in stored) == Counter(current.keys())
+    for item in stored:
+        first_export = item.pop("first_export")
+        assert item == current[item["contact_id"]]
+        # Which export was stored first depends on the order of delivery; one alone was first.
+        assert first_export or len(versions[item["contact_id"]]) > 1
+
+    # Last agents: the newest contact of each caller that reached an agent.
+    expected_agents = {}
+    for item in current.values():
+        if rules.sets_last_agent(item):
+            newest = expected_agents.get(item["caller"])
+            if newest is None or (item["ended_at"], item["contact_id"]) > newest:
+                expected_agents[item["caller"]] = (item["ended_at"], item["contact_id"])
+    last_agents = {
+        item["pk"].removeprefix("CALLER#"): (item["ended_at"], item["contact_id"])
+        for item in items.get(keys.LAST_AGENT, [])
+    }
+    assert last_agents == expected_agents
+
+    # Gift cards and notifications: at most once, from whichever export was stored first; so
+    # exactly once when every applied export of the contact is due, never when none is.
+    def due(rule_applies) -> tuple[set[str], set[str]]:
+        every = {c for c, found in versions.items() if all(rule_applies(i) for _, i in found)}
+        some = {c for c, found in versions.items() if any(rule_applies(i) for _, i in found)}
+        return every, some
+
+    cards_every, cards_some = due(lambda item: rules.gift_card_due(item, 600))
+    surveys_every, surveys_some = due(rules.survey_due)
+    cards = Counter(item["contact_id"] for item in items.get(keys.GIFT_CARD, []))
+    assert all(count == 1 for count in cards.values())
+    assert cards_every <= set(cards) <= cards_some
+    published = pipeline.received_by_subscriber()
+    assert all(count == 1 for count in published.values()), published
+    sent = {kind: {c for k, c in published if k == kind} for kind in keys.NOTIFICATION_KINDS}
+    assert sent[keys.GIFT_CARD] == set(cards)
+    assert surveys_every <= sent[keys.SURVEY] <= surveys_some
