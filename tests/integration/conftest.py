@@ -201,6 +201,8 @@ class Stack:
                 "crash_after_side_effects": dict.fromkeys(
                     current.get("crash_after_side_effects", {}), 0
                 ),
+                "crash_after_call": [],
+                "throttle": [],
             },
         )
 
@@ -461,9 +463,13 @@ class Files:
             delete_all_versions(self.stack.s3, self.stack.bucket, prefix)
 
     def forget_processing_logs(self) -> None:
+        """The processing log of every file, and the newest version recorded for every key."""
         self.stack.delete_items(
             keys.processing_log_key(f"{self.stack.bucket}/{key}#{version}")
             for key, version in self.versions
+        )
+        self.stack.delete_items(
+            keys.object_key(self.stack.bucket, key) for key in {key for key, _ in self.versions}
         )
 
 
@@ -494,28 +500,33 @@ def files(stack: Stack) -> Iterator[Files]:
 
 @pytest.fixture
 def contact_cleanup(stack: Stack) -> Iterator[list[str]]:
-    """Callers a test used: their CONTACT, LAST_AGENT and GIFT_CARD items are removed at the end
-    (idempotency records stay: their keys are hashes of unique contact ids, and they expire)."""
+    """Callers a test used: their CONTACT (with its CONTACT_REF), LAST_AGENT and GIFT_CARD items
+    are removed at the end (idempotency records stay: their keys are hashes of unique contact
+    ids, and they expire)."""
     callers: list[str] = []
     yield callers
     for caller in callers:
         contacts = stack.contacts_of(caller)
         item_keys = [{"pk": i["pk"]["S"], "sk": i["sk"]["S"]} for i in contacts]
         item_keys += [keys.gift_card_key(i["contact_id"]["S"]) for i in contacts]
+        item_keys += [keys.contact_ref_key(i["contact_id"]["S"]) for i in contacts]
         item_keys.append(keys.last_agent_key(caller))
         stack.delete_items(item_keys)
 
 
 class TopicCapture:
-    """A queue subscribed to NotificationsTopic (raw delivery): what reached the topic."""
+    """A FIFO queue subscribed to NotificationsTopic (raw delivery): what a subscriber gets. A
+    FIFO subscriber keeps the FIFO topic's exactly-once delivery (a standard queue would get
+    SNS's at-least-once), so every duplicate it sees is one the application sent."""
 
     def __init__(self, stack: Stack):
         self.stack = stack
         self.messages: list[dict] = []
         sqs = stack.sqs
-        self.url = sqs.create_queue(QueueName=f"it-topic-capture-{uuid.uuid4().hex[:12]}")[
-            "QueueUrl"
-        ]
+        self.url = sqs.create_queue(
+            QueueName=f"it-topic-capture-{uuid.uuid4().hex[:12]}.fifo",
+            Attributes={"FifoQueue": "true"},
+        )["QueueUrl"]
         self.arn = sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
