@@ -19,7 +19,7 @@ SAM_CLI_VERSION := 1.170.0
 CHECKOV_VERSION := 3.3.30
 STAMP := .tools/.installed-$(SAM_CLI_VERSION)-$(CHECKOV_VERSION)
 
-.PHONY: help setup lint unit integration test up run bench build
+.PHONY: help setup lint unit integration test up run chaos bench build
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -61,6 +61,10 @@ up: setup ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides)
 
 run: setup ## demo: local stack, demo files in, summary out
 	$(UV) run python -m emulator demo
+
+CHAOS_CONTACTS ?= 10000
+chaos: setup ## exactly-once under duplicates, crashes and throttles (CHAOS_CONTACTS=10000)
+	$(UV) run python -m emulator demo --chaos --contacts $(CHAOS_CONTACTS)
 
 bench: setup build ## performance figures against their budgets -> bench/results.json
 	$(UV) run python -m bench

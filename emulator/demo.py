@@ -10,6 +10,12 @@ reached NotificationsTopic, duplicates suppressed, dead-letter depths and throug
 Every number is checked against what the generated data should give under the layer's own rules
 (shared.rules, shared.keys); the exit status is 0 only if they all agree. The demo is a client of
 the stack: it talks to it with boto3 only, exactly as any AWS client would.
+
+`--chaos` (`make chaos`) runs the same data through the local stack's faults: every S3 event, SQS
+message and stream batch delivered 3 times, two pollers per SQS mapping, a crash after a random
+AWS call in 5% of invocations and random throttles, and ends with a verdict table (contacts lost,
+duplicate and missing notifications, wrong last agents, dead-letter and failure queue depths,
+each expected 0).
 """
 
 from __future__ import annotations
@@ -270,8 +276,11 @@ class Pipeline:
         raise AttributeError(name)
 
     def subscribe_capture(self) -> None:
+        """A FIFO queue subscribed to the FIFO topic: exactly what a subscriber receives."""
         sqs = self.clients["sqs"]
-        self.capture_url = sqs.create_queue(QueueName="demo-topic-capture")["QueueUrl"]
+        self.capture_url = sqs.create_queue(
+            QueueName="demo-topic-capture.fifo", Attributes={"FifoQueue": "true"}
+        )["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=self.capture_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
@@ -413,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m emulator demo", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--contacts", type=int, default=3000)
-    parser.add_argument("--callers", type=int, default=300)
+    parser.add_argument("--callers", type=int, default=None, help="default: a tenth of contacts")
     parser.add_argument("--seed", type=int, default=20261102)
     parser.add_argument("--port", type=int, default=None, help="default: a free one in 4800-4899")
     parser.add_argument(
@@ -437,9 +446,19 @@ def main(argv: list[str] | None = None) -> int:
         help="upload every file at once (default: one after another, each once ingested)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=150.0, help="bound (s) from the first upload to settled"
+        "--timeout", type=float, default=None, help="bound (s) from the first upload to settled"
     )
+    parser.add_argument(
+        "--chaos",
+        action="store_true",
+        help="duplicates, two pollers, crashes and throttles inside the functions; a verdict",
+    )
+    parser.add_argument("--chaos-seed", type=int, default=1, help="the faults' random seed")
     args = parser.parse_args(argv)
+    if args.timeout is None:
+        args.timeout = 900.0 if args.chaos else 150.0
+    if args.callers is None:
+        args.callers = max(1, args.contacts // 10)
 
     stack_name, overrides = samconfig()
     goodwill = int(overrides.get("GoodwillWaitSeconds", rules.DEFAULT_GOODWILL_WAIT_SECONDS))
@@ -470,13 +489,29 @@ def main(argv: list[str] | None = None) -> int:
         local.stop()
 
 
+# The chaos run's faults (docs/local-stack.md): throttles are drawn per call attempt, so boto3's
+# retries see them too; a crash strikes one of an invocation's first ten calls.
+CHAOS = {
+    "duplicate_deliveries": 3,
+    "sqs_pollers": 2,
+    "crash_invocations": {"function": "*", "probability": 0.05, "within_calls": 10},
+    "throttle": [{"function": "*", "operation": "*", "probability": 0.01}],
+}
+
+
 def run(local: LocalStackProcess, stack_name: str, data: DemoData, args: argparse.Namespace) -> int:
     pipeline = Pipeline(stack_name, local)
     names = [f["FunctionName"] for f in pipeline.clients["lambda"].list_functions()["Functions"]]
     state: dict[str, Any] = {"history": [], "logs": FunctionLogs(names)}
     pipeline.subscribe_capture()
     local.control("/_emulator/faults", {"sqs_pollers": args.sqs_pollers})
-    if args.duplicate_deliveries > 1:
+    if args.chaos:
+        local.control("/_emulator/faults", CHAOS | {"seed": args.chaos_seed})
+        say(
+            "  chaos: every S3 event, message and stream batch delivered 3x, 2 pollers per queue, "
+            "a crash after a random call in 5% of invocations, 1% of calls throttled"
+        )
+    elif args.duplicate_deliveries > 1:
         local.control("/_emulator/faults", {"duplicate_deliveries": args.duplicate_deliveries})
         say(
             f"  fault switch: every message and stream batch delivered {args.duplicate_deliveries}x"
@@ -557,7 +592,50 @@ def run(local: LocalStackProcess, stack_name: str, data: DemoData, args: argpars
         state["files"] = pipeline.items(keys.PROCESSING_LOG)
         state["contacts"] = contacts_in()
     state.update(settled=ok, elapsed=time.monotonic() - started, ingest_seconds=ingest_seconds)
-    return summary(pipeline, data, state)
+    if args.chaos:  # counted and shown while they are off: the pipeline has settled
+        local.control("/_emulator/faults", {"crash_invocations": None, "throttle": []})
+    status = summary(pipeline, data, state)
+    return verdict(pipeline, data, state) if args.chaos else status
+
+
+def verdict(pipeline: Pipeline, data: DemoData, state: dict[str, Any]) -> int:
+    """The chaos run's table: what the faults may never cause, each expected 0."""
+    expected = data.expected
+    messages = pipeline.collect()
+    per_id = collections.Counter(m.get("notification_id") for m in messages)
+    kinds = collections.Counter(m.get("kind") for m in messages)
+    injected = pipeline.local.control("/_emulator/faults")["injected"]
+    failed = len(pipeline.local.failed_invocations)
+    rows = {
+        "contacts lost": expected["contacts"] - min(state.get("contacts", 0), expected["contacts"]),
+        "duplicate notifications": sum(n - 1 for n in per_id.values()),
+        "missing notifications": max(0, expected["surveys"] - kinds[keys.SURVEY])
+        + max(0, expected["gift_cards"] - kinds[keys.GIFT_CARD]),
+        "wrong last agents": state.get("wrong_last_agents", len(expected["last_agents"])),
+        **{
+            output.removesuffix("Url"): pipeline.depth(output)
+            for output in (
+                "IngestDeadLetterQueueUrl",
+                "NotificationDeadLetterQueueUrl",
+                "StreamFailureQueueUrl",
+            )
+        },
+    }
+    say("\nChaos verdict")
+    say(f"  {'':<30} {'found':>7} {'expected':>9}")
+    for label, found in rows.items():
+        say(f"  {label:<30} {found:>7,} {0:>9}   {'ok' if found == 0 else 'FAILED'}")
+    say(
+        f"  faults that struck: {injected.get('crash', 0):,} crashes inside an invocation, "
+        f"{injected.get('throttle', 0):,} throttled calls; {failed:,} failed invocations, "
+        "each retried by its event source"
+    )
+    bad = [label for label, found in rows.items() if found]
+    if bad or not state["settled"]:
+        say("\nCHAOS FAILED: " + ", ".join(bad or ["the pipeline did not settle"]))
+        return 1
+    say("\nNo contact lost, nothing sent twice or missed, every last agent right.")
+    return 0
 
 
 class Report:
@@ -607,7 +685,7 @@ def summary(pipeline: Pipeline, data: DemoData, state: dict[str, Any]) -> int:
         "gift cards sent", kinds[keys.GIFT_CARD], expected["gift_cards"], "at NotificationsTopic"
     )
     report.check("duplicate notifications", len(messages) - len(unique), 0)
-    check_last_agents(pipeline, data, report)
+    check_last_agents(pipeline, data, report, state)
     state["logs"].read()
     show_duplicates(state["logs"])
     show_failed_invocations(pipeline)
@@ -632,7 +710,9 @@ def summary(pipeline: Pipeline, data: DemoData, state: dict[str, Any]) -> int:
     return 0
 
 
-def check_last_agents(pipeline: Pipeline, data: DemoData, report: Report) -> None:
+def check_last_agents(
+    pipeline: Pipeline, data: DemoData, report: Report, state: dict[str, Any]
+) -> None:
     """Every caller's LAST_AGENT item against the newest contact with an agent."""
     expected = data.expected["last_agents"]
 
@@ -656,6 +736,7 @@ def check_last_agents(pipeline: Pipeline, data: DemoData, report: Report) -> Non
     detail = "callers with an agent"
     if late >= 1:
         detail += f" (converged {late:.0f} s after the settle signal)" if not mismatches else ""
+    state["wrong_last_agents"] = len(mismatches)
     report.check("last agents right", len(expected) - len(mismatches), len(expected), detail)
     for caller, (stored, want) in list(mismatches.items())[:3]:
         say(
