@@ -22,14 +22,28 @@ from typing import Any
 from urllib.parse import quote_plus
 
 import botocore.session
+from moto import mock_aws
 
 from bench.common import FUNCTIONS, REGION, ROOT, function_env, layer_path
+from emulator import moto_patches
 from tests.resources import import_handler
 
 ACCOUNT = "123456789012"
 WRITE_OPERATIONS = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 )
+
+
+@contextmanager
+def aws_in_process() -> Iterator[None]:
+    """moto in this process, with the local stack's fidelity patches (as the unit tests run it:
+    moto's own TransactWriteItems copies whole tables)."""
+    moto_patches.install()
+    try:
+        with mock_aws():
+            yield
+    finally:
+        moto_patches.uninstall()
 
 
 def import_shared() -> None:
@@ -203,7 +217,7 @@ def sqs_event(bodies: list[str], queue: str) -> dict:
 class Call:
     operation: str
     tables: tuple[str, ...]
-    items: int  # items a BatchWriteItem carries; 1 for a single-item call
+    items: int  # items a BatchWriteItem or TransactWriteItems carries; 1 for a single-item call
 
     @property
     def write(self) -> bool:

@@ -2,7 +2,8 @@
 checked by the model-based tests once everything has been delivered.
 
 - every file has a final outcome: applied, or STALE because a newer version of its key was
-  applied first (a stale file changes nothing);
+  applied first (a stale file changes nothing); a file whose processing began after a newer
+  version's did is STALE;
 - one CONTACT item per contact_id, holding the newest export of it among the applied files;
 - each caller's LAST_AGENT is the newest of its contacts that reached an agent;
 - a gift card and a notification per kind at most once per contact: from the first export of it
@@ -51,6 +52,8 @@ def check_final_state(pipeline: Pipeline) -> None:
         assert log["outcome"] in (ingest.PROCESSED, ingest.STALE), log
         if log["outcome"] == ingest.PROCESSED:
             applied.append(upload)
+    for file_id in pipeline.must_be_stale:
+        assert logs[file_id]["outcome"] == ingest.STALE, f"{file_id} came late and was applied"
     for upload in pipeline.uploads:
         if logs[upload.file_id]["outcome"] == ingest.STALE:
             assert any(

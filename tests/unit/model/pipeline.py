@@ -118,6 +118,8 @@ class Pipeline:
         self.held: list[str] = []  # S3 events taken out of the queue, to be delivered late
         self.received: Counter = Counter()  # (kind, contact_id) a topic subscriber received
         self.last_failures: list[str] = []  # what failed in the last round of drain()
+        self.started_files: set[str] = set()  # file ids with a processing log, seen so far
+        self.must_be_stale: set[str] = set()  # started after a newer version of their key
         self.armed: dict[str, int] = {}  # function -> the call its next invocations crash after
         self.calls_made: dict[str, int] = dict.fromkeys(FUNCTION_DIRS, 0)  # most in one call
         self.crashes: list[tuple[str, tuple[str, ...]]] = []  # function, calls it made
@@ -264,7 +266,32 @@ class Pipeline:
         for message in messages:
             if message["MessageId"] not in failed:
                 self.stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        if function == "IngestFunction":
+            self._watch_new_files()
         return True
+
+    def _watch_new_files(self) -> None:
+        """Note each file whose processing began after a newer version of its key had: it must
+        end STALE (its event came late). Seen between deliveries, so a file another version
+        overtook while it was in progress is not held to it."""
+        started = {
+            item["file_id"]["S"]
+            for item in self.stack.dynamodb.scan(
+                TableName=self.stack.contacts_table,
+                FilterExpression="#type = :log",
+                ExpressionAttributeNames={"#type": "type"},
+                ExpressionAttributeValues={":log": {"S": "PROCESSING_LOG"}},
+            )["Items"]
+        }
+        by_id = {upload.file_id: upload for upload in self.uploads}
+        for file_id in started - self.started_files:
+            upload = by_id[file_id]
+            if any(
+                by_id[other].key == upload.key and by_id[other].sequencer > upload.sequencer
+                for other in self.started_files
+            ):
+                self.must_be_stale.add(file_id)
+        self.started_files |= started
 
     # -- stream mappings -------------------------------------------------------------------------
     def _read_stream(self) -> None:
