@@ -125,19 +125,24 @@ class Pipeline:
         self.crashes: list[tuple[str, tuple[str, ...]]] = []  # function, calls it made
         self._sequencers = itertools.count(0x68CA1F3C11A9E200)
         self._seconds = itertools.count()
-        self._records: list[dict[str, Any]] = []
-        self._positions = dict.fromkeys(STREAM_CONSUMERS, 0)
         stream_arn = stack.dynamodb.describe_table(TableName=stack.contacts_table)["Table"][
             "LatestStreamArn"
         ]
         self._stream_arn = stream_arn
         self._streams = client("dynamodbstreams")
-        shard = self._streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][
-            0
-        ]["ShardId"]
-        self._iterator = self._streams.get_shard_iterator(
-            StreamArn=stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
+        shards = self._streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+        # Per shard: its iterator and the records read so far; per consumer and shard: the
+        # records handled (a consumer's shards advance independently, as Lambda's do).
+        self._iterators = {
+            shard["ShardId"]: self._streams.get_shard_iterator(
+                StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            for shard in shards
+        }
+        self._records: dict[str, list[dict[str, Any]]] = {shard: [] for shard in self._iterators}
+        self._positions = {
+            consumer: dict.fromkeys(self._iterators, 0) for consumer in STREAM_CONSUMERS
+        }
 
     # -- S3 --------------------------------------------------------------------------------------
     def upload(self, key: str, rows: list[dict | str], same_moment: bool = False) -> Upload:
@@ -295,31 +300,39 @@ class Pipeline:
 
     # -- stream mappings -------------------------------------------------------------------------
     def _read_stream(self) -> None:
-        while True:
-            page = self._streams.get_records(ShardIterator=self._iterator, Limit=1000)
-            self._iterator = page["NextShardIterator"]
-            if not page["Records"]:
-                return
-            self._records += [
-                stream_lambda_record(raw, self._stream_arn, REGION) for raw in page["Records"]
-            ]
+        for shard in self._iterators:
+            while True:
+                page = self._streams.get_records(ShardIterator=self._iterators[shard], Limit=1000)
+                self._iterators[shard] = page["NextShardIterator"]
+                if not page["Records"]:
+                    break
+                self._records[shard] += [
+                    stream_lambda_record(raw, self._stream_arn, REGION) for raw in page["Records"]
+                ]
 
     def deliver_stream(
         self, consumer: str, max_records: int, crash_after: int | None, twice: bool
     ) -> bool:
-        """One batch of the consumer's stream; False when it is caught up."""
+        """One batch of the consumer's first shard with records left; False when it is caught
+        up on every shard."""
         self._read_stream()
-        position, batch = self._positions[consumer], []
-        for record in self._records[position:]:
+        positions = self._positions[consumer]
+        pending = [shard for shard in self._records if positions[shard] < len(self._records[shard])]
+        if not pending:
+            return False
+        shard = pending[0]
+        records = self._records[shard]
+        position, batch = positions[shard], []
+        for record in records[position:]:
             if len(batch) == max_records:
                 break
             if self.filters[consumer].matches(record):
                 batch.append(record)
             elif not batch:
                 position += 1  # filtered out before the batch: skipped without an invocation
-        self._positions[consumer] = position
+        positions[shard] = position
         if not batch:
-            return position < len(self._records)
+            return True
         failed: set[str] | None = set()
         for delivery in range(2 if twice else 1):
             failed = self.invoke(
@@ -332,13 +345,16 @@ class Pipeline:
             len(batch),
         )
         if done:
-            last = batch[done - 1]
-            self._positions[consumer] = self._records.index(last, position) + 1
+            positions[shard] = records.index(batch[done - 1], position) + 1
         return True
 
     def stream_caught_up(self) -> bool:
         self._read_stream()
-        return all(position == len(self._records) for position in self._positions.values())
+        return all(
+            position == len(self._records[shard])
+            for positions in self._positions.values()
+            for shard, position in positions.items()
+        )
 
     def received_by_subscriber(self) -> Counter:
         """(kind, contact_id) of every message a FIFO queue subscribed to the topic received."""
