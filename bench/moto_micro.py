@@ -100,13 +100,14 @@ def timed(wsgi: Wsgi, fn: Callable[[], Any], n: int) -> tuple[float, float]:
 def fill(queue: Any, depth: int) -> None:
     """depth visible messages, appended directly (what SendMessage stores, without its cost)."""
     now = int(time.time() * 1000)
+    indexed = isinstance(type(queue).__dict__.get("_messages"), property)  # patched: moto_sqs
     for i in range(depth):
         message = Message(f"m{i}-{time.monotonic_ns()}", f'{{"n": {i}}}')
         message.sent_timestamp = now  # type: ignore[assignment]
-        queue._messages.append(message)
-    notify = getattr(queue, "_emulator_reindex", None)
-    if notify is not None:
-        notify()
+        if indexed:
+            queue.add_message(message)
+        else:
+            queue._messages.append(message)
 
 
 def sqs_depths(quick: bool) -> None:

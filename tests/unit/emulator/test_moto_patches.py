@@ -313,17 +313,32 @@ class Table:
     def get(self, pk: str) -> dict | None:
         return self.ddb.get_item(TableName=self.name, Key={"pk": {"S": pk}}).get("Item")
 
-    def latest_iterator(self) -> str:
-        shard = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"][
+    def latest_iterator(self) -> dict[str, str]:
+        """A LATEST iterator per shard (the stream has several)."""
+        shards = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"][
             "Shards"
-        ][0]["ShardId"]
-        return self.streams.get_shard_iterator(
-            StreamArn=self.stream_arn, ShardId=shard, ShardIteratorType="LATEST"
-        )["ShardIterator"]
+        ]
+        return {
+            shard["ShardId"]: self.streams.get_shard_iterator(
+                StreamArn=self.stream_arn, ShardId=shard["ShardId"], ShardIteratorType="LATEST"
+            )["ShardIterator"]
+            for shard in shards
+        }
 
-    def records(self, iterator: str) -> list[tuple[str, str]]:
-        got = self.streams.get_records(ShardIterator=iterator)["Records"]
-        return [(r["eventName"], r["dynamodb"]["Keys"]["pk"]["S"]) for r in got]
+    def raw_records(self, iterators: dict[str, str]) -> list[dict]:
+        """Every shard's records after its iterator, in sequence-number order (each iterator
+        moves on)."""
+        got = []
+        for shard, iterator in iterators.items():
+            response = self.streams.get_records(ShardIterator=iterator)
+            iterators[shard] = response["NextShardIterator"]
+            got += response["Records"]
+        return sorted(got, key=lambda r: int(r["dynamodb"]["SequenceNumber"]))
+
+    def records(self, iterators: dict[str, str]) -> list[tuple[str, str]]:
+        return [
+            (r["eventName"], r["dynamodb"]["Keys"]["pk"]["S"]) for r in self.raw_records(iterators)
+        ]
 
     def transact(self, *actions: dict) -> dict:
         return self.ddb.transact_write_items(TransactItems=list(actions))
@@ -546,6 +561,6 @@ def test_update_item_creating_an_item_writes_one_insert(aws):
             UpdateExpression="SET v = :v",
             ExpressionAttributeValues={":v": {"N": "1"}},
         )
-    records = table.streams.get_records(ShardIterator=iterator)["Records"]
+    records = table.raw_records(iterator)
     assert [r["eventName"] for r in records] == ["INSERT"]  # the repeat changed nothing
     assert records[0]["dynamodb"]["NewImage"] == {"pk": {"S": "u"}, "v": {"N": "1"}}
