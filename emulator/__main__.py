@@ -37,6 +37,13 @@ def _positive(value: str) -> int:
     return number
 
 
+def _rate(value: str) -> float:
+    number = float(value)
+    if not 0 <= number <= 1:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return number
+
+
 def _call_fault(value: str) -> dict[str, Any]:
     """``FUNCTION:OPERATION[:TIMES]`` (OPERATION: service:Name, service:* or *) or a JSON entry."""
     if value.lstrip().startswith("{"):
@@ -82,8 +89,26 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=None, help="default: EMULATOR_PORT or 4566")
     up.add_argument("--template", default=DEFAULT_TEMPLATE)
     up.add_argument("--config-file", default=None, help="samconfig.toml (default: beside it)")
-    up.add_argument("--duplicate-deliveries", type=_positive, default=1)
-    up.add_argument("--sqs-pollers", type=_positive, default=1)
+    up.add_argument(
+        "--duplicate-deliveries",
+        type=_positive,
+        default=1,
+        help="deliver every SQS batch, stream batch and S3 event N times",
+    )
+    up.add_argument(
+        "--duplicate-rate",
+        type=_rate,
+        default=0.0,
+        metavar="P",
+        help="deliver each SQS / stream batch once more with probability P (0-1)",
+    )
+    up.add_argument(
+        "--sqs-pollers",
+        type=_positive,
+        default=None,
+        help="a fixed number of pollers per SQS mapping (default: 5, scaled with the backlog "
+        "as Lambda does)",
+    )
     up.add_argument(
         "--crash-after-call",
         type=_call_fault,
@@ -145,7 +170,11 @@ def _faults(args: argparse.Namespace) -> Any:
     """The fault switches of the `up` flags (ValueError naming the field when one is invalid)."""
     from emulator.faults import Faults
 
-    faults = Faults(duplicate_deliveries=args.duplicate_deliveries, sqs_pollers=args.sqs_pollers)
+    faults = Faults(
+        duplicate_deliveries=args.duplicate_deliveries,
+        duplicate_rate=args.duplicate_rate,
+        sqs_pollers=args.sqs_pollers,
+    )
     call_faults: dict[str, Any] = {
         "crash_after_call": args.crash_after_call,
         "throttle": args.throttle,
@@ -260,7 +289,7 @@ def _start_engine(endpoint_url: str, region: str, runtime: Any, faults: Any) -> 
             file=sys.stderr,
         )
         return None
-    engine = EventSourceMappingEngine(endpoint_url, region, runtime, faults)
+    engine = EventSourceMappingEngine(runtime, faults, region=region, endpoint_url=endpoint_url)
     engine.start()
     return engine
 

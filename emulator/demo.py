@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "shared"))
 
 import boto3  # noqa: E402
-from shared import keys, model, rules  # noqa: E402
+from shared import ingest, keys, model, rules  # noqa: E402
 
 from emulator.process import LocalStackProcess, free_port  # noqa: E402
 
@@ -366,7 +366,8 @@ class Pipeline:
 
 
 def upload(pipeline: Pipeline, demo_file: DemoFile, *, wait: bool, deadline: float) -> bool:
-    """Put one file; with ``wait``, until its processing log says what became of it."""
+    """Put one file; with ``wait``, until its processing log says what became of it (a file
+    still IN_PROGRESS, resumed by continuations or retried after a timeout, is not done)."""
     bucket = pipeline.outputs["ContactsBucketName"]
     began = time.monotonic()
     version = pipeline.s3.put_object(Bucket=bucket, Key=demo_file.key, Body=demo_file.body).get(
@@ -383,7 +384,7 @@ def upload(pipeline: Pipeline, demo_file: DemoFile, *, wait: bool, deadline: flo
         item = pipeline.dynamodb.get_item(
             TableName=table, Key={k: {"S": v} for k, v in key.items()}, ConsistentRead=True
         ).get("Item")
-        if item:
+        if item and item["outcome"]["S"] != ingest.IN_PROGRESS:
             say(
                 f"{line}  -> {item['outcome']['S']} in {time.monotonic() - began:.1f} s "
                 f"({int(item['rows_ok']['N']):,} ok, {int(item['rows_rejected']['N'])} rejected)"

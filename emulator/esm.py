@@ -1,20 +1,26 @@
 """Event source mappings, delivered as Lambda delivers them (the local stack's only deliverer).
 
-``EventSourceMappingEngine`` reads the mappings from moto's Lambda API
-(ListEventSourceMappings, re-read every ``refresh_interval`` seconds so that
-UpdateEventSourceMapping takes effect), runs pollers for them and invokes functions through the
-runtime:
+``EventSourceMappingEngine`` runs in the moto server's process. It reads the mappings from moto's
+Lambda backend objects (re-read every ``refresh_interval`` seconds, so that
+UpdateEventSourceMapping takes effect), runs pollers for them, reads the sources through
+emulator/backends.py (in process: no HTTP, no boto3) and invokes functions through the runtime:
 
-- SQS queues (emulator/esm_sqs.py): BatchSize, MaximumBatchingWindowInSeconds, the queue's own
-  visibility timeout, FilterCriteria on the JSON body (non-matching messages deleted without an
-  invocation), ReportBatchItemFailures, DLQ redrive left to SQS (moto redrives at receive time).
-- DynamoDB streams (emulator/esm_streams.py): StartingPosition, BatchSize, batching window, one
-  batch in flight per shard, FilterCriteria, ReportBatchItemFailures (checkpoint at the lowest
-  failed sequence number), BisectBatchOnFunctionError, MaximumRetryAttempts,
-  MaximumRecordAgeInSeconds, OnFailure destination (SQS or SNS) with the DDBStreamBatchInfo record.
+- SQS queues (emulator/esm_sqs.py): 5 pollers scaled with the backlog as Lambda does, BatchSize,
+  MaximumBatchingWindowInSeconds, the queue's own visibility timeout, FilterCriteria on the JSON
+  body (non-matching messages deleted without an invocation), ReportBatchItemFailures, DLQ
+  redrive left to SQS (moto redrives at receive time).
+- DynamoDB streams (emulator/esm_streams.py): a worker per shard (parents before children),
+  ParallelizationFactor lanes per shard, StartingPosition, BatchSize, batching window, the 6 MB
+  payload cut, FilterCriteria, ReportBatchItemFailures (checkpoint at the lowest failed sequence
+  number), BisectBatchOnFunctionError, MaximumRetryAttempts, MaximumRecordAgeInSeconds, OnFailure
+  destination (SQS or SNS) with the DDBStreamBatchInfo record.
+
+Pollers wait on emulator.wakeups (moto signals a source when a message or record arrives) with a
+timeout, never on a timer: a caught-up engine costs next to nothing.
 
 Faults (emulator/faults.py) are read live: ``duplicate_deliveries`` (each SQS batch / stream batch
-invoked N times, every result applied) and ``sqs_pollers`` (concurrent pollers per SQS mapping).
+invoked N times, every result applied), ``duplicate_rate`` (once more with that probability) and
+``sqs_pollers`` (a fixed number of pollers per SQS mapping instead of Lambda's scaling).
 
 One log line per invocation on the ``emulator.esm`` logger: mapping uuid (8 chars), function,
 record count, outcome. Record contents are never logged.
@@ -22,346 +28,88 @@ record count, outcome. Record contents are never logged.
 
 from __future__ import annotations
 
-import json
-import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import boto3
-from botocore.config import Config
-
-from emulator.filters import FilterCriteria
+from emulator.backends import SqsSource, StreamSource
+from emulator.esm_common import (
+    EngineContext,
+    Invoker,
+    MappingConfig,
+    MappingPoller,
+    MappingStats,
+    QueueSource,
+    StreamShards,
+    log,
+)
+from emulator.esm_sqs import SqsMappingPoller
+from emulator.esm_streams import StreamMappingPoller
+from emulator.runtime import DEFAULT_MAX_CONCURRENCY
 
 if TYPE_CHECKING:
     from emulator.faults import Faults
-    from emulator.runtime import Runtime
 
-log = logging.getLogger("emulator.esm")
-
-REPORT_BATCH_ITEM_FAILURES = "ReportBatchItemFailures"
-
-# Counters every mapping reports in stats(), whatever its kind.
-STAT_KEYS = (
-    "invocations",  # function invocations (each duplicate delivery counts)
-    "records_delivered",  # records in those invocations
-    "records_filtered",  # records that matched no filter: deleted (SQS) / skipped (streams)
-    "failures",  # invocations that failed: function error, malformed or partial response
-    "records_failed",  # records left to retry by those failures
-    "sent_to_dlq",  # SQS: messages that failed on their last allowed receive (maxReceiveCount)
-    "sent_to_on_failure",  # streams: records discarded to the OnFailure destination (or dropped)
-    "bisections",  # streams: failed batches split in two
-)
+SUPPORTED = ("sqs", "dynamodb")
+DEFAULT_ACCOUNT_ID = "123456789012"  # moto's
 
 
-def _as_int(value: Any, default: int) -> int:
-    if value is None or value == "":
-        return default
+def open_queue(arn: str) -> QueueSource:
+    return SqsSource(arn)
+
+
+def open_stream(arn: str) -> StreamShards:
+    return StreamSource(arn)
+
+
+def table_hash_key(stream_arn: str) -> str | None:
+    """The hash key attribute of a stream's table (a record's partition key), from moto's
+    DynamoDB backend; None when unknown (lanes then go by the whole key)."""
+    from moto.dynamodb.models import dynamodb_backends  # noqa: PLC0415
+
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() == "true"
-    return bool(value)
-
-
-def source_kind(arn: str) -> str:
-    """ "sqs", "dynamodb" (a DynamoDB stream) or the ARN's service for anything unsupported."""
-    parts = arn.split(":")
-    service = parts[2] if len(parts) > 2 else ""
-    if service == "dynamodb" and "/stream/" in arn:
-        return "dynamodb"
-    return service
-
-
-@dataclass(frozen=True)
-class MappingConfig:
-    """One mapping as ListEventSourceMappings returns it, with Lambda's defaults applied."""
-
-    uuid: str
-    function_arn: str
-    source_arn: str
-    kind: str
-    enabled: bool
-    batch_size: int
-    window: float  # MaximumBatchingWindowInSeconds
-    filter_criteria: dict | None
-    report_failures: bool  # FunctionResponseTypes contains ReportBatchItemFailures
-    bisect: bool
-    max_retry: int  # -1: infinite
-    max_age: int  # -1: infinite
-    on_failure: str | None  # destination ARN
-    starting_position: str
-
-    @classmethod
-    def from_api(cls, m: dict[str, Any]) -> MappingConfig:
-        arn = m.get("EventSourceArn", "")
-        kind = source_kind(arn)
-        destination = ((m.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
-        return cls(
-            uuid=m["UUID"],
-            function_arn=m.get("FunctionArn", ""),
-            source_arn=arn,
-            kind=kind,
-            enabled=m.get("State") == "Enabled",
-            batch_size=max(1, _as_int(m.get("BatchSize"), 10 if kind == "sqs" else 100)),
-            window=max(0.0, float(_as_int(m.get("MaximumBatchingWindowInSeconds"), 0))),
-            filter_criteria=m.get("FilterCriteria") or None,
-            report_failures=REPORT_BATCH_ITEM_FAILURES in (m.get("FunctionResponseTypes") or []),
-            bisect=_as_bool(m.get("BisectBatchOnFunctionError")),
-            max_retry=_as_int(m.get("MaximumRetryAttempts"), -1),
-            max_age=_as_int(m.get("MaximumRecordAgeInSeconds"), -1),
-            on_failure=destination or None,
-            starting_position=m.get("StartingPosition") or "TRIM_HORIZON",
-        )
-
-    @property
-    def short(self) -> str:
-        return self.uuid[:8]
-
-    @property
-    def function_name(self) -> str:
-        """The function's name (what the runtime is invoked with), from its possibly qualified
-        ARN ``arn:aws:lambda:<region>:<account>:function:<name>[:<qualifier>]``."""
-        parts = self.function_arn.split(":")
-        return parts[6] if len(parts) > 6 else self.function_arn
-
-
-class MappingStats:
-    """Thread-safe counters of one mapping."""
-
-    def __init__(self, config: MappingConfig):
-        self._lock = threading.Lock()
-        self._counts = dict.fromkeys(STAT_KEYS, 0)
-        self.config = config
-
-    def add(self, **counts: int) -> None:
-        with self._lock:
-            for name, value in counts.items():
-                self._counts[name] += value
-
-    def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            counts = dict(self._counts)
-        cfg = self.config
-        return {
-            "function": cfg.function_name,
-            "source": cfg.source_arn,
-            "kind": cfg.kind,
-            "state": "Enabled" if cfg.enabled else "Disabled",
-            **counts,
-        }
-
-
-_filter_cache: dict[str, Any] = {}
-_filter_cache_lock = threading.Lock()
-
-
-def compile_filters(criteria: dict | None) -> Any:
-    """The mapping's FilterCriteria, compiled once per distinct value (None: match everything)."""
-    if not criteria or not criteria.get("Filters"):
+        parts = stream_arn.split(":")
+        table = parts[5].split("/")[1]
+        return dynamodb_backends[parts[4]][parts[3]].get_table(table).hash_key_attr
+    except Exception:
         return None
-    key = json.dumps(criteria, sort_keys=True)
-    with _filter_cache_lock:
-        compiled = _filter_cache.get(key)
-        if compiled is None:
-            compiled = FilterCriteria.from_mapping(criteria)
-            _filter_cache[key] = compiled
-        return compiled
-
-
-def matches(filters: Any, record: dict[str, Any]) -> bool:
-    return filters is None or filters.matches(record)
-
-
-@dataclass
-class BatchOutcome:
-    """How Lambda reads one invocation's result for a batch.
-
-    ``kind``: "ok" (every record succeeded), "partial" (valid batchItemFailures),
-    "error" (function error, timeout, crash) or "malformed" (an invalid partial response, which
-    fails the whole batch). ``failed`` holds the failed item identifiers; None means all of them.
-    """
-
-    kind: str
-    failed: set[str] | None = field(default_factory=set)
-    function_error: str | None = None
-
-    @property
-    def all_failed(self) -> bool:
-        return self.failed is None
-
-
-def read_outcome(  # noqa: PLR0911 - one return per documented condition
-    result: Any, identifiers: list[str], report_failures: bool
-) -> BatchOutcome:
-    """Apply Lambda's success and failure conditions to an invocation result.
-
-    Success: any response without ReportBatchItemFailures; with it, a null response, an object
-    without ``batchItemFailures``, a null or empty list. Whole-batch failure: a function error, a
-    response that is not an object, ``batchItemFailures`` not a list, an entry without a non-empty
-    string ``itemIdentifier`` or with an identifier that is not in the batch.
-    """
-    if not getattr(result, "ok", False):
-        return BatchOutcome("error", None, "Unhandled")
-    if not report_failures:
-        return BatchOutcome("ok")
-    payload = result.payload
-    if payload is None:
-        return BatchOutcome("ok")
-    if not isinstance(payload, dict):
-        return BatchOutcome("malformed", None)
-    failures = payload.get("batchItemFailures")
-    if failures is None or failures == []:
-        return BatchOutcome("ok")
-    if not isinstance(failures, list):
-        return BatchOutcome("malformed", None)
-    known = set(identifiers)
-    failed: set[str] = set()
-    for item in failures:
-        ident = item.get("itemIdentifier") if isinstance(item, dict) else None
-        if not isinstance(ident, str) or not ident or ident not in known:
-            return BatchOutcome("malformed", None)
-        failed.add(ident)
-    return BatchOutcome("partial", failed)
-
-
-def log_invocation(
-    cfg: MappingConfig,
-    records: int,
-    outcome: BatchOutcome,
-    elapsed: float,
-    *,
-    delivery: int = 1,
-    deliveries: int = 1,
-    extra: str = "",
-) -> None:
-    text = outcome.kind
-    if outcome.kind == "partial":
-        text = f"partial failed={len(outcome.failed or ())}"
-    dup = f" delivery={delivery}/{deliveries}" if deliveries > 1 else ""
-    level = logging.INFO if outcome.kind == "ok" else logging.WARNING
-    log.log(
-        level,
-        "esm %s fn=%s records=%d outcome=%s%s %dms%s",
-        cfg.short,
-        cfg.function_name,
-        records,
-        text,
-        dup,
-        elapsed * 1000,
-        f" {extra}" if extra else "",
-    )
-
-
-class EngineContext:
-    """What the pollers share: clients, runtime, faults, timings and the activity counter."""
-
-    def __init__(
-        self,
-        endpoint_url: str,
-        region: str,
-        runtime: Runtime,
-        faults: Faults,
-        *,
-        poll_interval: float,
-        retry_delay: float,
-        long_poll_seconds: int,
-    ):
-        self.endpoint_url = endpoint_url
-        self.long_poll_seconds = long_poll_seconds
-        self.region = region
-        self.runtime = runtime
-        self.faults = faults
-        self.poll_interval = poll_interval
-        self.retry_delay = retry_delay
-        session = boto3.session.Session(
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",  # noqa: S106 - the local endpoint's dummy credentials
-            region_name=region,
-        )
-        config = Config(
-            retries={"max_attempts": 3, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=30,
-            max_pool_connections=64,
-            account_id_endpoint_mode="disabled",
-        )
-
-        def client(service: str) -> Any:
-            return session.client(service, endpoint_url=endpoint_url, config=config)
-
-        self.lambda_ = client("lambda")
-        self.sqs = client("sqs")
-        self.sns = client("sns")
-        self.streams = client("dynamodbstreams")
-        self._activity = 0
-        self._activity_lock = threading.Lock()
-
-    def touch(self) -> None:
-        """Record progress (messages received, records fetched, an invocation finished)."""
-        with self._activity_lock:
-            self._activity += 1
-
-    @property
-    def activity(self) -> int:
-        with self._activity_lock:
-            return self._activity
-
-    def deliveries(self) -> int:
-        return max(1, _as_int(getattr(self.faults, "duplicate_deliveries", 1), 1))
-
-    def sqs_pollers(self) -> int:
-        return max(1, _as_int(getattr(self.faults, "sqs_pollers", 1), 1))
-
-    def queue_url(self, queue_arn: str) -> str:
-        parts = queue_arn.split(":")
-        return self.sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])[
-            "QueueUrl"
-        ]
 
 
 class EventSourceMappingEngine:
-    """Runs every event source mapping that moto's Lambda API lists."""
+    """Runs every event source mapping moto's Lambda backend holds (one account and region)."""
 
     def __init__(
         self,
-        endpoint_url: str,
-        region: str,
-        runtime: Runtime,
+        runtime: Invoker,
         faults: Faults,
         *,
-        refresh_interval: float = 1.0,
-        poll_interval: float = 0.1,
+        region: str,
+        endpoint_url: str | None = None,
+        account_id: str = DEFAULT_ACCOUNT_ID,
+        refresh_interval: float = 0.5,
         retry_delay: float = 0.2,
-        long_poll_seconds: int = 1,
+        max_sqs_pollers: int = DEFAULT_MAX_CONCURRENCY,
     ):
-        """``refresh_interval``: seconds between reads of the mappings. ``poll_interval``: pause
-        between polls of an active stream shard (and of a queue without long polling).
+        """``refresh_interval``: seconds between reads of the mappings (in process, cheap).
         ``retry_delay``: first pause before a stream batch is retried (doubling, up to 2 s).
-        ``long_poll_seconds``: ReceiveMessage WaitTimeSeconds while a queue is empty (0: short
-        polling every poll_interval); it bounds how long stop() waits for a poller."""
-        self.endpoint_url = endpoint_url
+        ``endpoint_url``: the local endpoint, used only to send OnFailure records.
+        ``max_sqs_pollers``: the most pollers an SQS mapping scales to (default: the runtime's
+        workers per function)."""
         self.region = region
+        self.account_id = account_id
         self.refresh_interval = refresh_interval
         self._ctx = EngineContext(
-            endpoint_url,
-            region,
             runtime,
             faults,
-            poll_interval=poll_interval,
+            region=region,
+            endpoint_url=endpoint_url,
             retry_delay=retry_delay,
-            long_poll_seconds=long_poll_seconds,
+            max_sqs_pollers=max_sqs_pollers,
         )
-        self._pollers: dict[str, Any] = {}
+        self._pollers: dict[str, MappingPoller] = {}
         self._stats: dict[str, MappingStats] = {}
         self._unsupported: set[str] = set()
-        self._retired: list[Any] = []  # pollers of deleted mappings, joined by stop()
+        self._retired: list[MappingPoller] = []  # pollers of deleted mappings, joined by stop()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -397,28 +145,31 @@ class EventSourceMappingEngine:
         while not self._stop.wait(self.refresh_interval):
             try:
                 self.refresh()
-            except Exception as error:  # the server going away while stopping, a transient error
+            except Exception as error:  # a transient error while stopping
                 if not self._stop.is_set():
                     log.warning("esm: reading the event source mappings failed: %s", error)
 
     # -- mappings --------------------------------------------------------------------------------
-    def _list_mappings(self) -> list[dict[str, Any]]:
-        mappings: list[dict[str, Any]] = []
-        for page in self._ctx.lambda_.get_paginator("list_event_source_mappings").paginate():
-            mappings.extend(page.get("EventSourceMappings", []))
-        return mappings
+    def _mappings(self) -> list[MappingConfig]:
+        """Every mapping moto holds, as GetEventSourceMapping shows it (in process)."""
+        from moto.awslambda.models import lambda_backends  # noqa: PLC0415
+
+        backend = lambda_backends[self.account_id][self.region]
+        return [
+            MappingConfig.from_api(esm.get_configuration())
+            for esm in list(backend._event_source_mappings.values())
+        ]
 
     def refresh(self) -> None:
         """Re-read the mappings now: start, reconfigure and stop pollers to match them."""
         if self._stop.is_set() and self._thread is None:
             return
-        mappings = self._list_mappings()
+        mappings = self._mappings()
         with self._lock:
             seen = set()
-            for raw in mappings:
-                cfg = MappingConfig.from_api(raw)
+            for cfg in mappings:
                 seen.add(cfg.uuid)
-                if cfg.kind not in ("sqs", "dynamodb"):
+                if cfg.kind not in SUPPORTED:
                     if cfg.uuid not in self._unsupported:
                         self._unsupported.add(cfg.uuid)
                         log.warning(
@@ -449,55 +200,51 @@ class EventSourceMappingEngine:
                 retired = self._pollers.pop(uuid)
                 retired.stop()
                 self._retired.append(retired)
+            self._retired = [p for p in self._retired if p.active_pollers()]
 
-    def _make_poller(self, cfg: MappingConfig, stats: MappingStats) -> Any:
-        # Imported here: the poller modules import this one (shared config, stats, outcomes).
+    def _make_poller(self, cfg: MappingConfig, stats: MappingStats) -> MappingPoller:
         if cfg.kind == "sqs":
-            from emulator.esm_sqs import SqsMappingPoller  # noqa: PLC0415
-
-            return SqsMappingPoller(self._ctx, cfg, stats)
-        from emulator.esm_streams import StreamMappingPoller  # noqa: PLC0415
-
-        return StreamMappingPoller(self._ctx, cfg, stats)
+            return SqsMappingPoller(self._ctx, cfg, stats, open_queue)
+        return StreamMappingPoller(self._ctx, cfg, stats, open_stream, table_hash_key)
 
     # -- state -----------------------------------------------------------------------------------
-    def all_enabled(self) -> bool:
-        """Every supported mapping that moto lists is Enabled and has a running poller
-        (vacuously true when there are none)."""
-        mappings = self._list_mappings()
+    def _enabled_pollers(self) -> list[MappingPoller] | None:
+        """The pollers of every enabled supported mapping, or None when one has none running."""
+        mappings = self._mappings()
         with self._lock:
-            for raw in mappings:
-                cfg = MappingConfig.from_api(raw)
-                if cfg.kind not in ("sqs", "dynamodb"):
+            pollers = []
+            for cfg in mappings:
+                if cfg.kind not in SUPPORTED or not cfg.enabled:
                     continue
                 poller = self._pollers.get(cfg.uuid)
-                if not cfg.enabled or poller is None or not poller.running():
-                    return False
-        return True
+                if poller is None or not poller.running():
+                    return None
+                pollers.append(poller)
+        return pollers
+
+    def all_enabled(self) -> bool:
+        """Every supported mapping moto holds is Enabled and its pollers run, holding their
+        starting positions (vacuously true when there are none)."""
+        mappings = self._mappings()
+        if any(not cfg.enabled for cfg in mappings if cfg.kind in SUPPORTED):
+            return False
+        return self._enabled_pollers() is not None
 
     def idle(self) -> bool:
         """Nothing is in flight and nothing is waiting to be delivered.
 
-        True when, for every enabled mapping moto lists: a poller runs for it; no poller holds
+        True when, for every enabled mapping moto holds: a poller runs for it; no poller holds
         messages or records (receiving, gathering a batch, invoking, retrying); its SQS queue has
         no visible, in-flight (e.g. waiting for a failed message's visibility timeout) or delayed
-        messages; every stream shard has no record after the last one handled. And no poller made
+        messages; every stream shard has no record after the last one read. And no poller made
         progress while these were checked (so work handed from one mapping to another is seen).
         Disabled mappings are not waited for. A message waiting to be redriven to a DLQ counts as
         pending until SQS moves it (at the next receive after its visibility timeout).
         """
         before = self._ctx.activity
-        mappings = self._list_mappings()
-        with self._lock:
-            pollers = []
-            for raw in mappings:
-                cfg = MappingConfig.from_api(raw)
-                if cfg.kind not in ("sqs", "dynamodb") or not cfg.enabled:
-                    continue
-                poller = self._pollers.get(cfg.uuid)
-                if poller is None or not poller.running():
-                    return False
-                pollers.append(poller)
+        pollers = self._enabled_pollers()
+        if pollers is None:
+            return False
         for poller in pollers:
             if not poller.idle():
                 return False
@@ -512,12 +259,3 @@ class EventSourceMappingEngine:
                 poller = self._pollers.get(uuid)
                 entry["pollers"] = poller.active_pollers() if poller is not None else 0
         return snapshot
-
-    def wait_idle(self, timeout: float = 30.0, interval: float = 0.1) -> bool:
-        """Poll idle() until it is true (True) or the timeout passes (False)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.idle():
-                return True
-            time.sleep(interval)
-        return False

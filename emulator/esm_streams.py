@@ -1,11 +1,23 @@
-"""DynamoDB stream event source mappings: one worker per shard, one batch in flight per shard.
+"""DynamoDB stream event source mappings: a worker per shard, ParallelizationFactor lanes each.
 
-Each worker reads its shard with GetRecords from StartingPosition (TRIM_HORIZON or LATEST; after a
-disable/enable, from the last record handled), drops records that match no filter (the
-checkpoint moves past them without an invocation), gathers up to BatchSize records or waits up to
-MaximumBatchingWindowInSeconds from the first one, and invokes the function with the records as
-Lambda sends them (``eventSourceARN`` = the stream ARN and ``awsRegion`` added, numeric
-``ApproximateCreationDateTime``, binary values base64-encoded).
+The stream is read in process (``StreamShards``: emulator/backends.py over moto's stream shards).
+
+Shards: one ``ShardWorker`` per shard the stream lists. A child shard (``parent_shard_id`` names a
+shard the stream still lists) starts once its parent is closed and fully handled, from its first
+record; the shards present when the mapping starts begin at its StartingPosition (TRIM_HORIZON or
+LATEST: the shard's last sequence number then, taken before ``reconcile`` returns, so records
+written after the mapping reads Enabled are delivered). After a disable/enable a shard resumes
+after its checkpoint (the last record handled, with every record before it handled too).
+
+Each worker reads its shard (``records``, up to 1,000 at a time, after the last one read), drops
+records that match no filter (the checkpoint moves past them without an invocation) and hands the
+rest to its lanes: ParallelizationFactor (1-10) lanes, a record's lane chosen by its partition
+key (the table's hash key, so one key's records stay in order in one lane). Each lane gathers up
+to BatchSize records, waits up to MaximumBatchingWindowInSeconds from its oldest record, cuts the
+batch before its event would pass 6 MB (Lambda's payload limit), and invokes the function with the
+records as Lambda sends them (``eventSourceARN`` = the stream ARN and ``awsRegion`` added, numeric
+``ApproximateCreationDateTime``, binary values base64-encoded; ``eventVersion`` and ``SizeBytes``
+as the stream gives them). A lane has one batch in flight; a shard up to ParallelizationFactor.
 
 A batch that fails is handled as Lambda's stream pollers do (Lambda developer guide:
 "Configuring partial batch response with DynamoDB and Lambda", "Retain discarded records for a
@@ -25,7 +37,11 @@ DynamoDB event source"):
   invocation record with ``DDBStreamBatchInfo``, then processing moves past it.
 
 Retries wait ``retry_delay`` seconds, doubling up to 2 s. Faults: ``duplicate_deliveries`` N
-invokes each batch N times; a record counts as processed once any delivery processed it.
+invokes each batch N times, ``duplicate_rate`` p once more with probability p; a record counts as
+processed once any delivery processed it.
+
+Waiting without polling: a worker whose shard has nothing new waits on emulator.wakeups for the
+stream (a record written), at most ``IDLE_WAIT``; lanes wait for their worker.
 """
 
 from __future__ import annotations
@@ -36,16 +52,24 @@ import json
 import threading
 import time
 import uuid
+import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.esm import (
+from emulator import wakeups
+from emulator.esm_common import (
+    MAX_EVENT_BYTES,
     BatchOutcome,
     EngineContext,
     MappingConfig,
     MappingStats,
+    StreamShards,
     compile_filters,
+    encode_event,
+    encoded,
+    event_size,
     log,
     log_invocation,
     matches,
@@ -54,12 +78,18 @@ from emulator.esm import (
 
 GET_RECORDS_LIMIT = 1000
 MAX_RETRY_DELAY = 2.0
-IDLE_AFTER = 5.0  # seconds without records before a shard is polled at the idle rate
-IDLE_POLL_INTERVAL = 0.5
+IDLE_WAIT = 20.0  # s a caught-up shard worker waits without a signal
+# Records a shard worker reads ahead of its lanes, beyond a full batch per lane.
+READ_AHEAD = GET_RECORDS_LIMIT
+
+
+def wall_clock() -> float:
+    """Epoch seconds, for record ages (tests move it forward)."""
+    return time.time()
 
 
 def _jsonable(value: Any) -> Any:
-    """A GetRecords value (as botocore parses it) back in the JSON the event carries."""
+    """A stream record value back in the JSON the event carries."""
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -103,27 +133,83 @@ def _iso(epoch: float | None, millis: bool = False) -> str | None:
 
 
 @dataclass
+class Item:
+    """A record waiting in a lane: as the event carries it, encoded once, and when it came."""
+
+    record: dict[str, Any]
+    part: bytes
+    arrived: float
+
+    @property
+    def seq(self) -> str:
+        return sequence(self.record)
+
+
+@dataclass
 class Segment:
     """Records being worked on, with the retry attempts consumed and invocations made."""
 
-    records: list[dict[str, Any]]
+    items: list[Item]
     retries: int = 0
     invokes: int = 0
     last: BatchOutcome | None = None
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return [i.record for i in self.items]
+
+
+class Checkpoint:
+    """The last sequence number of a shard such that it and every record before it are handled
+    (invoked successfully, discarded or filtered out), while lanes finish records out of order."""
+
+    def __init__(self, position: str | None):
+        self.position = position
+        self._order: deque[str] = deque()
+        self._done: set[str] = set()
+
+    def add(self, seq: str) -> None:
+        self._order.append(seq)
+
+    def done(self, seqs: list[str]) -> bool:
+        """Mark records handled; True when the position moved."""
+        self._done.update(seqs)
+        moved = False
+        while self._order and self._order[0] in self._done:
+            seq = self._order.popleft()
+            self._done.discard(seq)
+            self.position = seq
+            moved = True
+        return moved
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._order)
 
 
 class StreamMappingPoller:
     """The shard workers of one DynamoDB stream mapping."""
 
-    kind = "dynamodb"
-
-    def __init__(self, ctx: EngineContext, config: MappingConfig, stats: MappingStats):
+    def __init__(
+        self,
+        ctx: EngineContext,
+        config: MappingConfig,
+        stats: MappingStats,
+        open_source: Callable[[str], StreamShards],
+        hash_key: Callable[[str], str | None] = lambda arn: None,
+    ):
         self.ctx = ctx
         self.config = config
         self.stats = stats
+        self._open_source = open_source
+        self._hash_key = hash_key
+        self.source: StreamShards | None = None
+        self.partition_attribute: str | None = None
         self._lock = threading.Lock()
         self._workers: dict[str, ShardWorker] = {}
-        # Last sequence number handled per shard: kept across disable/enable, like a checkpoint.
+        self._started = False  # the mapping's StartingPosition was applied
+        # Checkpoint per shard: kept across disable/enable. A shard missing here has not been
+        # started yet; None: from its first record.
         self.positions: dict[str, str | None] = {}
 
     def update(self, config: MappingConfig) -> None:
@@ -135,38 +221,61 @@ class StreamMappingPoller:
             self.stop()
             return
         try:
-            description = self.ctx.streams.describe_stream(StreamArn=cfg.source_arn)[
-                "StreamDescription"
-            ]
+            if self.source is None:
+                self.source = self._open_source(cfg.source_arn)
+                self.partition_attribute = self._hash_key(cfg.source_arn)
+            shards = self.source.shards()
         except Exception as error:
             log.warning("esm %s: stream %s not readable: %s", cfg.short, cfg.source_arn, error)
             return
+        listed = {s.shard_id for s in shards}
         with self._lock:
-            for shard in description.get("Shards", []):
-                shard_id = shard["ShardId"]
+            for shard in shards:
+                shard_id = shard.shard_id
                 worker = self._workers.get(shard_id)
-                if worker is not None and (worker.finished or worker.is_alive()):
-                    # running, fully handled (closed shard), or stopping: its successor starts
-                    # once it has finished, from the last record it handled
-                    continue
-                worker = ShardWorker(self, shard_id)
+                if worker is not None:
+                    worker.closed = bool(shard.closed)
+                    if worker.lanes_wanted != cfg.parallelization and not worker.stopping:
+                        worker.stop()  # restarts from its checkpoint with the new factor
+                    if worker.finished or worker.is_alive():
+                        # running, fully handled (closed shard), or stopping: its successor
+                        # starts once it has finished, from its checkpoint
+                        continue
+                parent = shard.parent_shard_id
+                if parent in listed and not self._finished(parent):
+                    continue  # parent before child
+                if shard_id not in self.positions:
+                    self.positions[shard_id] = self._start_position(shard_id, parent in listed)
+                worker = ShardWorker(self, shard_id, bool(shard.closed))
                 self._workers[shard_id] = worker
                 worker.start()
+            self._started = True
+
+    def _finished(self, shard_id: str | None) -> bool:
+        worker = self._workers.get(shard_id or "")
+        return worker is not None and worker.finished
+
+    def _start_position(self, shard_id: str, is_child: bool) -> str | None:
+        """Where a shard seen for the first time starts: its first record for a child or a shard
+        that appeared later; the mapping's StartingPosition for the shards it started with."""
+        if is_child or self._started or self.config.starting_position != "LATEST":
+            return None
+        assert self.source is not None
+        return self.source.last_sequence(shard_id)
 
     def running(self) -> bool:
-        """At least one shard worker runs and has not been told to stop."""
         with self._lock:
             return any(w.is_alive() and not w.stopping for w in self._workers.values())
 
     def active_pollers(self) -> int:
-        """Shard workers alive, including stopping ones still finishing a batch."""
         with self._lock:
             return sum(1 for w in self._workers.values() if w.is_alive())
 
     def stop(self) -> None:
         with self._lock:
-            for worker in self._workers.values():
-                worker.stop_event.set()
+            workers = [w for w in self._workers.values() if not w.stopping]
+        for worker in workers:
+            worker.stop()
 
     def join(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -176,26 +285,42 @@ class StreamMappingPoller:
             worker.join(max(0.0, deadline - time.monotonic()))
 
     def idle(self) -> bool:
+        source = self.source
+        if source is None:
+            return False
         with self._lock:
-            workers = list(self._workers.values())
-        return all(w.idle() for w in workers if not w.finished)
+            workers = dict(self._workers)
+        try:
+            shards = source.shards()
+        except Exception:
+            return False
+        for shard in shards:
+            worker = workers.get(shard.shard_id)
+            if worker is None:  # waiting for its parent, or not yet seen
+                if source.last_sequence(shard.shard_id) is not None:
+                    return False
+            elif not worker.finished and not worker.idle():
+                return False
+        return True
 
 
 class ShardWorker(threading.Thread):
-    def __init__(self, poller: StreamMappingPoller, shard_id: str):
+    """Reads one shard and feeds its lanes (``config.parallelization`` threads)."""
+
+    def __init__(self, poller: StreamMappingPoller, shard_id: str, closed: bool):
         super().__init__(name=f"esm-ddb-{poller.config.short}-{shard_id[-8:]}", daemon=True)
         self.poller = poller
         self.ctx = poller.ctx
         self.shard_id = shard_id
+        self.closed = closed
         self.stop_event = threading.Event()
         self.finished = False  # the shard is closed and fully handled
-        self._lock = threading.Lock()
-        self._busy = False
-        self._buffer: deque[dict[str, Any]] = deque()
-        self._iterator: str | None = None
-        self._first_buffered: float | None = None
-        self._fetched_upto: str | None = None
-        self._last_records = time.monotonic()
+        self._cond = threading.Condition()
+        start = poller.positions.get(shard_id)
+        self._read_after = start  # the last record read
+        self._checkpoint = Checkpoint(start)
+        self.lanes_wanted = poller.config.parallelization
+        self._lanes = [Lane(self, n) for n in range(self.lanes_wanted)]
 
     @property
     def stopping(self) -> bool:
@@ -205,187 +330,273 @@ class ShardWorker(threading.Thread):
     def cfg(self) -> MappingConfig:
         return self.poller.config
 
-    # -- position ----------------------------------------------------------------------------------
-    def _set_position(self, seq: str) -> None:
-        self.poller.positions[self.shard_id] = seq
+    @property
+    def source(self) -> StreamShards:
+        assert self.poller.source is not None
+        return self.poller.source
 
-    def _initial_iterator(self) -> str:
-        position = self.poller.positions.get(self.shard_id)
-        args: dict[str, Any] = {"StreamArn": self.cfg.source_arn, "ShardId": self.shard_id}
-        if position is not None:
-            args.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=position)
-        else:
-            start = self.cfg.starting_position
-            args["ShardIteratorType"] = "LATEST" if start == "LATEST" else "TRIM_HORIZON"
-        return self.ctx.streams.get_shard_iterator(**args)["ShardIterator"]
-
-    # -- the loop ----------------------------------------------------------------------------------
-    def _idle_interval(self) -> float:
-        """poll_interval while records flow; IDLE_POLL_INTERVAL once the shard has been quiet
-        for IDLE_AFTER seconds (every moto GetRecords call stores a new iterator for good)."""
-        if time.monotonic() - self._last_records < IDLE_AFTER:
-            return self.ctx.poll_interval
-        return max(self.ctx.poll_interval, IDLE_POLL_INTERVAL)
-
-    def run(self) -> None:
-        stop = self.stop_event
-        while not stop.is_set():
-            try:
-                if not self._step():
-                    stop.wait(self._idle_interval())
-            except Exception as error:
-                if stop.is_set():
-                    break
-                log.warning("esm %s: shard %s: %s", self.cfg.short, self.shard_id, error)
-                with self._lock:
-                    self._buffer.clear()
-                    self._first_buffered = None
-                    self._iterator = None  # re-read from the last record handled
-                stop.wait(1.0)
-            if self.finished:
-                break
-
-    def _step(self) -> bool:
-        """Fetch and deliver at most one batch; False when there was nothing to do."""
-        cfg = self.cfg
-        with self._lock:
-            if self._iterator is None and not self.finished:
-                self._iterator = self._initial_iterator()
-            fetched = self._fetch(cfg)
-            if not self._buffer:
-                if self._iterator is None:  # closed shard, fully read
-                    self.finished = True
-                return fetched
-            waited = time.monotonic() - (self._first_buffered or time.monotonic())
-            if (
-                len(self._buffer) < cfg.batch_size
-                and cfg.window > 0
-                and waited < cfg.window
-                and self._iterator is not None
-            ):
-                return False
-            batch = [self._buffer.popleft() for _ in range(min(cfg.batch_size, len(self._buffer)))]
-            if not self._buffer:  # records left over (BatchSize lowered) have waited already
-                self._first_buffered = None
-            self._busy = True
-        completed = False
-        try:
-            completed = self._process(cfg, batch)
-        finally:
-            with self._lock:
-                self._busy = False
-                if completed and not self._buffer and self._fetched_upto is not None:
-                    self._set_position(self._fetched_upto)
-            self.ctx.touch()
-        return True
-
-    def _fetch(self, cfg: MappingConfig) -> bool:
-        """Read records into the buffer (matching ones only) until it holds a batch."""
-        filters = compile_filters(cfg.filter_criteria)
-        got = False
-        while self._iterator is not None and len(self._buffer) < cfg.batch_size:
-            response = self.ctx.streams.get_records(
-                ShardIterator=self._iterator,
-                Limit=max(1, min(GET_RECORDS_LIMIT, cfg.batch_size - len(self._buffer))),
-            )
-            records = response.get("Records", [])
-            if records:
-                self._iterator = response.get("NextShardIterator")
-            elif response.get("NextShardIterator") is None:
-                self._iterator = None
-            if not records:
-                break
-            got = True
-            self._last_records = time.monotonic()
-            self.ctx.touch()
-            dropped = 0
-            for raw in records:
-                record = lambda_record(raw, cfg.source_arn, self.ctx.region)
-                self._fetched_upto = sequence(record)
-                if matches(filters, record):
-                    if self._first_buffered is None:
-                        self._first_buffered = time.monotonic()
-                    self._buffer.append(record)
-                else:
-                    dropped += 1
-            if dropped:
-                self.stats_add(records_filtered=dropped)
-                log.info(
-                    "esm %s fn=%s skipped %d record(s) that match no filter",
-                    cfg.short,
-                    cfg.function_name,
-                    dropped,
-                )
-            if not self._buffer and self._fetched_upto is not None and not self._busy:
-                self._set_position(self._fetched_upto)
-        return got
-
-    def idle(self) -> bool:
-        """No batch in flight, nothing buffered, no record after the last one read."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
-            if self._busy or self._buffer or not self.is_alive():
-                return False
-            if self._iterator is None:
-                return self.finished
-            response = self.ctx.streams.get_records(ShardIterator=self._iterator, Limit=1)
-            return not response.get("Records")
-        finally:
-            self._lock.release()
+    def stop(self) -> None:
+        self.stop_event.set()
+        with self._cond:
+            self._cond.notify_all()
+        wakeups.notify(self.cfg.source_arn)  # a waiting reader returns at once
 
     def stats_add(self, **counts: int) -> None:
         self.poller.stats.add(**counts)
 
+    # -- checkpoint -------------------------------------------------------------------------------
+    def handled(self, items: list[Item]) -> None:
+        """Records invoked successfully or discarded: the checkpoint may move."""
+        if not items:
+            return
+        with self._cond:
+            if self._checkpoint.done([i.seq for i in items]):
+                self.poller.positions[self.shard_id] = self._checkpoint.position
+            self._cond.notify_all()
+
+    # -- the reader -------------------------------------------------------------------------------
+    def run(self) -> None:
+        for lane in self._lanes:
+            lane.start()
+        try:
+            self._read_loop()
+        finally:
+            self.stop_event.set()
+            with self._cond:
+                self._cond.notify_all()
+            for lane in self._lanes:
+                lane.join()
+        if self.finished:  # its children may start now, not at the next refresh
+            self.poller.reconcile()
+
+    def _read_loop(self) -> None:
+        stop = self.stop_event
+        arn = self.cfg.source_arn
+        while not stop.is_set():
+            seen = wakeups.version(arn)
+            try:
+                room = self._room()
+                if room <= 0:
+                    with self._cond:
+                        if self._room() <= 0 and not stop.is_set():
+                            self._cond.wait(1.0)
+                    continue
+                records = self.source.records(
+                    self.shard_id, self._read_after, min(GET_RECORDS_LIMIT, room)
+                )
+            except Exception as error:
+                if stop.is_set():
+                    break
+                log.warning("esm %s: shard %s: %s", self.cfg.short, self.shard_id, error)
+                stop.wait(1.0)
+                continue
+            if records:
+                self._distribute(records)
+                continue
+            if self.closed or self._closed_now():
+                self.closed = True
+                if self._drain():
+                    return
+                continue
+            wakeups.wait(arn, seen, IDLE_WAIT)
+
+    def _closed_now(self) -> bool:
+        """The shard is closed (split): read when it has nothing more, not only at a refresh."""
+        try:
+            return any(s.shard_id == self.shard_id and s.closed for s in self.source.shards())
+        except Exception:
+            return False
+
+    def _room(self) -> int:
+        cfg = self.cfg
+        limit = cfg.batch_size * len(self._lanes) + READ_AHEAD
+        with self._cond:
+            return limit - sum(len(lane.buffer) for lane in self._lanes)
+
+    def _lane_of(self, record: dict[str, Any]) -> int:
+        lanes = len(self._lanes)
+        if lanes == 1:
+            return 0
+        keys = record.get("dynamodb", {}).get("Keys", {})
+        attribute = self.poller.partition_attribute
+        key = keys.get(attribute) if attribute in keys else keys
+        return zlib.crc32(json.dumps(key, sort_keys=True).encode()) % lanes
+
+    def _distribute(self, raws: list[dict[str, Any]]) -> None:
+        cfg = self.cfg
+        filters = compile_filters(cfg.filter_criteria)
+        now = time.monotonic()
+        dropped = 0
+        placed: list[tuple[int, Item]] = []
+        last = self._read_after
+        for raw in raws:
+            record = lambda_record(raw, cfg.source_arn, self.ctx.region)
+            last = sequence(record)
+            if matches(filters, record):
+                placed.append((self._lane_of(record), Item(record, encoded(record), now)))
+            else:
+                placed.append((-1, Item(record, b"", now)))
+                dropped += 1
+        with self._cond:
+            self._read_after = last
+            for lane, item in placed:
+                self._checkpoint.add(item.seq)
+                if lane >= 0:
+                    self._lanes[lane].buffer.append(item)
+            skipped = [item.seq for lane, item in placed if lane < 0]
+            if skipped and self._checkpoint.done(skipped):
+                self.poller.positions[self.shard_id] = self._checkpoint.position
+            self._cond.notify_all()
+        self.ctx.touch()
+        if dropped:
+            self.stats_add(records_filtered=dropped)
+            log.info(
+                "esm %s fn=%s skipped %d record(s) that match no filter",
+                cfg.short,
+                cfg.function_name,
+                dropped,
+            )
+
+    def _drain(self) -> bool:
+        """A closed shard read to its end: True once every lane has finished its records."""
+        with self._cond:
+            while not self.stop_event.is_set():
+                if not any(lane.buffer or lane.busy for lane in self._lanes):
+                    self.finished = True
+                    self._cond.notify_all()
+                    return True
+                self._cond.wait(1.0)
+        return False
+
+    def idle(self) -> bool:
+        """No batch in flight, nothing buffered, no record after the last one read."""
+        if not self.is_alive():
+            return False
+        with self._cond:
+            if any(lane.buffer or lane.busy for lane in self._lanes):
+                return False
+            read = self._read_after
+        return self.source.last_sequence(self.shard_id) == read
+
+    # -- lanes (called by Lane threads) ------------------------------------------------------------
+    def take(self, lane: Lane) -> list[Item] | None:
+        """The lane's next batch, waiting until it is due; None when the worker stops."""
+        with self._cond:
+            while not self.stop_event.is_set():
+                cfg = self.cfg
+                buffer = lane.buffer
+                if buffer:
+                    waited = time.monotonic() - buffer[0].arrived
+                    due = (
+                        len(buffer) >= cfg.batch_size
+                        or cfg.window <= 0
+                        or waited >= cfg.window
+                        or self.closed
+                    )
+                    if due:
+                        batch = self._cut(buffer, cfg.batch_size)
+                        lane.busy = True
+                        self._cond.notify_all()  # room for the reader
+                        return batch
+                    self._cond.wait(cfg.window - waited)
+                else:
+                    self._cond.wait()
+        return None
+
+    @staticmethod
+    def _cut(buffer: deque[Item], batch_size: int) -> list[Item]:
+        """Up to BatchSize records whose event stays within 6 MB (at least one record)."""
+        batch = [buffer.popleft()]
+        parts = [batch[0].part]
+        while buffer and len(batch) < batch_size:
+            parts.append(buffer[0].part)
+            if event_size(parts) > MAX_EVENT_BYTES:
+                break
+            batch.append(buffer.popleft())
+        return batch
+
+    def lane_done(self, lane: Lane) -> None:
+        with self._cond:
+            lane.busy = False
+            self._cond.notify_all()
+        self.ctx.touch()
+
+
+class Lane(threading.Thread):
+    """One of a shard's ParallelizationFactor lanes: one batch in flight, in order."""
+
+    def __init__(self, worker: ShardWorker, index: int):
+        super().__init__(name=f"{worker.name}-{index}", daemon=True)
+        self.worker = worker
+        self.ctx = worker.ctx
+        self.index = index
+        self.buffer: deque[Item] = deque()
+        self.busy = False
+
+    def run(self) -> None:
+        worker = self.worker
+        while True:
+            batch = worker.take(self)
+            if batch is None:
+                return
+            try:
+                self._process(batch)
+            except Exception as error:  # never lose the lane: the batch is read again later
+                log.exception("esm %s: shard %s: %s", worker.cfg.short, worker.shard_id, error)
+                worker.stop()
+            finally:
+                worker.lane_done(self)
+
     # -- one batch ---------------------------------------------------------------------------------
-    def _process(self, cfg: MappingConfig, batch: list[dict[str, Any]]) -> bool:
+    def _process(self, batch: list[Item]) -> bool:
         """Deliver one batch until every record succeeded or was discarded (True), or the worker
-        is stopped (False: the rest is read again from the last record handled)."""
+        is stopped (False: the rest is read again from the checkpoint)."""
+        worker = self.worker
         segments: deque[Segment] = deque([Segment(batch)])
         while segments:
-            if self.stop_event.is_set():
+            if worker.stop_event.is_set():
                 return False
-            cfg = self.poller.config
+            cfg = worker.cfg
             seg = segments[0]
             if not self._drop_expired(cfg, seg):
                 segments.popleft()
                 continue
             outcome = self._invoke(cfg, seg)
             if outcome.kind == "ok":
-                self._set_position(sequence(seg.records[-1]))
+                worker.handled(seg.items)
                 segments.popleft()
                 continue
             if outcome.kind == "partial":
                 failed = outcome.failed or set()
-                first = next(i for i, r in enumerate(seg.records) if sequence(r) in failed)
+                first = next(i for i, item in enumerate(seg.items) if item.seq in failed)
                 if first:
-                    self._set_position(sequence(seg.records[first - 1]))
-                    seg.records = seg.records[first:]
+                    worker.handled(seg.items[:first])
+                    seg.items = seg.items[first:]
                 seg.retries += 1
-            elif cfg.bisect and len(seg.records) > 1:
+            elif cfg.bisect and len(seg.items) > 1:
                 segments.popleft()
-                half = (len(seg.records) + 1) // 2
-                segments.appendleft(Segment(seg.records[half:], seg.retries))
-                segments.appendleft(Segment(seg.records[:half], seg.retries))
-                self.stats_add(bisections=1)
+                half = (len(seg.items) + 1) // 2
+                segments.appendleft(Segment(seg.items[half:], seg.retries))
+                segments.appendleft(Segment(seg.items[:half], seg.retries))
+                worker.stats_add(bisections=1)
                 log.info(
                     "esm %s fn=%s bisecting a failed batch of %d into %d + %d",
                     cfg.short,
                     cfg.function_name,
-                    len(seg.records),
+                    len(seg.items),
                     half,
-                    len(seg.records) - half,
+                    len(seg.items) - half,
                 )
                 continue
             else:
                 seg.retries += 1
             if 0 <= cfg.max_retry < seg.retries:
                 segments.popleft()
-                self._discard(cfg, seg, seg.records, "RetryAttemptsExhausted")
-                self._set_position(sequence(seg.records[-1]))
+                self._discard(cfg, seg, seg.items, "RetryAttemptsExhausted")
+                worker.handled(seg.items)
                 continue
             delay = min(MAX_RETRY_DELAY, self.ctx.retry_delay * 2 ** (seg.retries - 1))
-            self.stop_event.wait(delay)
+            worker.stop_event.wait(delay)
         return True
 
     def _drop_expired(self, cfg: MappingConfig, seg: Segment) -> bool:
@@ -393,24 +604,26 @@ class ShardWorker(threading.Thread):
         False when none is left."""
         if cfg.max_age < 0:
             return True
-        now = time.time()
+        now = wall_clock()
         expired = 0
-        for record in seg.records:
-            created = created_at(record)
+        for item in seg.items:
+            created = created_at(item.record)
             if created is None or now - created <= cfg.max_age:
                 break
             expired += 1
         if expired:
-            self._discard(cfg, seg, seg.records[:expired], "RecordAgeExceeded")
-            self._set_position(sequence(seg.records[expired - 1]))
-            seg.records = seg.records[expired:]
-        return bool(seg.records)
+            gone = seg.items[:expired]
+            self._discard(cfg, seg, gone, "RecordAgeExceeded")
+            self.worker.handled(gone)
+            seg.items = seg.items[expired:]
+        return bool(seg.items)
 
     def _invoke(self, cfg: MappingConfig, seg: Segment) -> BatchOutcome:
-        """Deliver the segment (N times with duplicate_deliveries); the furthest progress wins."""
-        records = seg.records
-        ids = [sequence(r) for r in records]
-        event = {"Records": records}
+        """Deliver the segment (more than once with the duplicate faults); the furthest progress
+        wins."""
+        items = seg.items
+        ids = [i.seq for i in items]
+        event = encode_event([i.part for i in items])
         deliveries = self.ctx.deliveries()
         best: BatchOutcome | None = None
         best_progress = -1
@@ -419,25 +632,28 @@ class ShardWorker(threading.Thread):
             result = self.ctx.runtime.invoke(cfg.function_name, event)
             outcome = read_outcome(result, ids, cfg.report_failures)
             if outcome.kind == "ok":
-                progress = len(records)
+                progress = len(items)
             elif outcome.kind == "partial":
-                progress = next(i for i, r in enumerate(records) if sequence(r) in outcome.failed)
+                failed = outcome.failed or set()
+                progress = next(i for i, seq in enumerate(ids) if seq in failed)
             else:
                 progress = 0
-            self.stats_add(
+            self.worker.stats_add(
                 invocations=1,
-                records_delivered=len(records),
+                records_delivered=len(items),
                 failures=int(outcome.kind != "ok"),
-                records_failed=len(records) - progress,
+                records_failed=len(items) - progress,
+                duplicates=int(delivery > 1),
             )
+            lane = f" lane={self.index}" if self.worker.lanes_wanted > 1 else ""
             log_invocation(
                 cfg,
-                len(records),
+                len(items),
                 outcome,
                 time.monotonic() - started,
                 delivery=delivery,
                 deliveries=deliveries,
-                extra=f"shard={self.shard_id[-8:]} attempt={seg.retries + 1}",
+                extra=f"shard={self.worker.shard_id[-8:]}{lane} attempt={seg.retries + 1}",
             )
             if progress > best_progress:
                 best, best_progress = outcome, progress
@@ -447,18 +663,17 @@ class ShardWorker(threading.Thread):
         return best
 
     # -- discarding -------------------------------------------------------------------------------
-    def _discard(
-        self, cfg: MappingConfig, seg: Segment, records: list[dict[str, Any]], condition: str
-    ) -> None:
-        self.stats_add(sent_to_on_failure=len(records))
-        first, last = records[0], records[-1]
+    def _discard(self, cfg: MappingConfig, seg: Segment, items: list[Item], condition: str) -> None:
+        worker = self.worker
+        worker.stats_add(sent_to_on_failure=len(items))
+        first, last = items[0].record, items[-1].record
         if not cfg.on_failure:
             log.warning(
                 "esm %s fn=%s %s: %d record(s) %s..%s dropped (no OnFailure destination)",
                 cfg.short,
                 cfg.function_name,
                 condition,
-                len(records),
+                len(items),
                 sequence(first),
                 sequence(last),
             )
@@ -477,12 +692,12 @@ class ShardWorker(threading.Thread):
             "version": "1.0",
             "timestamp": _iso(time.time(), millis=True),
             "DDBStreamBatchInfo": {
-                "shardId": self.shard_id,
+                "shardId": worker.shard_id,
                 "startSequenceNumber": sequence(first),
                 "endSequenceNumber": sequence(last),
                 "approximateArrivalOfFirstRecord": _iso(created_at(first)),
                 "approximateArrivalOfLastRecord": _iso(created_at(last)),
-                "batchSize": len(records),
+                "batchSize": len(items),
                 "streamArn": cfg.source_arn,
             },
         }
@@ -490,11 +705,12 @@ class ShardWorker(threading.Thread):
         destination = cfg.on_failure
         try:
             if destination.split(":")[2] == "sns":
-                self.ctx.sns.publish(TopicArn=destination, Message=body)
+                self.ctx.client("sns").publish(TopicArn=destination, Message=body)
             else:
-                self.ctx.sqs.send_message(
-                    QueueUrl=self.ctx.queue_url(destination), MessageBody=body
-                )
+                parts = destination.split(":")
+                sqs = self.ctx.client("sqs")
+                url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])
+                sqs.send_message(QueueUrl=url["QueueUrl"], MessageBody=body)
         except Exception as error:
             log.error(
                 "esm %s fn=%s could not send %s record to %s: %s",
@@ -510,7 +726,7 @@ class ShardWorker(threading.Thread):
             cfg.short,
             cfg.function_name,
             condition,
-            len(records),
+            len(items),
             sequence(first),
             sequence(last),
             destination.split(":")[-1],

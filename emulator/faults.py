@@ -1,7 +1,8 @@
 """Fault switches of the local stack (docs/local-stack.md: POST/GET /_emulator/faults, `up` flags).
 
 One shared, thread-safe instance per running stack: the control endpoint updates it, the ESM
-engine reads ``duplicate_deliveries`` / ``sqs_pollers``, the runtime consumes crash injections,
+engine reads ``duplicate_deliveries`` / ``duplicate_rate`` / ``sqs_pollers`` (None: Lambda's own
+scaling, an integer: that many pollers per SQS mapping), the runtime consumes crash injections,
 the server's WSGI middleware asks ``take_call_fault`` about every AWS call a function worker makes
 (``crash_after_call``, ``throttle``), and moto_patches reads ``duplicate_deliveries`` for S3 event
 notifications.
@@ -33,7 +34,14 @@ from typing import Any
 
 CALL_FAULT_SWITCHES = ("crash_after_call", "throttle")
 _SWITCHES = frozenset(
-    {"duplicate_deliveries", "sqs_pollers", "crash_after_side_effects", "seed", "crash_invocations"}
+    {
+        "duplicate_deliveries",
+        "duplicate_rate",
+        "sqs_pollers",
+        "crash_after_side_effects",
+        "seed",
+        "crash_invocations",
+    }
     | set(CALL_FAULT_SWITCHES)
 )
 _INVOCATION_CRASH_FIELDS = frozenset({"function", "probability", "within_calls"})
@@ -124,7 +132,9 @@ class InvocationCrash:
 @dataclass
 class Faults:
     duplicate_deliveries: int = 1
-    sqs_pollers: int = 1
+    # chance that a batch (SQS or stream) is delivered once more, drawn per batch
+    duplicate_rate: float = 0.0
+    sqs_pollers: int | None = None  # None: scaled as Lambda does (emulator/esm_sqs.py)
     crash_after_side_effects: dict[str, int] = field(default_factory=dict)
     crash_after_call: list[CallFault] = field(default_factory=list)
     throttle: list[CallFault] = field(default_factory=list)
@@ -150,6 +160,13 @@ class Faults:
             else:
                 self.crash_after_side_effects[logical_id] = left - 1
             return True
+
+    def draw_duplicate(self) -> bool:
+        """For a batch about to be delivered: whether it goes out once more (``duplicate_rate``)."""
+        if self.duplicate_rate <= 0:
+            return False
+        with self._lock:
+            return self._random.random() < self.duplicate_rate
 
     # --- call faults (the server's middleware) -----------------------------------------------
     @property
@@ -206,6 +223,7 @@ class Faults:
         keys or invalid values, leaving the state untouched.
         """
         ints, crashes, lists = _validated(changes)
+        rate = _parse_rate(changes["duplicate_rate"]) if "duplicate_rate" in changes else None
         invocation_crash = (
             _parse_invocation_crash(changes["crash_invocations"])
             if "crash_invocations" in changes
@@ -215,6 +233,8 @@ class Faults:
         with self._lock:
             for name, value in ints.items():
                 setattr(self, name, value)
+            if rate is not None:
+                self.duplicate_rate = rate
             for logical_id, count in crashes.items():
                 if count:
                     self.crash_after_side_effects[logical_id] = count
@@ -233,6 +253,7 @@ class Faults:
         with self._lock:
             return {
                 "duplicate_deliveries": self.duplicate_deliveries,
+                "duplicate_rate": self.duplicate_rate,
                 "sqs_pollers": self.sqs_pollers,
                 "crash_after_side_effects": dict(self.crash_after_side_effects),
                 "crash_after_call": [entry.to_json() for entry in self.crash_after_call],
@@ -247,18 +268,22 @@ class Faults:
 
 def _validated(
     changes: Any,
-) -> tuple[dict[str, int], dict[str, int], dict[str, list[CallFault]]]:
+) -> tuple[dict[str, int | None], dict[str, int], dict[str, list[CallFault]]]:
     if not isinstance(changes, dict):
         raise ValueError("faults must be a JSON object")
     unknown = set(changes) - _SWITCHES
     if unknown:
         raise ValueError(f"unknown fault switch(es): {', '.join(sorted(unknown))}")
-    ints = {}
+    ints: dict[str, int | None] = {}
     for name in ("duplicate_deliveries", "sqs_pollers"):
         if name in changes:
             value = changes[name]
+            if value is None and name == "sqs_pollers":  # back to Lambda's scaling
+                ints[name] = None
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1")
+                suffix = " (or null: scaled as Lambda does)" if name == "sqs_pollers" else ""
+                raise ValueError(f"{name} must be an integer >= 1{suffix}")
             ints[name] = value
     crashes = changes.get("crash_after_side_effects", {})
     if not isinstance(crashes, dict) or not all(
@@ -275,6 +300,12 @@ def _validated(
     if "seed" in changes and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError("seed must be an integer")
     return ints, crashes, lists
+
+
+def _parse_rate(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError("duplicate_rate must be a number with 0 <= p <= 1")
+    return float(value)
 
 
 def _parse_invocation_crash(value: Any) -> InvocationCrash | None:

@@ -2,10 +2,10 @@
 
 The demo (`python -m emulator demo`), the integration fixtures (tests/integration/conftest.py) and
 the end-to-end benchmark (bench/throughput.py) all start the stack this way: this interpreter,
-`-m emulator up --port N [--config-file F]`, cwd the repository root, an environment without the
-developer's AWS profile or endpoint. The child's output is read in a thread: a bounded tail is
-kept (for error messages), each line optionally echoed and written to a log file, the `ready` line
-sets `ready`, and every failed invocation the ESM engine logs
+`-m emulator up --port N [--config-file F] [up_args ...]`, cwd the repository root, an environment
+without the developer's AWS profile or endpoint. The child's output is read in a thread: a bounded
+tail is kept (for error messages), each line optionally echoed and written to a log file, the
+`ready` line sets `ready`, and every failed invocation the ESM engine logs
 (`esm <mapping> fn=<function> records=N outcome=<not ok> ... <ms>ms`, a warning) is recorded.
 """
 
@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 REGION = "us-east-1"
-# The engine logs every invocation that did not end ok (emulator.esm.log_invocation).
+# The engine logs every invocation that did not end ok (emulator.esm_common.log_invocation).
 FAILED_INVOCATION = re.compile(
     r"esm \S+ fn=(?P<function>\S+) records=\d+ outcome=(?P<outcome>(?!ok\b)\w+).*? (?P<ms>\d+)ms"
 )
@@ -63,6 +63,7 @@ class LocalStackProcess:
         port: int,
         *,
         config_file: str | Path | None = None,
+        up_args: Iterable[str] = (),
         echo: Callable[[str], None] | None = None,
         log_path: Path | None = None,
         tail_lines: int = 200,
@@ -71,6 +72,7 @@ class LocalStackProcess:
         self.port = port
         self.endpoint = f"http://127.0.0.1:{port}"
         self.config_file = config_file
+        self.up_args = list(up_args)  # more `up` flags, e.g. ["--duplicate-rate", "0.05"]
         self.echo = echo
         self.log_path = log_path
         self.region = region
@@ -102,6 +104,7 @@ class LocalStackProcess:
         argv = [sys.executable, "-m", "emulator", "up", "--port", str(self.port)]
         if self.config_file:
             argv += ["--config-file", str(self.config_file)]
+        argv += self.up_args
         self.process = subprocess.Popen(  # noqa: S603 (this interpreter, fixed argv)
             argv,
             cwd=ROOT,

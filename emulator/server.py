@@ -19,7 +19,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moto.awslambda.models import lambda_backends
 from moto.core import DEFAULT_ACCOUNT_ID
@@ -34,6 +34,9 @@ from werkzeug.serving import make_server
 from emulator import calls, moto_patches
 from emulator.faults import Faults
 from emulator.runtime import Runtime
+
+if TYPE_CHECKING:
+    from emulator.esm import EventSourceMappingEngine
 
 DEFAULT_PORT = 4566
 CONTROL_PREFIX = "/_emulator/"
@@ -151,7 +154,7 @@ class EmulatorServer(ThreadedMotoServer):
         self.region = region
         self.stack_name: str | None = None
         self.ready = False
-        self.engine: Any = None  # the EventSourceMappingEngine, once `up` started it
+        self.engine: EventSourceMappingEngine | None = None  # once `up` started it
         self._error: BaseException | None = None
         self._lock = threading.Lock()
 
@@ -219,10 +222,10 @@ class EmulatorServer(ThreadedMotoServer):
             mappings = [{"error": str(exc)}]
         enabled = idle = deliveries = None
         if self.engine is not None:
-            try:
-                enabled = bool(self.engine.all_enabled())
-                # idle: nothing queued, in flight or unread on any stream: the pipeline settled
-                idle = bool(self.engine.idle())
+            try:  # in process, no AWS call: cheap enough to poll
+                enabled = self.engine.all_enabled()
+                # idle: nothing queued, in flight, buffered or unread on any source: settled
+                idle = self.engine.idle()
                 deliveries = self.engine.stats()
             except Exception:
                 enabled = idle = False

@@ -4,7 +4,8 @@
   stack; its resources come from the stack outputs (cloudformation describe_stacks), as the SAM
   pipeline templates do it. Credentials and region come from the usual boto3 chain.
 - Local (everything else): a session fixture starts the local stack
-  (`python -m emulator up --port <free port in 4800-4899>`), waits for its `ready` line, points
+  (`python -m emulator up --port <free port in 4800-4899> --duplicate-rate 0.05`: some batches
+  are delivered twice in every run, see DUPLICATE_RATE), waits for its `ready` line, points
   every boto3 client at it with dummy credentials and reads the same outputs from its
   CloudFormation, under the samconfig.toml stack name.
 
@@ -48,6 +49,11 @@ from emulator.process import LocalStackProcess, free_port  # noqa: E402
 
 LOCAL_PORTS = range(4800, 4900)
 READY_TIMEOUT = 90.0
+# The local stack delivers 5% of its SQS and stream batches twice (the duplicate_rate switch):
+# Lambda's pollers are at-least-once, so every run, and not only the duplicate tests, should meet
+# some duplicates. A suite run delivers a few hundred batches, so 5% is a few dozen duplicates
+# spread over the tests (each one mostly on the normal path), for a few percent more invocations.
+DUPLICATE_RATE = 0.05
 LOCAL_REGION = "us-east-1"
 OUTPUT_NAMES = (
     "ContactsBucketName",
@@ -197,7 +203,8 @@ class Stack:
             "/_emulator/faults",
             {
                 "duplicate_deliveries": 1,
-                "sqs_pollers": 1,
+                "duplicate_rate": DUPLICATE_RATE,
+                "sqs_pollers": None,  # Lambda's scaling
                 "crash_after_side_effects": dict.fromkeys(
                     current.get("crash_after_side_effects", {}), 0
                 ),
@@ -386,7 +393,11 @@ def stack() -> Iterator[Stack]:
         yield Stack(stack_name, region, outputs_of(cloudformation, stack_name))
         return
 
-    local = LocalStackProcess(free_port(LOCAL_PORTS), tail_lines=80)
+    local = LocalStackProcess(
+        free_port(LOCAL_PORTS),
+        up_args=["--duplicate-rate", str(DUPLICATE_RATE)],
+        tail_lines=80,
+    )
     _LOCAL_STACKS.append(local)
     with pytest.MonkeyPatch.context() as patch:
         for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):

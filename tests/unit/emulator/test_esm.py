@@ -26,10 +26,23 @@ from aws_lambda_powertools.utilities.parser.models import (
     SqsModel,
 )
 from botocore.config import Config
+from moto.awslambda.models import lambda_backends
+from moto.core import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 
-from emulator import moto_patches
-from emulator.esm import EventSourceMappingEngine, read_outcome
+from emulator import esm as esm_module
+from emulator import esm_streams, moto_patches, moto_streams, wakeups
+from emulator.backends import StreamSource
+from emulator.esm import EventSourceMappingEngine
+from emulator.esm_common import (
+    MAX_EVENT_BYTES,
+    EngineContext,
+    MappingConfig,
+    MappingStats,
+    Shard,
+    read_outcome,
+)
+from emulator.esm_streams import StreamMappingPoller
 from emulator.faults import Faults
 from emulator.runtime import InvokeResult
 
@@ -75,7 +88,9 @@ class FakeRuntime:
         self.max_active = 0
         self.delay = 0.0
 
-    def invoke(self, function_name: str, event: dict) -> InvokeResult:
+    def invoke(self, function_name: str, event: dict | bytes) -> InvokeResult:
+        if isinstance(event, bytes):  # the engine sends the event JSON, encoded once
+            event = json.loads(event)
         with self.lock:
             index = len(self.calls)
             self.calls.append((function_name, copy.deepcopy(event)))
@@ -134,6 +149,7 @@ class Aws:
         }
         self.sqs = boto3.client("sqs", **kwargs)
         self.ddb = boto3.client("dynamodb", **kwargs)
+        self.streams = boto3.client("dynamodbstreams", **kwargs)
         self.lam = boto3.client("lambda", **kwargs)
         self.iam = boto3.client("iam", **kwargs)
         role = self.iam.create_role(RoleName="esm-test", AssumeRolePolicyDocument="{}")
@@ -146,6 +162,7 @@ class Aws:
             Role=role["Role"]["Arn"],
             Handler="app.lambda_handler",
             Code={"ZipFile": archive.getvalue()},
+            Timeout=1,  # Lambda refuses a queue whose visibility timeout is below it
         )["FunctionArn"]
 
     def queue(self, name: str, visibility: int = 1, **attributes: str) -> tuple[str, str]:
@@ -155,7 +172,9 @@ class Aws:
         arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
         return url, arn["Attributes"]["QueueArn"]
 
-    def table(self, name: str) -> str:
+    def table(self, name: str, shards: int = 1) -> str:
+        """A table with a stream of ``shards`` shards (the local stack's default is 4; most tests
+        here look at one shard's order)."""
         description = self.ddb.create_table(
             TableName=name,
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -163,7 +182,11 @@ class Aws:
             BillingMode="PAY_PER_REQUEST",
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         )
-        return description["TableDescription"]["LatestStreamArn"]
+        arn = description["TableDescription"]["LatestStreamArn"]
+        with pytest.MonkeyPatch.context() as patch:  # the shard count is read once, here
+            patch.setenv(moto_streams.SHARDS_ENV, str(shards))
+            self.streams.describe_stream(StreamArn=arn)
+        return arn
 
     def put(self, table: str, pk: str, **attrs: str) -> None:
         item = {"pk": {"S": pk}, **{k: {"S": v} for k, v in attrs.items()}}
@@ -221,18 +244,15 @@ def faults():
 def engine(endpoint, aws, runtime, faults):
     engines = []
 
-    def start(long_poll_seconds: int = 0) -> EventSourceMappingEngine:
-        # Short polling keeps each test's stop() instant; the tests that pass long_poll_seconds=1
-        # run the queue pollers as `up` does (long polling while the queue is empty).
+    def start() -> EventSourceMappingEngine:
+        # In process, as `up` runs it: the pollers read moto's backends and wait on wake-ups.
         esm = EventSourceMappingEngine(
-            endpoint,
-            REGION,
             runtime,
             faults,
+            region=REGION,
+            endpoint_url=endpoint,
             refresh_interval=0.2,
-            poll_interval=0.05,
             retry_delay=0.05,
-            long_poll_seconds=long_poll_seconds,
         )
         esm.start()
         engines.append(esm)
@@ -305,7 +325,7 @@ def test_sqs_event_has_lambdas_record_shape_and_batch_is_deleted(aws, runtime, e
         },
     )["MessageId"]
     mapping = aws.mapping(arn, BatchSize=10)
-    esm = engine(long_poll_seconds=1)
+    esm = engine()
 
     wait_for(lambda: runtime.calls)
     function, event = runtime.calls[0]
@@ -366,7 +386,7 @@ def test_sqs_partial_failure_keeps_exactly_the_failed_messages(aws, runtime, eng
 
     runtime.behaviour = behaviour
     mapping = aws.mapping(arn, BatchSize=4, FunctionResponseTypes=["ReportBatchItemFailures"])
-    esm = engine(long_poll_seconds=1)
+    esm = engine()
 
     wait_for(lambda: runtime.calls)
     assert {r["messageId"] for r in runtime.batches[0]} == set(ids)
@@ -462,7 +482,7 @@ def test_sqs_message_is_redriven_to_the_dlq_after_max_receive_count(aws, runtime
 
     runtime.behaviour = behaviour
     mapping = aws.mapping(arn, BatchSize=1)
-    esm = engine(long_poll_seconds=1)
+    esm = engine()
 
     assert wait_for(esm.idle, timeout=10)
     in_dlq = aws.drain(dlq_url)
@@ -520,7 +540,7 @@ def test_sqs_pollers_fault_processes_batches_concurrently(aws, runtime, faults, 
 def test_disabling_a_mapping_stops_delivery_and_enabling_resumes_it(aws, runtime, engine):
     url, arn = aws.queue("toggle")
     mapping = aws.mapping(arn, BatchSize=1)
-    esm = engine(long_poll_seconds=1)
+    esm = engine()
     assert wait_for(esm.all_enabled)
     aws.send(url, "before")
     wait_for(lambda: runtime.calls)
@@ -762,10 +782,12 @@ def test_stream_on_failure_destination_can_be_an_sns_topic(aws, runtime, engine)
     assert record["DDBStreamBatchInfo"]["batchSize"] == 1
 
 
-def test_stream_records_older_than_maximum_age_are_discarded(aws, runtime, engine):
+def test_stream_records_older_than_maximum_age_are_discarded(aws, runtime, engine, monkeypatch):
     failure_url, destination = on_failure(aws)
     stream = aws.table("aged")
     aws.put("aged", "old")
+    # Two minutes later (Lambda's smallest MaximumRecordAgeInSeconds is 60).
+    monkeypatch.setattr(esm_streams, "wall_clock", lambda: time.time() + 120)
 
     def behaviour(records, index):
         raise RuntimeError("keeps failing")
@@ -776,7 +798,7 @@ def test_stream_records_older_than_maximum_age_are_discarded(aws, runtime, engin
         StartingPosition="TRIM_HORIZON",
         BatchSize=10,
         MaximumRetryAttempts=-1,
-        MaximumRecordAgeInSeconds=1,
+        MaximumRecordAgeInSeconds=60,
         DestinationConfig=destination,
     )
     esm = engine()
@@ -817,3 +839,405 @@ def test_stream_latest_skips_existing_records_and_disable_pauses_the_shard(aws, 
     aws.lam.update_event_source_mapping(UUID=mapping, Enabled=True)
     wait_for(lambda: len(runtime.calls) == 2)
     assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in runtime.batches[1]] == ["while-disabled"]
+
+
+def test_stream_latest_starting_position_is_held_once_all_enabled(aws, runtime, engine):
+    """all_enabled() means every shard worker holds its starting position: a record written
+    right after it reads True is delivered, one written before is not (several shards)."""
+    stream = aws.table("latest-held", shards=4)
+    for n in range(8):
+        aws.put("latest-held", f"before-{n}")
+    aws.mapping(stream, StartingPosition="LATEST", BatchSize=100)
+    esm = engine()
+    assert esm.all_enabled()  # start() read the mappings and placed every shard worker
+    for n in range(8):
+        aws.put("latest-held", f"after-{n}")
+    assert wait_for(lambda: esm.idle() and len(runtime_keys(runtime)) == 8)
+    assert sorted(runtime_keys(runtime)) == [f"after-{n}" for n in range(8)]
+
+
+def runtime_keys(runtime: FakeRuntime) -> list[str]:
+    return [r["dynamodb"]["Keys"]["pk"]["S"] for b in runtime.batches for r in b]
+
+
+# --- pollers: how many, and waiting without polling ----------------------------------------------
+
+
+def test_sqs_mapping_starts_five_pollers_and_scales_with_the_backlog(aws, runtime, engine):
+    runtime.delay = 0.25
+    url, arn = aws.queue("backlog", visibility=30)
+    mapping = aws.mapping(arn, BatchSize=1)
+    esm = engine()
+    assert esm.stats()[mapping]["pollers"] == 5  # Lambda starts with five
+    aws.send(url, *[str(n) for n in range(60)])
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 60, timeout=20)
+    assert 5 < runtime.max_active <= 10  # more pollers while messages wait, up to the bound
+    assert sorted(int(r["body"]) for b in runtime.batches for r in b) == list(range(60))
+    assert wait_for(lambda: esm.stats()[mapping]["pollers"] == 5)  # back down once drained
+
+
+def test_sqs_scaling_stops_at_the_mappings_maximum_concurrency(aws, runtime, engine):
+    runtime.delay = 0.2
+    url, arn = aws.queue("capped", visibility=30)
+    mapping = aws.mapping(arn, BatchSize=1)
+    # ScalingConfig as Lambda stores it (the local stack's CreateEventSourceMapping refuses it for
+    # now: emulator/moto_patches.py ESM_NOT_LOCAL).
+    lambda_backends[DEFAULT_ACCOUNT_ID][REGION]._event_source_mappings[mapping].scaling_config = {
+        "MaximumConcurrency": 2
+    }
+    esm = engine()
+    assert esm.stats()[mapping]["pollers"] == 2
+    aws.send(url, *[str(n) for n in range(10)])
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 10)
+    assert runtime.max_active == 2
+
+
+def test_sqs_pollers_switch_sets_a_fixed_number_and_null_restores_scaling(
+    aws, runtime, faults, engine
+):
+    faults.sqs_pollers = 1
+    runtime.delay = 0.1
+    url, arn = aws.queue("fixed", visibility=30)
+    mapping = aws.mapping(arn, BatchSize=1)
+    esm = engine()
+    assert esm.stats()[mapping]["pollers"] == 1
+    aws.send(url, *[str(n) for n in range(8)])
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 8)
+    assert runtime.max_active == 1
+    faults.update({"sqs_pollers": None})
+    esm.refresh()
+    assert esm.stats()[mapping]["pollers"] == 5
+
+
+class CountingSource:
+    """A source wrapper counting the reads the engine makes."""
+
+    def __init__(self, inner, counter: dict[str, int]):
+        self._inner = inner
+        self._counter = counter
+
+    def __getattr__(self, name):
+        attribute = getattr(self._inner, name)
+        if name in ("receive", "records") and callable(attribute):
+
+            def counted(*args, **kwargs):
+                self._counter[name] = self._counter.get(name, 0) + 1
+                return attribute(*args, **kwargs)
+
+            return counted
+        return attribute
+
+
+def test_caught_up_pollers_wait_for_a_signal_instead_of_polling(aws, runtime, engine, monkeypatch):
+    reads: dict[str, int] = {}
+    monkeypatch.setattr(
+        esm_module, "open_queue", lambda arn: CountingSource(esm_module.SqsSource(arn), reads)
+    )
+    monkeypatch.setattr(
+        esm_module,
+        "open_stream",
+        lambda arn: CountingSource(esm_module.StreamSource(arn), reads),
+    )
+    url, arn = aws.queue("quiet")
+    stream = aws.table("quiet", shards=4)
+    aws.mapping(arn, BatchSize=10)
+    aws.mapping(stream, StartingPosition="TRIM_HORIZON", BatchSize=10)
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and reads.get("receive") == 5 and reads.get("records") == 4)
+    time.sleep(0.2)
+    before = dict(reads)
+    time.sleep(1.5)
+    # Nothing arrived: no receive and no read at all (a 10 Hz poller would have made dozens).
+    assert reads == before
+    started = time.monotonic()
+    aws.send(url, "wake up")
+    aws.put("quiet", "wake up")
+    assert wait_for(lambda: len(runtime.calls) == 2, timeout=2)
+    assert time.monotonic() - started < 0.5  # woken by the arrival, not by a timer
+
+
+def test_a_message_is_received_again_when_its_visibility_timeout_ends(aws, runtime, engine):
+    """Nothing signals a visibility timeout running out: the idle poller sleeps until then."""
+    url, arn = aws.queue("reappears", visibility=1)
+    aws.send(url, "retry me")
+    moments: list[float] = []
+
+    def behaviour(records, index):
+        moments.append(time.monotonic())
+        if index == 0:
+            raise RuntimeError("first attempt fails")
+
+    runtime.behaviour = behaviour
+    aws.mapping(arn, BatchSize=10)
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(moments) == 2, timeout=5)
+    assert 0.9 <= moments[1] - moments[0] <= 1.6
+
+
+def test_status_idle_waits_for_records_held_in_a_batching_window(aws, runtime, engine):
+    url, arn = aws.queue("windowed")
+    stream = aws.table("windowed")
+    aws.mapping(arn, BatchSize=10, MaximumBatchingWindowInSeconds=1)
+    aws.mapping(
+        stream, StartingPosition="TRIM_HORIZON", BatchSize=10, MaximumBatchingWindowInSeconds=1
+    )
+    esm = engine()
+    assert wait_for(esm.idle)
+    aws.send(url, "held")
+    aws.put("windowed", "held")
+    time.sleep(0.3)  # received / read, and held until the window closes
+    assert not runtime.calls
+    assert not esm.idle()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 2, timeout=5)
+
+
+# --- streams: shards, lanes, payload size --------------------------------------------------------
+
+
+def test_stream_with_several_shards_has_a_worker_per_shard_and_keeps_each_keys_order(
+    aws, runtime, engine
+):
+    stream = aws.table("sharded", shards=4)
+    keys = [f"k{n:02d}" for n in range(12)]
+    for version in range(3):
+        for key in keys:
+            aws.put("sharded", key, v=str(version))
+    source = StreamSource(stream)
+    shard_of = {
+        r["dynamodb"]["SequenceNumber"]: shard.shard_id
+        for shard in source.shards()
+        for r in source.records(shard.shard_id, None, 1000)
+    }
+    assert len(set(shard_of.values())) > 1
+    runtime.delay = 0.05
+    mapping = aws.mapping(stream, StartingPosition="TRIM_HORIZON", BatchSize=4)
+    esm = engine()
+    assert esm.stats()[mapping]["pollers"] == 4
+    assert wait_for(lambda: esm.idle() and sum(len(b) for b in runtime.batches) == 36)
+    for batch in runtime.batches:  # a batch comes from one shard
+        assert len({shard_of[r["dynamodb"]["SequenceNumber"]] for r in batch}) == 1
+    versions: dict[str, list[str]] = {}
+    for batch in runtime.batches:
+        for record in batch:
+            image = record["dynamodb"]["NewImage"]
+            versions.setdefault(image["pk"]["S"], []).append(image["v"]["S"])
+    assert versions == {key: ["0", "1", "2"] for key in keys}
+    assert 1 < runtime.max_active <= 4  # shards run concurrently, one batch in flight each
+
+
+def test_stream_records_keep_event_version_and_size_bytes_as_the_stream_gives_them(
+    aws, runtime, engine
+):
+    stream = aws.table("shape")
+    aws.put("shape", "x", payload="y" * 100)
+    source = StreamSource(stream)
+    (shard,) = source.shards()
+    (raw,) = source.records(shard.shard_id, None, 10)
+    aws.mapping(stream, StartingPosition="TRIM_HORIZON")
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and runtime.calls)
+    (record,) = runtime.batches[0]
+    assert record["eventVersion"] == raw["eventVersion"]
+    assert record["dynamodb"]["SizeBytes"] == raw["dynamodb"]["SizeBytes"]
+    assert record["dynamodb"]["ApproximateCreationDateTime"] == float(
+        int(raw["dynamodb"]["ApproximateCreationDateTime"])
+    )
+
+
+# --- duplicate_rate ------------------------------------------------------------------------------
+
+
+def test_duplicate_rate_delivers_a_batch_once_more(aws, runtime, faults, engine):
+    faults.update({"duplicate_rate": 1.0})  # every batch: the rate's draw always wins
+    url, arn = aws.queue("dup-rate")
+    stream = aws.table("dup-rate")
+    aws.send(url, "a")
+    aws.put("dup-rate", "a")
+    sqs_mapping = aws.mapping(arn, BatchSize=10)
+    stream_mapping = aws.mapping(stream, StartingPosition="TRIM_HORIZON")
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 4)
+    for mapping in (sqs_mapping, stream_mapping):
+        stats = stats_of(esm, mapping)
+        assert (stats["invocations"], stats["duplicates"]) == (2, 1)
+    assert aws.counts(url) == (0, 0)
+
+
+def test_duplicate_rate_draws_from_the_seeded_random():
+    def draws(seed: int) -> list[bool]:
+        switches = Faults()
+        switches.update({"duplicate_rate": 0.3, "seed": seed})
+        return [switches.draw_duplicate() for _ in range(200)]
+
+    first = draws(7)
+    assert first == draws(7)
+    assert 30 <= sum(first) <= 90  # about 30%
+    assert not any(Faults().draw_duplicate() for _ in range(100))  # off by default
+    with pytest.raises(ValueError, match="duplicate_rate"):
+        Faults().update({"duplicate_rate": 1.5})
+
+
+# --- stream pollers against a scripted stream (shards that split, lanes, 6 MB) -------------------
+
+FAKE_STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/fake/stream/2026-11-30T00:00:00.000"
+
+
+class FakeStream:
+    """An in-memory stream with shards the test scripts (parents, closed shards)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.shard_list: list[Shard] = []
+        self.items: dict[str, list[dict]] = {}
+        self.sequence = 100
+
+    def add_shard(self, shard_id: str, parent: str | None = None, closed: bool = False) -> None:
+        with self.lock:
+            self.shard_list.append(Shard(shard_id, parent, closed))
+            self.items[shard_id] = []
+
+    def close(self, shard_id: str) -> None:
+        with self.lock:
+            self.shard_list = [
+                s._replace(closed=True) if s.shard_id == shard_id else s for s in self.shard_list
+            ]
+
+    def put(self, shard_id: str, key: str, **image: str) -> None:
+        with self.lock:
+            self.sequence += 1
+            self.items[shard_id].append(
+                {
+                    "eventID": f"e{self.sequence}",
+                    "eventName": "INSERT",
+                    "eventVersion": "1.1",
+                    "eventSource": "aws:dynamodb",
+                    "awsRegion": REGION,
+                    "dynamodb": {
+                        "ApproximateCreationDateTime": time.time(),
+                        "Keys": {"pk": {"S": key}},
+                        "NewImage": {"pk": {"S": key}, **{k: {"S": v} for k, v in image.items()}},
+                        "SequenceNumber": str(self.sequence),
+                        "SizeBytes": 10,
+                        "StreamViewType": "NEW_IMAGE",
+                    },
+                }
+            )
+        wakeups.notify(FAKE_STREAM)
+
+    def shards(self) -> list[Shard]:
+        with self.lock:
+            return list(self.shard_list)
+
+    def records(self, shard_id: str, after: str | None, limit: int) -> list[dict]:
+        with self.lock:
+            items = self.items[shard_id]
+            start = (
+                0
+                if after is None
+                else 1
+                + next(i for i, r in enumerate(items) if r["dynamodb"]["SequenceNumber"] == after)
+            )
+            return copy.deepcopy(items[start : start + limit])
+
+    def last_sequence(self, shard_id: str) -> str | None:
+        with self.lock:
+            items = self.items[shard_id]
+            return items[-1]["dynamodb"]["SequenceNumber"] if items else None
+
+
+@pytest.fixture
+def fake_stream_poller(runtime):
+    pollers = []
+
+    def start(stream: FakeStream, **settings) -> StreamMappingPoller:
+        ctx = EngineContext(
+            runtime,
+            Faults(),
+            region=REGION,
+            endpoint_url=None,
+            retry_delay=0.01,
+            max_sqs_pollers=10,
+        )
+        config = MappingConfig.from_api(
+            {
+                "UUID": "fake-mapping-0001",
+                "EventSourceArn": FAKE_STREAM,
+                "FunctionArn": f"arn:aws:lambda:{REGION}:123456789012:function:consumer",
+                "State": "Enabled",
+                "StartingPosition": "TRIM_HORIZON",
+                **settings,
+            }
+        )
+        poller = StreamMappingPoller(
+            ctx, config, MappingStats(config), lambda arn: stream, lambda arn: "pk"
+        )
+        poller.reconcile()
+        pollers.append(poller)
+        return poller
+
+    yield start
+    for poller in pollers:
+        poller.stop()
+        poller.join(3)
+
+
+def test_a_child_shard_starts_once_its_parent_is_fully_handled(runtime, fake_stream_poller):
+    stream = FakeStream()
+    stream.add_shard("shardId-parent")
+    stream.add_shard("shardId-child", parent="shardId-parent")
+    stream.add_shard("shardId-other")
+    for n in range(3):
+        stream.put("shardId-parent", "k", n=f"p{n}")
+    stream.put("shardId-child", "k", n="c0")
+    stream.put("shardId-other", "o", n="o0")
+    runtime.delay = 0.05
+    poller = fake_stream_poller(stream, BatchSize=2)
+    assert wait_for(lambda: sum(len(b) for b in runtime.batches) == 4)  # parent's and other's
+    assert poller.active_pollers() == 2  # the child waits for its parent
+    stream.close("shardId-parent")  # the parent's last record is in: the split is done
+    stream.put("shardId-child", "k", n="c1")
+    assert wait_for(lambda: poller.idle() and sum(len(b) for b in runtime.batches) == 6)
+    order = [
+        r["dynamodb"]["NewImage"]["n"]["S"]
+        for b in runtime.batches
+        for r in b
+        if r["dynamodb"]["Keys"]["pk"]["S"] == "k"
+    ]
+    assert order == ["p0", "p1", "p2", "c0", "c1"]
+
+
+def test_parallelization_factor_runs_lanes_concurrently_and_keeps_each_keys_order(
+    runtime, fake_stream_poller
+):
+    stream = FakeStream()
+    stream.add_shard("shardId-one")
+    keys = [f"key-{n}" for n in range(8)]
+    for version in range(5):
+        for key in keys:
+            stream.put("shardId-one", key, v=str(version))
+    runtime.delay = 0.1
+    poller = fake_stream_poller(stream, BatchSize=3, ParallelizationFactor=4)
+    assert wait_for(lambda: poller.idle() and sum(len(b) for b in runtime.batches) == 40)
+    assert 1 < runtime.max_active <= 4
+    versions: dict[str, list[str]] = {}
+    for batch in runtime.batches:
+        for record in batch:
+            versions.setdefault(record["dynamodb"]["Keys"]["pk"]["S"], []).append(
+                record["dynamodb"]["NewImage"]["v"]["S"]
+            )
+    assert versions == {key: ["0", "1", "2", "3", "4"] for key in keys}
+    assert poller.positions["shardId-one"] == stream.last_sequence("shardId-one")
+
+
+def test_stream_batches_are_cut_before_six_megabytes_of_event(runtime, fake_stream_poller):
+    stream = FakeStream()
+    stream.add_shard("shardId-big")
+    for n in range(14):
+        stream.put("shardId-big", f"big-{n:02d}", blob="x" * 1_000_000)
+    poller = fake_stream_poller(stream, BatchSize=100)
+    assert wait_for(lambda: poller.idle() and sum(len(b) for b in runtime.batches) == 14)
+    sizes = [len(json.dumps(event).encode()) for _, event in runtime.calls]
+    assert all(size <= MAX_EVENT_BYTES for size in sizes)
+    assert [len(b) for b in runtime.batches] == [6, 6, 2]  # each as many as fit
+    keys = [r["dynamodb"]["Keys"]["pk"]["S"] for b in runtime.batches for r in b]
+    assert keys == [f"big-{n:02d}" for n in range(14)]

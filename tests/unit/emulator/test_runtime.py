@@ -261,6 +261,7 @@ def test_faults_validation():
         faults.update({"duplicate_deliveries": 0})
     assert faults.update({"sqs_pollers": 3, "crash_after_side_effects": {"X": 1}}) == {
         "duplicate_deliveries": 1,
+        "duplicate_rate": 0.0,
         "sqs_pollers": 3,
         "crash_after_side_effects": {"X": 1},
         "crash_after_call": [],

@@ -370,7 +370,8 @@ def test_control_endpoints(local):
         200,
         {
             "duplicate_deliveries": 1,
-            "sqs_pollers": 1,
+            "duplicate_rate": 0.0,
+            "sqs_pollers": None,
             "crash_after_side_effects": {},
             "crash_after_call": [],
             "throttle": [],
