@@ -1,6 +1,8 @@
 """Bad rows are reported with their line numbers and never stop the good rows; unreadable files
 get one report, no retries and no dead letter."""
 
+import json
+
 import pytest
 
 from tests.integration.conftest import (
@@ -78,7 +80,6 @@ def test_unreadable_files_get_one_report_and_no_retries(stack: Stack, files):
         "notes.txt": b"not a contact export\n",
         "empty.jsonl": b"",
         "broken.jsonl.gz": b"\x1f\x8b\x08\x00 this is not gzip",
-        "latin1.csv": "contact_id,caller\nM\xfcller,+4989123456\n".encode("latin-1"),
     }
     put = {name: files.put(name, body) for name, body in bodies.items()}
 
@@ -97,3 +98,23 @@ def test_unreadable_files_get_one_report_and_no_retries(stack: Stack, files):
     eventually(lambda: stack.queue_depth("IngestQueueUrl") == 0, timeout=60)
     no_dead_letter_mentions(stack, *(key for key, _ in put.values()))
     assert stack.failed_invocations("IngestFunction") == failures_before  # locally: no retry
+
+
+def test_a_row_that_is_not_utf8_is_rejected_and_the_rest_of_its_file_kept(
+    stack: Stack, files, contact_cleanup
+):
+    """Encoding is checked per line: a Latin-1 row is one rejected row, not a rejected file."""
+    caller = new_caller()
+    contact_cleanup.append(caller)
+    good = contact(caller, minutes=1)
+    latin1 = {**contact(caller, minutes=2), "queue": "M\u00fcller"}
+    body = "\n".join(json.dumps(row, ensure_ascii=False) for row in (latin1, good)) + "\n"
+    key, version = files.put("mixed encodings.jsonl", body.encode("latin-1"))
+
+    log = eventually(lambda: processing_log(stack, key, version), timeout=60)
+    assert log["outcome"] == {"S": "PROCESSED"}, log
+    assert (log["rows_ok"], log["rows_rejected"]) == ({"N": "1"}, {"N": "1"}), log
+    (entry,) = files.read_report(key)
+    assert line_number(entry) == 1
+    assert "UTF-8" in json.dumps(entry), entry
+    assert {i["contact_id"]["S"] for i in stack.contacts_of(caller)} == {good["contact_id"]}
