@@ -45,8 +45,8 @@ lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and
 	$(UV) run cfn-lint pipeline/bootstrap.yaml
 	checkov --quiet --compact --skip-download --framework cloudformation --file pipeline/bootstrap.yaml
 
-unit: setup ## unit tests (moto in-process, no network)
-	$(UV) run pytest tests/unit
+unit: setup ## unit tests (moto in-process, no network; one worker per core)
+	$(UV) run pytest -n auto --dist worksteal tests/unit
 
 integration: setup ## integration tests: the local stack, or a deployed one (AWS_SAM_STACK_NAME)
 	$(UV) run pytest tests/integration

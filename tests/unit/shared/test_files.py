@@ -115,7 +115,7 @@ def test_other_suffixes_are_rejected(name):
         ("f.jsonl", b"\n \n\r\n"),
         ("f.csv", b""),
         ("f.csv", b"\xef\xbb\xbf"),
-        ("f.jsonl.gz", gzip.compress(b"")),
+        ("f.jsonl.gz", gzip.compress(b"", mtime=0)),
         ("f.csv.gz", b""),
     ],
 )
@@ -128,8 +128,10 @@ def test_empty_files_are_rejected(name, data):
     "data",
     [
         b"this is not gzip at all",
-        gzip.compress(b'{"a": 1}\n' * 1000)[:-30],  # truncated upload
-        gzip.compress(b'{"a": 1}\n')[:10] + b"\x00" * 20 + gzip.compress(b"x")[30:],
+        gzip.compress(b'{"a": 1}\n' * 1000, mtime=0)[:-30],  # truncated upload
+        gzip.compress(b'{"a": 1}\n', mtime=0)[:10]
+        + b"\x00" * 20
+        + gzip.compress(b"x", mtime=0)[30:],
     ],
 )
 def test_corrupt_gzip_is_rejected(data):
