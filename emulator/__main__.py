@@ -132,6 +132,13 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--fault-seed", type=int, default=None, help="seed of the faults' random choices"
     )
+    up.add_argument(
+        "--account-concurrency",
+        type=_positive,
+        default=None,
+        help="invocations running at once over all functions (default: twice the cores, at "
+        "least 4); more wait for a slot",
+    )
     up.add_argument("--verbose", action="store_true", help="echo function logs with a prefix")
 
     invoke = sub.add_parser("invoke", help="run one function once (docker-free sam local invoke)")
@@ -186,7 +193,7 @@ def _faults(args: argparse.Namespace) -> Any:
 
 
 def up(args: argparse.Namespace) -> int:
-    from emulator.runtime import Runtime
+    from emulator.runtime import DEFAULT_ACCOUNT_CONCURRENCY, Runtime
     from emulator.server import EmulatorServer
     from emulator.stack import DeployError, deploy, load_samconfig
 
@@ -217,6 +224,7 @@ def up(args: argparse.Namespace) -> int:
     # early Invoke never falls through to moto's Docker path.
     runtime = Runtime(
         endpoint_url=f"http://127.0.0.1:{port}",
+        account_concurrency=args.account_concurrency or DEFAULT_ACCOUNT_CONCURRENCY,
         faults=faults,
         log_dir=template.parent / ".emulator" / "logs",
         echo=args.verbose,

@@ -45,6 +45,11 @@ from emulator.faults import Faults
 
 INIT_TIMEOUT_SECONDS = 10.0  # AWS: the init phase has its own 10 s limit
 DEFAULT_MAX_CONCURRENCY = 10
+# The account's concurrent executions (AWS: a Regional quota, 10 on a new account). Locally the
+# quota stands for the machine: every invocation's SDK calls go to one moto process, which serves
+# them on one core, so more invocations at once only lengthen each (its calls queue behind the
+# others') until functions time out, are retried and start cold: less work done, not more.
+DEFAULT_ACCOUNT_CONCURRENCY = max(4, 2 * (os.cpu_count() or 1))
 _API = "/2018-06-01/runtime"
 # Environment variables a worker inherits from the host: enough to run, nothing of the caller's
 # own configuration (functions see only what the template gives them, as on AWS).
@@ -410,16 +415,21 @@ class Runtime:
         echo: bool = False,
         echo_prefix: bool = True,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        account_concurrency: int = DEFAULT_ACCOUNT_CONCURRENCY,
         aws_env: dict[str, str] | None = None,
     ) -> None:
         """``endpoint_url``: where the functions' AWS SDK calls go (with dummy credentials);
-        None keeps the AWS_* settings of ``aws_env`` (default: this process's environment)."""
+        None keeps the AWS_* settings of ``aws_env`` (default: this process's environment).
+        ``max_concurrency``: workers per function; ``account_concurrency``: invocations running
+        at once over all functions (an invoke beyond it waits for one to end before its own
+        timeout starts, as an event source mapping's poller waits out a throttle)."""
         self.endpoint_url = endpoint_url
         self.faults = faults or Faults()
         self.log_dir = log_dir
         self.echo = echo
         self.echo_prefix = echo_prefix
         self.max_concurrency = max_concurrency
+        self._account_slots = threading.BoundedSemaphore(account_concurrency)
         self._aws_env = dict(os.environ if aws_env is None else aws_env)
         self._specs: dict[str, FunctionSpec] = {}
         self._names: dict[str, str] = {}
@@ -576,6 +586,10 @@ class Runtime:
                 _error("ResourceNotFoundException", f"Function not found: {function_name}", ""),
             )
         body = event if isinstance(event, bytes) else json.dumps(event).encode()
+        with self._account_slots:
+            return self._invoke(spec, body)
+
+    def _invoke(self, spec: FunctionSpec, body: bytes) -> InvokeResult:
         inv = _Invocation(body, spec.timeout, spec.arn)
         started = time.perf_counter()
         try:

@@ -225,6 +225,36 @@ def test_concurrent_invocations_get_their_own_workers(runtime):
     assert len({r.payload["instance"] for r in results}) == 2
 
 
+def test_the_account_concurrency_queues_invocations_before_their_timeout_starts(tmp_path):
+    # One slot for the account: FnB (1 s timeout) waits while FnA sleeps 1.2 s, and its own
+    # timeout counts only from when it runs, so it succeeds.
+    rt = Runtime(
+        [make_function(tmp_path, "FnA"), make_function(tmp_path, "FnB", timeout=1.0)],
+        endpoint_url="http://127.0.0.1:4599",
+        log_dir=tmp_path / "logs",
+        account_concurrency=1,
+    )
+    try:
+        rt.warm()
+        results = {}
+
+        def call(name, event):
+            results[name] = rt.invoke(name, event)
+
+        first = threading.Thread(target=call, args=("FnA", {"action": "sleep", "seconds": 1.2}))
+        first.start()
+        time.sleep(0.2)  # FnA holds the slot
+        started = time.monotonic()
+        call("FnB", {"action": "remaining"})
+        waited = time.monotonic() - started
+        first.join()
+        assert results["FnA"].ok and results["FnB"].ok, results
+        assert waited >= 0.9  # it ran only once FnA ended
+        assert results["FnB"].payload["remaining_before"] > 800  # its own full second
+    finally:
+        rt.close()
+
+
 def test_function_output_goes_to_its_log_file(runtime, tmp_path):
     runtime.invoke("FnA", {"action": "print"})
     log = tmp_path / "logs" / "FnA.log"
