@@ -210,7 +210,6 @@ def _drop(registry: dict[str, Any], esm: Any) -> None:
 MAX_FILTERS = 5
 ESM_NOT_LOCAL = {
     "TumblingWindowInSeconds": "tumbling windows (state carried between invocations)",
-    "ParallelizationFactor": "more than one concurrent batch per shard",
     "StartingPositionTimestamp": "StartingPosition AT_TIMESTAMP",
     "ScalingConfig": "a maximum concurrency for SQS pollers",
     "ProvisionedPollerConfig": "provisioned pollers",
@@ -361,6 +360,11 @@ def _validate_stream_mapping(config: dict[str, Any]) -> None:
     if age != -1 and not 60 <= age <= 604_800:
         raise InvalidParameterValueException(
             f"MaximumRecordAgeInSeconds {age} is out of range: -1 (infinite) or 60 to 604800"
+        )
+    factor = _int_setting(config, "ParallelizationFactor", 1)
+    if not 1 <= factor <= 10:
+        raise InvalidParameterValueException(
+            f"ParallelizationFactor {factor} is out of range: it must be between 1 and 10"
         )
     destination = config.get("DestinationConfig") or {}
     if (destination.get("OnSuccess") or {}).get("Destination"):
@@ -528,6 +532,15 @@ def _check_request_size(body: bytes, invocation_type: str) -> None:
         )
 
 
+class _ResponsePayload(bytes):
+    """A response payload moto's Invoke handler passes on as it is: LambdaResponse.invoke turns
+    any payload whose sys.getsizeof exceeds 6,000,000 bytes into Function.ResponseSizeTooLarge,
+    below Lambda's limit (checked here, MAX_RESPONSE_PAYLOAD)."""
+
+    def __sizeof__(self) -> int:
+        return 0
+
+
 def _error_payload(response_headers: Any, error_type: str, message: str) -> bytes:
     response_headers["x-amz-function-error"] = "Unhandled"
     payload = json.dumps({"errorMessage": message, "errorType": error_type}).encode()
@@ -619,7 +632,7 @@ def _patch_lambda_invoke() -> None:
         if not result.ok:
             response_headers["x-amz-function-error"] = "Unhandled"
         response_headers["Content-Length"] = str(len(payload))
-        return payload
+        return _ResponsePayload(payload)
 
     _mark(invoke, original)
     LambdaBackend.invoke = invoke
