@@ -7,10 +7,26 @@ import time
 import traceback
 from datetime import UTC, datetime
 
-from bench import cold_init, exactly_once_cost, ingest_cost, ingest_memory, layer_size, throughput
+from bench import (
+    cold_init,
+    demo_settle,
+    exactly_once_cost,
+    ingest_cost,
+    ingest_memory,
+    layer_size,
+    throughput,
+)
 from bench.common import ROOT, Figure
 
-SECTIONS = (cold_init, ingest_cost, exactly_once_cost, ingest_memory, throughput, layer_size)
+SECTIONS = (
+    cold_init,
+    ingest_cost,
+    exactly_once_cost,
+    ingest_memory,
+    throughput,
+    demo_settle,
+    layer_size,
+)
 
 
 def _table(figures: list[Figure]) -> str:

@@ -39,6 +39,7 @@ CONTACTS = FILES * ROWS_PER_FILE
 READY_WITHIN_SECONDS = 90
 DONE_WITHIN_SECONDS = int(os.environ.get("BENCH_P5_TIMEOUT", "240"))
 PORTS = range(4950, 5000)
+IDLE_SECONDS = 10
 # An experiment's samconfig (e.g. other local timeouts); `make bench` uses the repository's.
 CONFIG_FILE = os.environ.get("BENCH_P5_SAMCONFIG")
 PREFIX = "incoming/bench/"
@@ -378,7 +379,29 @@ def _measure(stack: LocalStackProcess) -> list[Figure]:
                     ),
                 )
             )
+    if finished is not None:
+        figures.append(idle_cpu(stack))
     return figures
+
+
+def idle_cpu(stack: LocalStackProcess) -> Figure:
+    """The caught-up stack's CPU (its own process and the warm workers) over IDLE_SECONDS: what
+    pollers with nothing to do cost."""
+    time.sleep(2)  # the last deletes and log flushes
+    before = cpu(stack)
+    time.sleep(IDLE_SECONDS)
+    own, workers = (a - b for a, b in zip(cpu(stack), before, strict=True))
+    share = (own + workers) / IDLE_SECONDS * 100
+    return Figure(
+        "P5",
+        "idle CPU of a caught-up stack",
+        round(share, 1),
+        "% of a core",
+        "<= 5",
+        share <= 5,
+        f"over {IDLE_SECONDS} s after done: local stack process {own:.2f} s, "
+        f"workers {workers:.2f} s",
+    )
 
 
 if __name__ == "__main__":
