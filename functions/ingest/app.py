@@ -15,6 +15,7 @@ nothing good is lost. Logs name files (bucket, key, version: export file names, 
 data), outcomes and counts, never row contents.
 """
 
+import functools
 import os
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -72,7 +73,9 @@ file_claims = idempotency.idempotency_config(
     config=file_claims,
     key_prefix="ingest-file",
 )
-def ingest_file_once(*, task: s3_events.FileTask, lambda_context: LambdaContext) -> dict:
+def ingest_file_once(
+    *, task: s3_events.FileTask, margin: float, lambda_context: LambdaContext
+) -> dict:
     result = ingest.ingest_file(
         task,
         s3=s3,
@@ -80,7 +83,8 @@ def ingest_file_once(*, task: s3_events.FileTask, lambda_context: LambdaContext)
         table_name=CONTACTS_TABLE_NAME,
         goodwill_wait_seconds=GOODWILL_WAIT_SECONDS,
         ingested_at=datetime.now(UTC),
-        seconds_left=lambda: lambda_context.get_remaining_time_in_millis() / 1000,
+        seconds_left=lambda: seconds_left(lambda_context),
+        margin=margin,
     )
     metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=result.rows_ok)
@@ -90,7 +94,11 @@ def ingest_file_once(*, task: s3_events.FileTask, lambda_context: LambdaContext)
     return asdict(result)
 
 
-def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
+def seconds_left(lambda_context: LambdaContext) -> float:
+    return lambda_context.get_remaining_time_in_millis() / 1000
+
+
+def record_handler(record: SQSRecord, lambda_context: LambdaContext, margin: float) -> None:
     try:
         tasks = s3_events.parse_message(record.body)
     except s3_events.NotAnS3Event as error:
@@ -102,8 +110,14 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
         return
     for task in tasks:
         file_id = task.s3_object.file_id
+        if seconds_left(lambda_context) < 2 * margin:
+            # Too little time left to start it (a late file of a batch): a new invocation will.
+            notify.enqueue_continuation(sqs, INGEST_QUEUE_URL, task)
+            metrics.add_metric(name="FilesDeferred", unit=MetricUnit.Count, value=1)
+            logger.info("file deferred to a new invocation", extra={"file_id": file_id})
+            continue
         try:
-            result = ingest_file_once(task=task, lambda_context=lambda_context)
+            result = ingest_file_once(task=task, margin=margin, lambda_context=lambda_context)
             if result["outcome"] == ingest.IN_PROGRESS:
                 following = s3_events.FileTask(task.s3_object, result["next_line"])
                 notify.enqueue_continuation(sqs, INGEST_QUEUE_URL, following)
@@ -120,6 +134,10 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
     file_claims.register_lambda_context(context)
+    margin = ingest.step_margin(seconds_left(context))
     return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
+        event=event,
+        record_handler=functools.partial(record_handler, margin=margin),
+        processor=processor,
+        context=context,
     )

@@ -21,6 +21,7 @@ from the last saved progress; its writes are versioned, so a re-run leaves one i
 
 import json
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import asdict, dataclass
@@ -44,9 +45,16 @@ MAX_REPORT_ROWS = 1000
 # contacts; after each, the clock is read and the progress may be saved.
 CONTACTS_PER_WRITE = 50
 ROWS_PER_WRITE = 1000
-# A step stops for a continuation once less than this is left (at most a quarter of the time the
-# invocation started with): enough to finish a write under throttling and save the progress.
+# A step stops for a continuation once less than its margin is left: a quarter of the time the
+# invocation started with, at most this, plus twice its longest write so far (a loaded table
+# or throttling makes writes slow): enough to finish a write and save the progress.
 MAX_MARGIN_SECONDS = 30.0
+
+
+def step_margin(seconds_at_start: float) -> float:
+    """The margin of every step of one invocation, from the time it started with (not the time
+    left when a file starts: the fifth file of a batch would get almost none)."""
+    return min(MAX_MARGIN_SECONDS, seconds_at_start / 4)
 
 
 @dataclass
@@ -155,6 +163,7 @@ def ingest_file(
     goodwill_wait_seconds: int,
     ingested_at: datetime,
     seconds_left: Callable[[], float],
+    margin: float,
 ) -> FileOutcome:
     s3_object = task.s3_object
     log = store.file_log(dynamodb, table_name, s3_object.file_id)
@@ -185,6 +194,7 @@ def ingest_file(
         goodwill_wait_seconds=goodwill_wait_seconds,
         ingested_at=ingested_at,
         seconds_left=seconds_left,
+        margin=margin,
     )
 
 
@@ -198,9 +208,10 @@ def _resume(
     goodwill_wait_seconds: int,
     ingested_at: datetime,
     seconds_left: Callable[[], float],
+    margin: float,
 ) -> FileOutcome:
     """Read the file after progress.next_line to its end, or until time runs short."""
-    margin = min(MAX_MARGIN_SECONDS, seconds_left() / 4)
+    longest_write = 0.0
     progress.steps += 1
     report_key = objects.report_key(s3_object.key)
     with tempfile.TemporaryFile() as spool:
@@ -218,9 +229,11 @@ def _resume(
                         row, s3_object, goodwill_wait_seconds, ingested_at
                     ),
                 ):
+                    began = time.monotonic()
                     report.count(store.write_contacts(dynamodb, table_name, writes))
+                    longest_write = max(longest_write, time.monotonic() - began)
                     progress.next_line = end_line
-                    if more and seconds_left() < margin:
+                    if more and seconds_left() < margin + 2 * longest_write:
                         outcome = IN_PROGRESS
                         break
         except objects.ObjectMissing:

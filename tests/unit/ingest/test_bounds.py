@@ -121,10 +121,11 @@ def test_a_gzip_bomb_is_rejected_after_the_rows_before_it(ingest, monkeypatch):
 def deliver_until_empty(ingest, first: Delivery) -> int:
     """Run the first delivery, then every message the function puts on IngestQueue (the
     continuations), each in a fresh invocation, as the event source mapping would. Every
-    invocation has time for five steps of rows (ShrinkingClock's defaults)."""
+    invocation has time for five steps of rows: each read of the clock costs 5 s of its 36, and
+    a step stops once less than its margin (a quarter of 36 s) is left."""
     pending, invocations = [first], 0
     while pending:
-        assert ingest.run(*pending, context=ShrinkingClock()) == []
+        assert ingest.run(*pending, context=ShrinkingClock(remaining_ms=36_000)) == []
         invocations += 1
         pending = [
             Delivery(message["MessageId"], message["Body"])
@@ -150,6 +151,32 @@ def test_a_file_too_big_for_one_invocation_is_resumed_until_complete(ingest):
     assert log["steps"] == invocations
     metrics = ingest.metrics()
     assert (metrics["FilesContinued"], metrics["FilesProcessed"]) == (invocations - 1, 1)
+
+
+def test_a_file_late_in_a_batch_is_deferred_whole_when_too_little_time_is_left(ingest):
+    # Two big files in one batch: the first uses the invocation's time down to its margin, so
+    # the second is not started (a first write could not finish) but handed to a new
+    # invocation, which ingests it whole.
+    first = ingest.put("incoming/first.jsonl", jsonl(*(good(n) for n in range(1, 401))))
+    second = ingest.put("incoming/second.jsonl", jsonl(*(good(n) for n in range(401, 501))))
+    assert ingest.run(first, second, context=ShrinkingClock(remaining_ms=36_000)) == []
+    assert ingest.metrics()["FilesDeferred"] == 1  # not started
+
+    pending = [
+        Delivery(m["MessageId"], m["Body"])
+        for m in ingest.stack.drain(ingest.stack.ingest_queue_url)
+    ]
+    assert len(pending) == 2  # the first file's continuation, the second file whole
+    while pending:
+        assert ingest.run(*pending, context=ShrinkingClock(remaining_ms=600_000, cost_ms=1)) == []
+        pending = [
+            Delivery(m["MessageId"], m["Body"])
+            for m in ingest.stack.drain(ingest.stack.ingest_queue_url)
+        ]
+    assert len(ingest.items()) == 500
+    for delivery, rows in ((first, 400), (second, 100)):
+        log = ingest.log_of(delivery)
+        assert (log["outcome"], log["rows_ok"]) == ("PROCESSED", rows)
 
 
 def test_a_duplicate_continuation_has_one_effect(ingest):
