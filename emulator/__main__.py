@@ -159,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Teammates' commands take their own arguments: dispatch before parsing (and import lazily).
     if argv and argv[0] == "filter-test":
-        from emulator import filter_test
+        from emulator import filter_cli
 
-        return int(filter_test.main(argv[1:]) or 0)
+        return int(filter_cli.main(argv[1:]) or 0)
     if argv and argv[0] == "demo":
         from emulator import demo
 

@@ -281,7 +281,7 @@ class Stack:
         if self.queue_depth("IngestQueueUrl") or self.queue_depth("NotificationQueueUrl"):
             return False
         status = self.status()
-        return all(status.get(flag, True) for flag in ("idle", "settled"))
+        return bool(status.get("idle", True))
 
     # -- table -----------------------------------------------------------------------------------
     def contacts_of(self, caller: str) -> list[dict]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from shared import rules  # the layer: tests/unit/conftest.py puts it on sys.path
 
-from emulator.filter_test import function_event_sources
+from emulator.filter_cli import function_event_sources
 from emulator.filters import (
     FilterCriteria,
     InvalidPatternError,

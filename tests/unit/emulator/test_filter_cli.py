@@ -1,4 +1,4 @@
-"""`python -m emulator filter-test` (emulator.filter_test.main): exit 0 match, 1 none, 2 error."""
+"""`python -m emulator filter-test` (emulator.filter_cli.main): exit 0 match, 1 none, 2 error."""
 
 import json
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.filter_test import main
+from emulator.filter_cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -331,7 +331,7 @@ def test_runs_as_a_module(files):
     event = files(sqs({"kind": "SURVEY"}))
     pattern = '{"body": {"kind": ["SURVEY"]}}'
     done = subprocess.run(
-        [sys.executable, "-m", "emulator.filter_test", "--pattern", pattern, "--event", event],
+        [sys.executable, "-m", "emulator.filter_cli", "--pattern", pattern, "--event", event],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -339,7 +339,7 @@ def test_runs_as_a_module(files):
     )
     assert (done.returncode, done.stdout) == (0, "match\n")
     bad = subprocess.run(
-        [sys.executable, "-m", "emulator.filter_test", "--pattern", "[]", "--event", event],
+        [sys.executable, "-m", "emulator.filter_cli", "--pattern", "[]", "--event", event],
         cwd=ROOT,
         capture_output=True,
         text=True,
