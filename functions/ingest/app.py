@@ -66,7 +66,8 @@ file_claims = idempotency.idempotency_config(
 )
 
 
-# key_prefix keeps claims valid across deployments (the default prefix is the function's name).
+# A fixed key_prefix: the default embeds the function name and the module path, so a redeploy or
+# a moved module would make every claim new.
 @idempotent_function(
     data_keyword_argument="task",
     persistence_store=idempotency.persistence_layer(dynamodb),

@@ -40,7 +40,8 @@ config = idempotency.idempotency_config(
 )
 
 
-# key_prefix keeps the key stable when code moves (the default embeds the module path).
+# A fixed key_prefix: the default embeds the function name and the module path, so a redeploy or
+# a moved module would make every claim new.
 @idempotent_function(
     data_keyword_argument="notification",
     persistence_store=idempotency.persistence_layer(dynamodb),
