@@ -58,6 +58,7 @@ def function_env(function_name: str, endpoint_url: str | None = None) -> dict[st
         AWS_LAMBDA_FUNCTION_MEMORY_SIZE="256",
         CONTACTS_TABLE_NAME="bench-contacts",
         IDEMPOTENCY_TABLE_NAME="bench-idempotency",
+        INGEST_QUEUE_URL=f"https://sqs.{REGION}.amazonaws.com/123456789012/bench-ingest",
         NOTIFICATION_QUEUE_URL=f"https://sqs.{REGION}.amazonaws.com/123456789012/bench-notifications",
         NOTIFICATIONS_TOPIC_ARN=f"arn:aws:sns:{REGION}:123456789012:bench-notifications",
         GOODWILL_WAIT_SECONDS="600",
