@@ -12,7 +12,8 @@ export UV_TOOL_BIN_DIR := $(CURDIR)/.tools/bin
 # sam build checks the runtime's python on PATH.
 export PATH := $(UV_TOOL_BIN_DIR):$(dir $(PY313)):$(PATH)
 export SAM_CLI_TELEMETRY := 0
-export AWS_DEFAULT_REGION ?= us-east-1
+# No default region here: against a deployed stack the region is the AWS profile's (or
+# AWS_REGION's); the local stack, the demo and the tests set their own.
 
 UV := uv
 SAM_CLI_VERSION := 1.170.0
@@ -41,6 +42,7 @@ lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and
 	sam validate --lint --template template.yaml
 	checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
 	$(UV) run check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yaml
+	$(UV) run check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml
 	$(UV) run zizmor --offline .github/workflows
 	$(UV) run cfn-lint pipeline/bootstrap.yaml
 	checkov --quiet --compact --skip-download --framework cloudformation --file pipeline/bootstrap.yaml
