@@ -42,7 +42,7 @@ FILE_BYTES = int(os.environ.get("BENCH_P4_FILE_MB", "200")) * 1_000_000
 # row, and 800k rows would take ~13 minutes. See docs/performance.md.
 EXTRA_BYTES = int(os.environ.get("BENCH_P4_EXTRA_BYTES", "1800"))
 BUDGET_MB = 100
-CHILD_TIMEOUT_SECONDS = int(os.environ.get("BENCH_P4_TIMEOUT", "170"))
+CHILD_TIMEOUT_SECONDS = int(os.environ.get("BENCH_P4_TIMEOUT", "480"))
 PORTS = range(4910, 4930)
 KEY = "incoming/2026-11-29/bench-200mb.jsonl"
 
