@@ -21,7 +21,6 @@ from the last saved progress; its writes are versioned, so a re-run leaves one i
 
 import json
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import asdict, dataclass
@@ -229,11 +228,12 @@ def _resume(
                         row, s3_object, goodwill_wait_seconds, ingested_at
                     ),
                 ):
-                    began = time.monotonic()
+                    before = seconds_left()
                     report.count(store.write_contacts(dynamodb, table_name, writes))
-                    longest_write = max(longest_write, time.monotonic() - began)
+                    left = seconds_left()
+                    longest_write = max(longest_write, before - left)
                     progress.next_line = end_line
-                    if more and seconds_left() < margin + 2 * longest_write:
+                    if more and left < margin + 2 * longest_write:
                         outcome = IN_PROGRESS
                         break
         except objects.ObjectMissing:

@@ -121,11 +121,12 @@ def test_a_gzip_bomb_is_rejected_after_the_rows_before_it(ingest, monkeypatch):
 def deliver_until_empty(ingest, first: Delivery) -> int:
     """Run the first delivery, then every message the function puts on IngestQueue (the
     continuations), each in a fresh invocation, as the event source mapping would. Every
-    invocation has time for five steps of rows: each read of the clock costs 5 s of its 36, and
-    a step stops once less than its margin (a quarter of 36 s) is left."""
+    invocation has time for five steps of rows: each read of the clock costs 5 s of its 80 (a
+    write is timed by a read before and after it: 5 s), and a step stops once less than its
+    margin (a quarter of 80 s) plus twice its longest write is left."""
     pending, invocations = [first], 0
     while pending:
-        assert ingest.run(*pending, context=ShrinkingClock(remaining_ms=36_000)) == []
+        assert ingest.run(*pending, context=ShrinkingClock(remaining_ms=80_000)) == []
         invocations += 1
         pending = [
             Delivery(message["MessageId"], message["Body"])
