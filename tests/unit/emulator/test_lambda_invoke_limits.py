@@ -3,12 +3,10 @@ function run by a scripted runtime (no worker process): request payload limits (
 RequestEntityTooLargeException before anything runs), the response size limit
 (Function.ResponseSizeTooLarge), and asynchronous invocations retried twice, then given up."""
 
-import io
 import json
 import logging
 import threading
 import time
-import zipfile
 from collections.abc import Callable
 
 import boto3
@@ -18,8 +16,8 @@ from moto import mock_aws
 
 from emulator import moto_patches
 from emulator.runtime import InvokeResult
+from tests.unit.emulator.conftest import REGION, create_function
 
-REGION = "us-east-1"
 FUNCTION = "worker"
 REQUEST_LIMIT = 6_291_456  # 6 MB, RequestResponse
 ASYNC_REQUEST_LIMIT = 1_048_576  # 1 MB, Event
@@ -58,27 +56,12 @@ class FakeRuntime:
                 raise AssertionError(f"{len(self.calls)} invocations, expected {count}")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def patched():
-    moto_patches.install()
-    yield
-    moto_patches.uninstall()
+pytestmark = pytest.mark.usefixtures("moto_patched")
 
 
 @pytest.fixture(scope="module")
-def lam():
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-        }.items():
-            patch.setenv(name, value)
-        patch.delenv("AWS_ENDPOINT_URL", raising=False)
-        patch.delenv("AWS_PROFILE", raising=False)
-        yield boto3.client("lambda", region_name=REGION), boto3.client("iam", region_name=REGION)
+def lam(module_credentials):
+    return boto3.client("lambda", region_name=REGION), boto3.client("iam", region_name=REGION)
 
 
 @pytest.fixture
@@ -94,17 +77,7 @@ def runtime(monkeypatch):
 def client(lam, runtime):
     lambda_client, iam = lam
     with mock_aws():
-        role = iam.create_role(RoleName="invoke-test", AssumeRolePolicyDocument="{}")
-        archive = io.BytesIO()
-        with zipfile.ZipFile(archive, "w") as zf:
-            zf.writestr("app.py", "def lambda_handler(event, context):\n    return None\n")
-        lambda_client.create_function(
-            FunctionName=FUNCTION,
-            Runtime="python3.13",
-            Role=role["Role"]["Arn"],
-            Handler="app.lambda_handler",
-            Code={"ZipFile": archive.getvalue()},
-        )
+        create_function(lambda_client, iam, FUNCTION)
         yield lambda_client
 
 

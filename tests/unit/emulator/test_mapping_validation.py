@@ -6,9 +6,7 @@ CloudFormation's requests are not validated by botocore: every setting reaches t
 what the service answers is under test.
 """
 
-import io
 import json
-import zipfile
 
 import boto3
 import pytest
@@ -16,18 +14,12 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from emulator import moto_patches
+from tests.unit.emulator.conftest import ACCOUNT, REGION, create_function
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
 FUNCTION_TIMEOUT = 30
 
 
-@pytest.fixture(scope="module", autouse=True)
-def patched():
-    moto_patches.install()
-    yield
-    moto_patches.uninstall()
+pytestmark = pytest.mark.usefixtures("moto_patched")
 
 
 class Aws:
@@ -36,18 +28,9 @@ class Aws:
         self.sqs = clients["sqs"]
         self.ddb = clients["dynamodb"]
         self.sns = clients["sns"]
-        role = clients["iam"].create_role(RoleName="mapping-test", AssumeRolePolicyDocument="{}")
-        archive = io.BytesIO()
-        with zipfile.ZipFile(archive, "w") as zf:
-            zf.writestr("app.py", "def lambda_handler(event, context):\n    return None\n")
-        self.function_arn = self.lam.create_function(
-            FunctionName="consumer",
-            Runtime="python3.13",
-            Role=role["Role"]["Arn"],
-            Handler="app.lambda_handler",
-            Code={"ZipFile": archive.getvalue()},
-            Timeout=FUNCTION_TIMEOUT,
-        )["FunctionArn"]
+        self.function_arn = create_function(
+            self.lam, clients["iam"], "consumer", Timeout=FUNCTION_TIMEOUT
+        )
 
     def queue(self, name: str, visibility: int = FUNCTION_TIMEOUT, **attributes: str) -> str:
         url = self.sqs.create_queue(
@@ -96,27 +79,16 @@ def refused(call, *fragments: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def clients():
-    """boto3 clients, made once (a client costs ~0.1 s; mock_aws intercepts every client)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-        }.items():
-            patch.setenv(name, value)
-        patch.delenv("AWS_ENDPOINT_URL", raising=False)
-        patch.delenv("AWS_PROFILE", raising=False)
-        unvalidated = Config(parameter_validation=False)
-        yield {
-            "lambda": boto3.client("lambda", region_name=REGION, config=unvalidated),
-            **{
-                service: boto3.client(service, region_name=REGION)
-                for service in ("sqs", "dynamodb", "sns", "iam")
-            },
-        }
+def clients(module_credentials):
+    """boto3 clients, made once (mock_aws intercepts every client while it is active)."""
+    unvalidated = Config(parameter_validation=False)
+    return {
+        "lambda": boto3.client("lambda", region_name=REGION, config=unvalidated),
+        **{
+            service: boto3.client(service, region_name=REGION)
+            for service in ("sqs", "dynamodb", "sns", "iam")
+        },
+    }
 
 
 @pytest.fixture

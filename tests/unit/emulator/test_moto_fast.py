@@ -15,16 +15,10 @@ from moto import mock_aws
 from moto.core.responses import BaseResponse
 from moto.core.utils import get_service_model
 
-from emulator import moto_fast, moto_patches
+from emulator import moto_fast
+from tests.unit.emulator.conftest import REGION, fake_credentials
 
-REGION = "us-east-1"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def patched():
-    moto_patches.install()
-    yield
-    moto_patches.uninstall()
+pytestmark = pytest.mark.usefixtures("moto_patched")
 
 
 @pytest.fixture
@@ -39,14 +33,7 @@ def compared(monkeypatch):
         return fast
 
     monkeypatch.setattr(BaseResponse, "serialized", both)
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    fake_credentials(monkeypatch)
     with mock_aws():
         yield seen
 

@@ -13,30 +13,14 @@ from moto.dynamodb.models import dynamodb_backends
 
 from emulator import moto_patches
 from emulator.faults import Faults
+from tests.unit.emulator.conftest import ACCOUNT, REGION, fake_credentials
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def patched():
-    moto_patches.install()
-    yield
-    moto_patches.uninstall()
+pytestmark = pytest.mark.usefixtures("moto_patched")
 
 
 @pytest.fixture
 def aws(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    fake_credentials(monkeypatch)
     with mock_aws():
         yield
     moto_patches.set_faults(None)

@@ -14,28 +14,14 @@ from moto.sqs import models as sqs_models
 from moto.sqs.models import Queue, sqs_backends
 
 from emulator import moto_patches, moto_sqs, wakeups
+from tests.unit.emulator.conftest import ACCOUNT, REGION, fake_credentials
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def patched():
-    moto_patches.install()
-    yield
-    moto_patches.uninstall()
+pytestmark = pytest.mark.usefixtures("moto_patched")
 
 
 @pytest.fixture
 def aws(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    fake_credentials(monkeypatch)
     with mock_aws():
         yield boto3.client("sqs", region_name=REGION)
 

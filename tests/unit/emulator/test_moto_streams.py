@@ -12,40 +12,25 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from emulator import moto_patches, moto_streams
+from emulator import moto_streams
 from emulator.backends import StreamSource
+from tests.unit.emulator.conftest import REGION
 
-REGION = "us-east-1"
 KEYS = [f"customer-{n}" for n in range(10)]
 ITEMS_PER_KEY = 4  # 40 items
 WRITES_PER_ITEM = 3  # INSERT, MODIFY, MODIFY
 
 
-@pytest.fixture(scope="module", autouse=True)
-def patched():
-    moto_patches.install()
-    yield
-    moto_patches.uninstall()
+pytestmark = pytest.mark.usefixtures("moto_patched")
 
 
 @pytest.fixture(scope="module")
-def clients():
+def clients(module_credentials):
     """boto3 clients, made once (mock_aws intercepts every client while it is active)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-        }.items():
-            patch.setenv(name, value)
-        patch.delenv("AWS_ENDPOINT_URL", raising=False)
-        patch.delenv("AWS_PROFILE", raising=False)
-        yield (
-            boto3.client("dynamodb", region_name=REGION),
-            boto3.client("dynamodbstreams", region_name=REGION),
-        )
+    return (
+        boto3.client("dynamodb", region_name=REGION),
+        boto3.client("dynamodbstreams", region_name=REGION),
+    )
 
 
 class Aws:

@@ -1,0 +1,60 @@
+"""What the tests of the emulator's moto patches share: the patches installed for a module, dummy
+credentials for moto in process, and a function to map or invoke."""
+
+import io
+import zipfile
+from collections.abc import Iterator
+
+import pytest
+
+from emulator import moto_patches
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+
+
+def fake_credentials(patch: pytest.MonkeyPatch) -> None:
+    """Dummy credentials and nothing of the developer's own AWS configuration."""
+    for name, value in CREDENTIALS.items():
+        patch.setenv(name, value)
+    patch.delenv("AWS_ENDPOINT_URL", raising=False)
+    patch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def moto_patched() -> Iterator[None]:
+    """The emulator's moto patches, for one test module (use with pytestmark)."""
+    moto_patches.install()
+    yield
+    moto_patches.uninstall()
+
+
+@pytest.fixture(scope="module")
+def module_credentials() -> Iterator[None]:
+    """fake_credentials for a module's clients, made once (a client costs ~0.1 s)."""
+    with pytest.MonkeyPatch.context() as patch:
+        fake_credentials(patch)
+        yield
+
+
+def create_function(lam, iam, name: str, **settings) -> str:
+    """A python3.13 function that returns None; its ARN. ``settings``: e.g. Timeout."""
+    role = iam.create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("app.py", "def lambda_handler(event, context):\n    return None\n")
+    return lam.create_function(
+        FunctionName=name,
+        Runtime="python3.13",
+        Role=role["Role"]["Arn"],
+        Handler="app.lambda_handler",
+        Code={"ZipFile": archive.getvalue()},
+        **settings,
+    )["FunctionArn"]
