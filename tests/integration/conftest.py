@@ -725,6 +725,13 @@ def expected_notifications(rows: list[dict]) -> Counter:
 
 
 def processing_log(stack: Stack, key: str, version: str | None) -> dict | None:
+    """The file's processing log once its outcome is final; None before (a file is IN_PROGRESS
+    from its first step's start, and longer when it takes more than one step)."""
+    log = _any_processing_log(stack, key, version)
+    return log if log and log["outcome"]["S"] != "IN_PROGRESS" else None
+
+
+def _any_processing_log(stack: Stack, key: str, version: str | None) -> dict | None:
     if version is None:  # unversioned bucket: the file id ends in the (unknown) sequencer
         items = stack.dynamodb.scan(
             TableName=stack.contacts_table,

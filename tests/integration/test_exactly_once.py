@@ -198,11 +198,7 @@ def test_a_file_longer_than_a_function_timeout_is_completed_by_continuations(
     body = b"".join(jsonl([row]) + b"[]\n" * junk_per_row for row in valid)
     key, version = files.put("long.jsonl", body)
 
-    def finished():
-        log = processing_log(stack, key, version)
-        return log if log and log["outcome"]["S"] != "IN_PROGRESS" else None
-
-    log = eventually(finished, timeout=300, interval=2)
+    log = eventually(lambda: processing_log(stack, key, version), timeout=300, interval=2)
     assert log["outcome"] == {"S": "PROCESSED"}, log
     assert (log["rows_ok"], log["rows_rejected"]) == (
         {"N": "1000"},
