@@ -20,7 +20,8 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-from shared import contacts, gift_cards, notifications, notify, rules, store
+from shared import contacts, gift_cards, notifications, rules
+from shared.aws import messaging, table
 
 logger = Logger()
 metrics = Metrics()
@@ -39,12 +40,12 @@ def record_handler(record: DynamoDBRecord) -> None:
     if contact is None or not rules.gift_card_due(contact, GOODWILL_WAIT_SECONDS):
         logger.info("record skipped: no gift card due", event_id=record.event_id)
         return
-    card, created = store.create_gift_card(
+    card, created = table.create_gift_card(
         dynamodb, CONTACTS_TABLE_NAME, gift_cards.new_gift_card(contact)
     )
     if created:
         metrics.add_metric(name="GiftCardsIssued", unit=MetricUnit.Count, value=1)
-    notify.enqueue(sqs, NOTIFICATION_QUEUE_URL, notifications.gift_card(card))
+    messaging.enqueue(sqs, NOTIFICATION_QUEUE_URL, notifications.gift_card(card))
     logger.info(
         "gift card notification enqueued",
         contact_id=contact["contact_id"],

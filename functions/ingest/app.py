@@ -32,7 +32,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import idempotent_function
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
-from shared import idempotency, ingest, notify, rules, s3_events
+from shared import idempotency, ingest, rules, s3_events
+from shared.aws import messaging
 
 logger = Logger()
 metrics = Metrics()
@@ -113,7 +114,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext, margin: flo
         file_id = task.s3_object.file_id
         if seconds_left(lambda_context) < 2 * margin:
             # Too little time left to start it (a late file of a batch): a new invocation will.
-            notify.enqueue_continuation(sqs, INGEST_QUEUE_URL, task)
+            messaging.enqueue_continuation(sqs, INGEST_QUEUE_URL, task)
             metrics.add_metric(name="FilesDeferred", unit=MetricUnit.Count, value=1)
             logger.info("file deferred to a new invocation", extra={"file_id": file_id})
             continue
@@ -121,7 +122,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext, margin: flo
             result = ingest_file_once(task=task, margin=margin, lambda_context=lambda_context)
             if result["outcome"] == ingest.IN_PROGRESS:
                 following = s3_events.FileTask(task.s3_object, result["next_line"])
-                notify.enqueue_continuation(sqs, INGEST_QUEUE_URL, following)
+                messaging.enqueue_continuation(sqs, INGEST_QUEUE_URL, following)
                 logger.info(
                     "file continues in a new invocation",
                     extra={"file_id": file_id, "after_line": following.after_line},

@@ -18,7 +18,8 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-from shared import contacts, rules, store
+from shared import contacts, rules
+from shared.aws import table
 
 logger = Logger()
 metrics = Metrics()
@@ -32,13 +33,13 @@ def record_handler(record: DynamoDBRecord) -> None:
     if new is not None and not rules.sets_last_agent(new):
         new = None
     if old is not None and rules.sets_last_agent(old) and not rules.same_version(old, new):
-        outcome = store.replace_last_agent(dynamodb, CONTACTS_TABLE_NAME, old)
+        outcome = table.replace_last_agent(dynamodb, CONTACTS_TABLE_NAME, old)
         if outcome != "kept":
             metrics.add_metric(name="LastAgentCorrected", unit=MetricUnit.Count, value=1)
         logger.info("corrected contact checked", contact_id=old["contact_id"], outcome=outcome)
     if new is None:
         return
-    if store.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, new):
+    if table.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, new):
         metrics.add_metric(name="LastAgentUpdated", unit=MetricUnit.Count, value=1)
         logger.info("last agent updated", contact_id=new["contact_id"])
     else:

@@ -23,7 +23,8 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import idempotent_function
-from shared import idempotency, notifications, notify
+from shared import idempotency, notifications
+from shared.aws import messaging
 
 logger = Logger()
 metrics = Metrics()
@@ -49,7 +50,7 @@ config = idempotency.idempotency_config(
     key_prefix="NotifierFunction",
 )
 def send(*, notification: dict) -> dict:
-    notify.publish(sns, NOTIFICATIONS_TOPIC_ARN, notification)
+    messaging.publish(sns, NOTIFICATIONS_TOPIC_ARN, notification)
     metrics.add_metric(name="NotificationsSent", unit=MetricUnit.Count, value=1)
     logger.info(
         "notification sent",

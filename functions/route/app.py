@@ -9,7 +9,8 @@ import os
 import boto3
 from aws_lambda_powertools import Logger
 from botocore.config import Config
-from shared import model, store
+from shared import model
+from shared.aws import table
 
 logger = Logger()
 # Connect waits at most 8 s for the function; a slow read must fail fast so the flow can route
@@ -34,7 +35,7 @@ def lambda_handler(event: dict, context) -> dict[str, str]:
     if not isinstance(caller, str) or not model.E164.fullmatch(caller):
         logger.warning("caller is missing or not E.164: no last agent")
         return NOT_FOUND
-    last_agent = store.get_last_agent(dynamodb, CONTACTS_TABLE_NAME, caller)
+    last_agent = table.get_last_agent(dynamodb, CONTACTS_TABLE_NAME, caller)
     if last_agent is None:
         logger.info("no last agent for caller")
         return NOT_FOUND

@@ -18,7 +18,8 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-from shared import contacts, notifications, notify, rules
+from shared import contacts, notifications, rules
+from shared.aws import messaging
 
 logger = Logger()
 metrics = Metrics()
@@ -32,7 +33,7 @@ def record_handler(record: DynamoDBRecord) -> None:
     if contact is None or not rules.survey_due(contact):
         logger.info("record skipped: no survey due", event_id=record.event_id)
         return
-    notify.enqueue(sqs, NOTIFICATION_QUEUE_URL, notifications.survey(contact))
+    messaging.enqueue(sqs, NOTIFICATION_QUEUE_URL, notifications.survey(contact))
     metrics.add_metric(name="SurveysEnqueued", unit=MetricUnit.Count, value=1)
     logger.info("survey enqueued", contact_id=contact["contact_id"])
 

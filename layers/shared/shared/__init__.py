@@ -1,8 +1,8 @@
 """Shared code of the contact-center functions, shipped as the SharedLayer.
 
-Pure modules (no AWS I/O): model, keys, rules, files, s3_events, gift_cards, notifications.
-Stream records of CONTACT items as plain values: contacts.
-AWS adapters (clients passed in, built once by each handler): store, objects, notify.
-The ingest of one file, over those adapters: ingest.
-One Powertools idempotency configuration: idempotency.
+Pure (no I/O): model, keys, rules, files, s3_events.
+Domain steps over those (no AWS I/O of their own): ingest, contacts, gift_cards, notifications.
+The one Powertools idempotency configuration: idempotency.
+Adapters, the only AWS I/O (clients passed in, built once by each handler): the shared.aws
+package: table (DynamoDB), files_bucket (S3), messaging (SQS/SNS).
 """

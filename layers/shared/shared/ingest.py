@@ -1,6 +1,7 @@
 """The ingest of one contacts file: stream it, validate each row, store the good rows (the newest
 export of each contact wins), report the bad ones, record the file's outcome. AWS clients are
-passed in; the steps are files (format), model (contract), store (DynamoDB) and objects (S3).
+passed in; the steps are files (format), model (contract), aws.table (DynamoDB) and
+aws.files_bucket (S3).
 
 No content of a row can fail its file: whatever a row holds, it is stored or reported with its
 line number. Outcomes, in the file's PROCESSING_LOG item:
@@ -27,7 +28,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import IO, Any
 
-from shared import files, keys, model, objects, store
+from shared import files, keys, model
+from shared.aws import files_bucket, table
 from shared.s3_events import FileTask, S3Object
 
 PROCESSED = "PROCESSED"
@@ -107,7 +109,7 @@ class FileReport:
         s3_object: S3Object,
         goodwill_wait_seconds: int,
         ingested_at: datetime,
-    ) -> store.ContactWrite | None:
+    ) -> table.ContactWrite | None:
         """The row's contact to store, or None once the row is reported."""
         if isinstance(row, files.BadLine):
             self.reject_row(row.line, None, [row.reason])
@@ -118,14 +120,14 @@ class FileReport:
             )
             if isinstance(contact, model.Contact):
                 version = keys.export_version(s3_object.export_order, row.line)
-                return store.ContactWrite(contact.to_item(goodwill_wait_seconds), version, row.line)
+                return table.ContactWrite(contact.to_item(goodwill_wait_seconds), version, row.line)
             reasons = contact
         except Exception as error:  # no content of a row may fail its file
             reasons = [f"row could not be read ({type(error).__name__})"]
         self.reject_row(row.line, row.fields.get("contact_id"), reasons)
         return None
 
-    def count(self, result: store.WriteResult) -> None:
+    def count(self, result: table.WriteResult) -> None:
         self.progress.rows_ok += len(result.applied)
         self.progress.rows_superseded += len(result.superseded)
         for write in result.refused:
@@ -165,18 +167,18 @@ def ingest_file(
     margin: float,
 ) -> FileOutcome:
     s3_object = task.s3_object
-    log = store.file_log(dynamodb, table_name, s3_object.file_id)
+    log = table.file_log(dynamodb, table_name, s3_object.file_id)
     if log is None:
         if task.after_line:
             raise LookupError(f"no processing log to resume {s3_object.file_id}")
-        newer = store.claim_newest_version(dynamodb, table_name, s3_object)
+        newer = table.claim_newest_version(dynamodb, table_name, s3_object)
         if newer is not None:
             values = {"outcome": STALE, "superseded_by": newer, **asdict(Progress())}
-            store.write_file_log(dynamodb, table_name, s3_object, values, first=True)
+            table.write_file_log(dynamodb, table_name, s3_object, values, first=True)
             return _outcome(s3_object, STALE, Progress(), None)
         progress = Progress()
         values = {"outcome": IN_PROGRESS, **asdict(progress)}
-        store.write_file_log(dynamodb, table_name, s3_object, values, first=True)
+        table.write_file_log(dynamodb, table_name, s3_object, values, first=True)
     elif log["outcome"] in FINAL_OUTCOMES:  # done before: a duplicate or a late retry
         return _outcome(s3_object, log["outcome"], Progress.of(log), log.get("report_key"))
     else:
@@ -212,15 +214,15 @@ def _resume(
     """Read the file after progress.next_line to its end, or until time runs short."""
     longest_write = 0.0
     progress.steps += 1
-    report_key = objects.report_key(s3_object.key)
+    report_key = files_bucket.report_key(s3_object.key)
     with tempfile.TemporaryFile() as spool:
         if progress.report_rows:
-            objects.read_report(s3, s3_object.bucket, report_key, spool, progress.report_rows)
+            files_bucket.read_report(s3, s3_object.bucket, report_key, spool, progress.report_rows)
         report = FileReport(spool, progress)
         outcome = PROCESSED
         try:
             files.file_format(s3_object.key)  # before downloading anything
-            with closing(objects.open_object(s3, s3_object)) as body:
+            with closing(files_bucket.open_object(s3, s3_object)) as body:
                 rows = files.read_rows(s3_object.key, body, after_line=progress.next_line)
                 for writes, end_line, more in _batches(
                     rows,
@@ -229,14 +231,14 @@ def _resume(
                     ),
                 ):
                     before = seconds_left()
-                    report.count(store.write_contacts(dynamodb, table_name, writes))
+                    report.count(table.write_contacts(dynamodb, table_name, writes))
                     left = seconds_left()
                     longest_write = max(longest_write, before - left)
                     progress.next_line = end_line
                     if more and left < margin + 2 * longest_write:
                         outcome = IN_PROGRESS
                         break
-        except objects.ObjectMissing:
+        except files_bucket.ObjectMissing:
             outcome = SKIPPED_MISSING
         except files.FileRejected as rejection:
             report.reject_file(rejection.reason)
@@ -244,24 +246,24 @@ def _resume(
         if outcome != IN_PROGRESS:
             report.finish()
         if report.has_lines:
-            objects.put_report(s3, s3_object.bucket, report_key, spool)
+            files_bucket.put_report(s3, s3_object.bucket, report_key, spool)
         else:
             report_key = None
     values = {"outcome": outcome, **asdict(progress)}
     if report_key is not None:
         values["report_key"] = report_key
-    store.write_file_log(dynamodb, table_name, s3_object, values, first=False)
+    table.write_file_log(dynamodb, table_name, s3_object, values, first=False)
     return _outcome(s3_object, outcome, progress, report_key)
 
 
 def _batches(
     rows: Iterable[files.Row | files.BadLine],
-    contact_write: Callable[[files.Row | files.BadLine], store.ContactWrite | None],
-) -> Iterator[tuple[list[store.ContactWrite], int, bool]]:
+    contact_write: Callable[[files.Row | files.BadLine], table.ContactWrite | None],
+) -> Iterator[tuple[list[table.ContactWrite], int, bool]]:
     """The contacts to write, CONTACTS_PER_WRITE at a time (or fewer after ROWS_PER_WRITE rows),
     each batch with the last line it covers and whether rows follow it. The rows read before a
     file-level problem come out before it is raised, so they are stored."""
-    writes: list[store.ContactWrite] = []
+    writes: list[table.ContactWrite] = []
     rows_read, end_line = 0, 0
     following = iter(rows)
     try:

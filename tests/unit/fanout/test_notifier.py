@@ -4,7 +4,8 @@ import json
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from shared import notifications, notify
+from shared import notifications
+from shared.aws import messaging
 
 from tests.faults import Crash, record_calls, throttle
 from tests.resources import ShrinkingClock
@@ -31,7 +32,7 @@ def notifier(stack, monkeypatch):
 def queued_event(stack, *notifications_, deliveries=1) -> dict:
     """Messages sent to NotificationQueue and received back, as Lambda would deliver them."""
     for notification in notifications_:
-        notify.enqueue(stack.sqs, stack.notification_queue_url, notification)
+        messaging.enqueue(stack.sqs, stack.notification_queue_url, notification)
     messages = stack.drain(stack.notification_queue_url)
     return sqs_event(messages * deliveries, queue_arn(stack, stack.notification_queue_url))
 
@@ -103,18 +104,18 @@ def test_a_publish_failure_fails_exactly_its_record_and_the_retry_publishes(
     stack, notifier, lambda_context, monkeypatch
 ):
     event = queued_event(stack, SURVEY, GIFT_CARD)
-    real_publish = notifier.notify.publish
+    real_publish = notifier.messaging.publish
 
     def publish_failing_for_gift_cards(client, topic, notification):
         if notification["kind"] == "GIFT_CARD":
             raise ConnectionError("topic unreachable")
         real_publish(client, topic, notification)
 
-    monkeypatch.setattr(notifier.notify, "publish", publish_failing_for_gift_cards)
+    monkeypatch.setattr(notifier.messaging, "publish", publish_failing_for_gift_cards)
     response = notifier.lambda_handler(event, lambda_context)
     assert failed_ids(response) == [event["Records"][1]["messageId"]]
 
-    monkeypatch.setattr(notifier.notify, "publish", real_publish)
+    monkeypatch.setattr(notifier.messaging, "publish", real_publish)
     assert failed_ids(notifier.lambda_handler(event, lambda_context)) == []
     assert sorted(n["notification_id"] for n in stack.published()) == [
         "GIFT_CARD#c-2",

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from shared import store
+from shared.aws import table
 
 from tests.unit.conftest import ROOT
 from tests.unit.fanout.builders import contact
@@ -29,7 +29,7 @@ def connect_event(address) -> dict:
 
 
 def seed_last_agent(stack, caller="+14155550101"):
-    store.update_last_agent(
+    table.update_last_agent(
         stack.dynamodb,
         stack.contacts_table,
         contact("c-42", caller, "2026-11-29T10:05:00Z", agent_id="agent-7"),

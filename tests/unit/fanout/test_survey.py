@@ -98,18 +98,18 @@ def test_a_failed_enqueue_fails_only_its_record_and_its_retry_enqueues(
 ):
     other = contact("c-other", caller="+14155550102", survey_opt_in=True)
     failing, passing = stream_record(OPTED_IN), stream_record(other)
-    real_enqueue = survey.notify.enqueue
+    real_enqueue = survey.messaging.enqueue
 
     def enqueue_failing_for_c_survey(client, url, notification):
         if notification["contact_id"] == "c-survey":
             raise ConnectionError("queue unreachable")
         real_enqueue(client, url, notification)
 
-    monkeypatch.setattr(survey.notify, "enqueue", enqueue_failing_for_c_survey)
+    monkeypatch.setattr(survey.messaging, "enqueue", enqueue_failing_for_c_survey)
     response = survey.lambda_handler(stream_event(failing, passing), lambda_context)
     assert failed_ids(response) == [failing["dynamodb"]["SequenceNumber"]]
 
-    monkeypatch.setattr(survey.notify, "enqueue", real_enqueue)
+    monkeypatch.setattr(survey.messaging, "enqueue", real_enqueue)
     response = survey.lambda_handler(stream_event(failing, passing), lambda_context)
     assert failed_ids(response) == []
     assert sorted(n["notification_id"] for n in enqueued(stack)) == [

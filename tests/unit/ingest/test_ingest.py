@@ -9,7 +9,7 @@ import logging
 
 import pytest
 from botocore.exceptions import ClientError
-from shared import store
+from shared.aws import table
 
 from tests.unit.conftest import FakeLambdaContext
 from tests.unit.ingest.conftest import Delivery, Ingest, error_response
@@ -385,7 +385,7 @@ def test_a_transaction_cancelled_by_a_conflict_is_retried_with_backoff(ingest, s
     rows = [GOOD[0] | {"contact_id": f"c-{n}"} for n in range(30)]
     delivery = ingest.put("incoming/a.jsonl", jsonl(rows))
     sleeps, calls = [], []
-    monkeypatch.setattr(store.time, "sleep", sleeps.append)
+    monkeypatch.setattr(table.time, "sleep", sleeps.append)
     ingest.app.dynamodb.meta.events.register(
         "before-call.dynamodb.TransactWriteItems", conflict_once(stack, calls)
     )
@@ -399,7 +399,7 @@ def test_writes_failing_after_every_attempt_fail_the_message_for_a_retry(
     ingest, stack, monkeypatch
 ):
     delivery = ingest.put("incoming/a.jsonl", jsonl(GOOD))
-    monkeypatch.setattr(store.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(table.time, "sleep", lambda seconds: None)
 
     def always_conflicting(params, **kwargs):
         return conflict_once(stack, [])(params)

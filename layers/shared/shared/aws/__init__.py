@@ -1,0 +1,6 @@
+"""The AWS adapters: the only modules of the shared package that make AWS calls. Clients are
+passed in, built once per execution environment by each handler.
+
+table: ContactsTable (DynamoDB). files_bucket: the contacts files and their rejects reports in
+ContactsBucket (S3). messaging: NotificationQueue and IngestQueue (SQS), NotificationsTopic (SNS).
+"""
