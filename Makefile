@@ -62,11 +62,11 @@ up: setup ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides)
 	$(UV) run python -m emulator up
 
 run: setup ## demo: local stack, demo files in, summary out
-	$(UV) run python -m emulator demo
+	$(UV) run python -m harness.demo
 
 CHAOS_CONTACTS ?= 10000
 chaos: setup ## exactly-once under duplicates, crashes and throttles (CHAOS_CONTACTS=10000)
-	$(UV) run python -m emulator demo --chaos --contacts $(CHAOS_CONTACTS)
+	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS)
 
 bench: setup build ## performance figures against their budgets -> bench/results.json
 	$(UV) run python -m bench

@@ -1,5 +1,5 @@
 """P7: `make run`'s settle time: the demo's 3,000 contacts through the local stack, from the first
-upload to settled, as the demo itself reports it (`python -m emulator demo`, a subprocess with
+upload to settled, as the demo itself reports it (`python -m harness.demo`, a subprocess with
 its own stack). The demo checks every number it prints; a run whose numbers do not add up is a
 miss whatever its time."""
 
@@ -15,7 +15,7 @@ ELAPSED = re.compile(r"elapsed: ([0-9.]+) s from the first upload to settled")
 
 def run() -> list[Figure]:
     done = subprocess.run(
-        [sys.executable, "-m", "emulator", "demo"],
+        [sys.executable, "-m", "harness.demo"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -14,24 +14,18 @@ the end either way.
 """
 
 import collections
-import json
 import os
-import re
-import shlex
 import statistics
 import threading
 import time
-import tomllib
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-import boto3
-from botocore.config import Config
-
-from bench.common import REGION, ROOT, Figure, percentile
-from bench.inprocess import generate_contacts, import_shared, jsonl_lines
+from bench.common import ROOT, Figure, percentile
+from bench.inprocess import generate_contacts, jsonl_lines
 from emulator.process import LocalStackProcess, free_port
+from harness import expected
+from harness.stack import StackClient
+from harness.topic import TopicCapture
 
 FILES = int(os.environ.get("BENCH_P5_FILES", "20"))
 ROWS_PER_FILE = 1_000
@@ -46,12 +40,11 @@ PREFIX = "incoming/bench/"
 LOG = ROOT / "bench" / "out" / "p5-local-stack.log"  # the stack's output, for a post-mortem
 
 
-def failures(stack: LocalStackProcess) -> str:
+def failures(stack: StackClient) -> str:
     """Invocations that did not end ok, by function and outcome, with their median time."""
     groups: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
-    for name, outcome, millis in list(stack.failed_invocations):
-        logical = re.search(r"(\w+Function)", name)
-        groups[(logical[1] if logical else name, outcome)].append(millis)
+    for function, outcome, millis in stack.failures():
+        groups[(function, outcome)].append(millis)
     return (
         ", ".join(
             f"{function} {outcome} x{len(times)} (median {statistics.median(times):.0f} ms)"
@@ -81,80 +74,31 @@ def cpu(stack: LocalStackProcess) -> tuple[float, float]:
     return own, sum(times[pid] for pid in descendants)
 
 
-def _local_parameters() -> tuple[str, dict[str, str]]:
-    """Stack name and parameter overrides the local stack deploys with (samconfig.toml)."""
-    path = os.environ.get("BENCH_P5_SAMCONFIG", ROOT / "samconfig.toml")
-    config = tomllib.loads(Path(path).read_text()).get("default", {})
-    name = config.get("global", {}).get("parameters", {}).get("stack_name", "last-agent-routing")
-    overrides = config.get("deploy", {}).get("parameters", {}).get("parameter_overrides", "")
-    if isinstance(overrides, list):
-        overrides = " ".join(overrides)
-    return name, dict(item.split("=", 1) for item in shlex.split(overrides) if "=" in item)
+class Collector(threading.Thread):
+    """Collects from the topic capture until stopped, so each notification's receive time is
+    taken when it arrives (long polls of 1 s), not at the next poll of the main loop."""
 
-
-def expected(files: list[list[dict]], goodwill_wait_seconds: int) -> dict[str, Any]:
-    """What the data should give, by the layer's own rules."""
-    import_shared()
-    from shared import keys, rules  # noqa: PLC0415 (the layer is on sys.path now)
-
-    last_agents: dict[str, tuple[str, str, str]] = {}
-    notifications: dict[tuple[str, str], int] = {}  # (kind, contact_id) -> file index
-    for index, contacts in enumerate(files):
-        for contact in contacts:
-            if rules.sets_last_agent(contact):
-                ended = keys.utc_timestamp(datetime.fromisoformat(contact["ended_at"]))
-                candidate = (ended, contact["contact_id"], contact["agent_id"])
-                current = last_agents.get(contact["caller"])
-                if rules.is_newer(candidate[:2], current[:2] if current else None):
-                    last_agents[contact["caller"]] = candidate
-            if rules.survey_due(contact):
-                notifications[(keys.SURVEY, contact["contact_id"])] = index
-            if rules.gift_card_due(contact, goodwill_wait_seconds):
-                notifications[(keys.GIFT_CARD, contact["contact_id"])] = index
-    return {
-        "last_agents": {
-            caller: {"agent_id": agent, "contact_id": contact_id, "ended_at": ended}
-            for caller, (ended, contact_id, agent) in last_agents.items()
-        },
-        "notifications": notifications,
-    }
-
-
-class Capture(threading.Thread):
-    """Receives from the capture queue until stopped, noting when each notification arrived."""
-
-    def __init__(self, sqs, url: str):
+    def __init__(self, topic: TopicCapture):
         super().__init__(daemon=True)
-        self.sqs, self.url = sqs, url
-        self.received: dict[tuple[str, str], float] = {}
-        self.duplicates = 0
+        self.topic = topic
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while not self.stopping.is_set():
             try:
-                batch = self.sqs.receive_message(
-                    QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=1
-                ).get("Messages", [])
+                self.topic.collect(wait_seconds=1)
             except Exception:  # the stack is going away; the figures say what arrived
                 time.sleep(0.2)
-                continue
-            now = time.monotonic()
-            for message in batch:
-                body = json.loads(message["Body"])
-                key = (body.get("kind"), body.get("contact_id"))
-                if key in self.received:
-                    self.duplicates += 1
-                else:
-                    self.received[key] = now
-            if batch:
-                self.sqs.delete_message_batch(
-                    QueueUrl=self.url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                        for i, m in enumerate(batch)
-                    ],
-                )
+
+    def received(self) -> tuple[dict[tuple[str, str], float], int]:
+        """(kind, contact_id) -> when it first arrived; and how many arrived again."""
+        first: dict[tuple[str, str], float] = {}
+        again = 0
+        for message in list(self.topic.messages):
+            key = (message.get("kind"), message.get("contact_id"))
+            again += key in first
+            first.setdefault(key, message["_received_at"])
+        return first, again
 
 
 def _not_measured(reason: str) -> list[Figure]:
@@ -184,110 +128,55 @@ def run() -> list[Figure]:
         stack.stop(grace=20)
 
 
-def _measure(stack: LocalStackProcess) -> list[Figure]:
-    stack_name, parameters = _local_parameters()
-    goodwill_wait = int(parameters.get("GoodwillWaitSeconds", "600"))
-    session = boto3.session.Session(
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name=REGION,
-    )
-    config = Config(retries={"mode": "standard", "max_attempts": 5})
-    clients = {
-        name: session.client(name, endpoint_url=stack.endpoint, config=config)
-        for name in ("cloudformation", "s3", "sqs", "sns", "dynamodb")
-    }
-    stacks = clients["cloudformation"].describe_stacks(StackName=stack_name)["Stacks"]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-    table, bucket = outputs["ContactsTableName"], outputs["ContactsBucketName"]
-
-    sqs = clients["sqs"]
-    capture_url = sqs.create_queue(QueueName="bench-topic-capture")["QueueUrl"]
-    capture_arn = sqs.get_queue_attributes(QueueUrl=capture_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    clients["sns"].subscribe(
-        TopicArn=outputs["NotificationsTopicArn"],
-        Protocol="sqs",
-        Endpoint=capture_arn,
-        Attributes={"RawMessageDelivery": "true"},
-    )
-    capture = Capture(session.client("sqs", endpoint_url=stack.endpoint), capture_url)
-    capture.start()
-
+def _measure(process: LocalStackProcess) -> list[Figure]:
+    stack = StackClient.local_stack(process)
     files = [
         list(generate_contacts(ROWS_PER_FILE, seed=23, first=i * ROWS_PER_FILE, callers=5_000))
         for i in range(FILES)
     ]
-    want = expected(files, goodwill_wait)
+    want_last_agents = expected.last_agents(row for rows in files for row in rows)
+    want: dict[tuple[str, str], int] = {}  # notification -> the index of its file
+    for index, rows in enumerate(files):
+        want |= dict.fromkeys(expected.notifications(rows, stack.goodwill_wait_seconds), index)
     bodies = [b"".join(jsonl_lines(iter(contacts))) for contacts in files]
+    collector = Collector(TopicCapture(stack, "bench-topic-capture"))
+    collector.start()
 
     put_times, file_ids = [], []
-    cpu_before = cpu(stack)
+    cpu_before = cpu(process)
     started = time.monotonic()
     for index, body in enumerate(bodies):
         put_times.append(time.monotonic())
         key = f"{PREFIX}file-{index:03d}.jsonl"
-        put = clients["s3"].put_object(Bucket=bucket, Key=key, Body=body)
-        file_ids.append(f"{bucket}/{key}#{put.get('VersionId')}")
+        put = stack.s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
+        file_ids.append(f"{stack.bucket}/{key}#{put.get('VersionId')}")
     put_seconds = time.monotonic() - started
 
     # Done is watched without scans: a Scan of the 20k-item table costs the local stack (one
     # interpreter) seconds of CPU, a third of its time when polled every 5 s (py-spy). Contacts:
     # each file's PROCESSING_LOG item (written after all its rows) and its rows_ok; last agents:
     # BatchGetItem of the expected keys, only once everything else is done.
-    import_shared()
-    from shared import keys  # noqa: PLC0415 (the layer is on sys.path now)
-
     state = {"contacts": 0, "last_agents_ok": 0, "notifications": 0}
     logged: dict[str, int] = {}
     stages: dict[str, float] = {}
 
     def contacts_in() -> int:
-        for file_id in file_ids:
-            if file_id not in logged:
-                item = (
-                    clients["dynamodb"]
-                    .get_item(
-                        TableName=table,
-                        Key={k: {"S": v} for k, v in keys.processing_log_key(file_id).items()},
-                        ProjectionExpression="rows_ok",
-                    )
-                    .get("Item")
-                )
-                if item:
-                    logged[file_id] = int(item["rows_ok"]["N"])
+        for file_id in set(file_ids) - logged.keys():
+            if item := stack.file_log(file_id, projection="rows_ok"):
+                logged[file_id] = int(item["rows_ok"]["N"])
         return sum(logged.values())
 
     def last_agents_right() -> bool:
-        stored = {}
-        callers = list(want["last_agents"])
-        for start in range(0, len(callers), 100):
-            request = {
-                table: {
-                    "Keys": [
-                        {k: {"S": v} for k, v in keys.last_agent_key(caller).items()}
-                        for caller in callers[start : start + 100]
-                    ],
-                    "ProjectionExpression": "pk, agent_id, contact_id, ended_at",
-                }
-            }
-            while request:
-                page = clients["dynamodb"].batch_get_item(RequestItems=request)
-                for item in page["Responses"].get(table, []):
-                    stored[item["pk"]["S"].removeprefix("CALLER#")] = {
-                        name: item[name]["S"] for name in ("agent_id", "contact_id", "ended_at")
-                    }
-                request = page.get("UnprocessedKeys") or None
+        stored = stack.last_agents(want_last_agents)
         state["last_agents_ok"] = sum(
-            stored.get(caller) == value for caller, value in want["last_agents"].items()
+            stored.get(caller) == value for caller, value in want_last_agents.items()
         )
-        return state["last_agents_ok"] == len(want["last_agents"])
+        return state["last_agents_ok"] == len(want_last_agents)
 
     def done(poll: int) -> bool:
         """Cheap checks first: notifications (counted as they arrive), then the file logs."""
-        state["notifications"] = len(capture.received.keys() & want["notifications"].keys())
-        notified = state["notifications"] == len(want["notifications"])
+        state["notifications"] = len(collector.received()[0].keys() & want.keys())
+        notified = state["notifications"] == len(want)
         if state["contacts"] < CONTACTS and (notified or poll % 3 == 0):
             state["contacts"] = contacts_in()
             if state["contacts"] == CONTACTS:
@@ -302,26 +191,23 @@ def _measure(stack: LocalStackProcess) -> list[Figure]:
             break
         time.sleep(1)
     wall = time.monotonic() - started
-    cpu_after = cpu(stack)
+    cpu_after = cpu(process)
     if finished is None:  # where it got to, for the report
         state["contacts"] = contacts_in()
         last_agents_right()
-    capture.stopping.set()
-    capture.join(5)
+    collector.stopping.set()
+    collector.join(5)
+    received, duplicates = collector.received()
     own_cpu, workers_cpu = (a - b for a, b in zip(cpu_after, cpu_before, strict=True))
     load = (
         f"CPU over {wall:.0f} s: local stack process {own_cpu:.0f} s "
         f"({own_cpu / wall * 100:.0f}% of one core), function workers {workers_cpu:.0f} s"
     )
 
-    want_n = len(want["notifications"])
-    latencies = [
-        received - put_times[want["notifications"][key]]
-        for key, received in capture.received.items()
-        if key in want["notifications"]
-    ]
-    extra = len(capture.received.keys() - want["notifications"].keys()) + capture.duplicates
-    recent = sum(1 for at in capture.received.values() if at > started + wall - 60)
+    want_n = len(want)
+    latencies = [at - put_times[want[key]] for key, at in received.items() if key in want]
+    extra = len(received.keys() - want.keys()) + duplicates
+    recent = sum(1 for at in received.values() if at > started + wall - 60)
     ingested = (
         f" (all ingested {stages['ingested_at']:.0f} s after the first put)"
         if "ingested_at" in stages
@@ -329,7 +215,7 @@ def _measure(stack: LocalStackProcess) -> list[Figure]:
     )
     progress = (
         f"{state['contacts']}/{CONTACTS} contacts{ingested}, {state['last_agents_ok']}/"
-        f"{len(want['last_agents'])} last agents right, {state['notifications']}/{want_n} "
+        f"{len(want_last_agents)} last agents right, {state['notifications']}/{want_n} "
         f"notifications ({recent / 60:.1f}/s over the last 60 s)"
     )
     if finished is None:
@@ -380,7 +266,7 @@ def _measure(stack: LocalStackProcess) -> list[Figure]:
                 )
             )
     if finished is not None:
-        figures.append(idle_cpu(stack))
+        figures.append(idle_cpu(process))
     return figures
 
 

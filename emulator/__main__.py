@@ -1,4 +1,4 @@
-"""python -m emulator {up,invoke,filter-test,demo}: the Docker-free local stack.
+"""python -m emulator {up,invoke,filter-test}: the Docker-free local stack.
 
 See docs/local-stack.md. Subcommands import what they need when they run (`filter-test` stays
 fast: it never imports moto or boto3).
@@ -16,7 +16,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from emulator.faults import Flag, Switch
 
 DEFAULT_TEMPLATE = "template.yaml"
 PROCESS_START = time.monotonic()  # the `ready` line's time counts imports too
@@ -37,48 +42,40 @@ def _positive(value: str) -> int:
     return number
 
 
-def _rate(value: str) -> float:
-    number = float(value)
-    if not 0 <= number <= 1:
-        raise argparse.ArgumentTypeError("must be between 0 and 1")
-    return number
+def _fault_flags(up: argparse.ArgumentParser) -> None:
+    """The `up` flag of every fault switch that has one (emulator/faults.py): its value is the
+    switch's start-up value, as JSON; not given, the switch keeps its default."""
+    from emulator.faults import SWITCHES
 
-
-def _call_fault(value: str) -> dict[str, Any]:
-    """``FUNCTION:OPERATION[:TIMES]`` (OPERATION: service:Name, service:* or *) or a JSON entry."""
-    if value.lstrip().startswith("{"):
-        try:
-            entry = json.loads(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
-        if not isinstance(entry, dict):
-            raise argparse.ArgumentTypeError("must be a JSON object")
-        return entry
-    parts = value.split(":")
-    function, rest = parts[0], parts[1:]
-    operation_parts = 1 if rest[:1] == ["*"] else 2
-    if len(rest) not in (operation_parts, operation_parts + 1):
-        raise argparse.ArgumentTypeError(
-            "expected FUNCTION:OPERATION[:TIMES] (e.g. NotifierFunction:sns:Publish:2) or a "
-            "JSON entry"
+    for name, switch in SWITCHES.items():
+        flag = switch.flag
+        if flag is None:
+            continue
+        up.add_argument(
+            flag.name,
+            dest=name,
+            type=_flag_value(name, switch, flag),
+            action="append" if flag.repeatable else "store",
+            default=None,
+            metavar=flag.metavar,
+            help=flag.help,
         )
-    entry: dict[str, Any] = {
-        "function": function,
-        "operation": ":".join(rest[:operation_parts]),
-    }
-    if len(rest) > operation_parts:
+
+
+def _flag_value(name: str, switch: Switch, flag: Flag) -> Callable[[str], Any]:
+    """argparse ``type`` of a switch's flag: its JSON value (one entry when repeatable), checked
+    now unless it is an entry (its list is checked as a whole, by ``_faults``)."""
+
+    def value(text: str) -> Any:
         try:
-            entry["times"] = int(rest[-1])
+            converted = flag.text(text)
+            if not flag.repeatable:
+                switch.parse(name, converted)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"TIMES must be an integer, not {rest[-1]!r}") from exc
-    return entry
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+        return converted
 
-
-CALL_FAULT_HELP = (
-    "{what} (repeatable): FUNCTION:OPERATION[:TIMES], FUNCTION a logical id or *, OPERATION "
-    "service:Name as in IAM (dynamodb:PutItem, sns:Publish, s3:GetObject), service:* or *; "
-    'or a JSON entry such as \'{{"function": "*", "operation": "*", "probability": 0.05}}\''
-)
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,55 +86,19 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=None, help="default: EMULATOR_PORT or 4566")
     up.add_argument("--template", default=DEFAULT_TEMPLATE)
     up.add_argument("--config-file", default=None, help="samconfig.toml (default: beside it)")
-    up.add_argument(
-        "--duplicate-deliveries",
-        type=_positive,
-        default=1,
-        help="deliver every SQS batch, stream batch and S3 event N times",
-    )
-    up.add_argument(
-        "--duplicate-rate",
-        type=_rate,
-        default=0.0,
-        metavar="P",
-        help="deliver each SQS / stream batch once more with probability P (0-1)",
-    )
-    up.add_argument(
-        "--sqs-pollers",
-        type=_positive,
-        default=None,
-        help="a fixed number of pollers per SQS mapping (default: 5, scaled with the backlog "
-        "as Lambda does)",
-    )
-    up.add_argument(
-        "--crash-after-call",
-        type=_call_fault,
-        action="append",
-        default=[],
-        metavar="FUNCTION:OPERATION[:TIMES]",
-        help=CALL_FAULT_HELP.format(
-            what="kill the function's worker right after a matching AWS call was applied"
-        ),
-    )
-    up.add_argument(
-        "--throttle",
-        type=_call_fault,
-        action="append",
-        default=[],
-        metavar="FUNCTION:OPERATION[:TIMES]",
-        help=CALL_FAULT_HELP.format(
-            what="answer a matching AWS call with the service's throttling error, not applied"
-        ),
-    )
-    up.add_argument(
-        "--fault-seed", type=int, default=None, help="seed of the faults' random choices"
-    )
+    _fault_flags(up)
     up.add_argument(
         "--account-concurrency",
         type=_positive,
         default=None,
         help="invocations running at once over all functions (default: twice the cores, at "
         "least 4); more wait for a slot",
+    )
+    up.add_argument(
+        "--log-dir",
+        default=None,
+        help="where each function's output goes, as <LogicalId>.log (default: .emulator/logs "
+        "beside the template, shared by every stack started from it)",
     )
     up.add_argument("--verbose", action="store_true", help="echo function logs with a prefix")
 
@@ -151,21 +112,16 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "filter-test", help="check a Lambda filter pattern against an event", add_help=False
     )
-    sub.add_parser("demo", help="demo data through the local stack", add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Teammates' commands take their own arguments: dispatch before parsing (and import lazily).
+    # filter-test takes its own arguments: dispatch before parsing (and import lazily).
     if argv and argv[0] == "filter-test":
         from emulator import filter_cli
 
         return int(filter_cli.main(argv[1:]) or 0)
-    if argv and argv[0] == "demo":
-        from emulator import demo
-
-        return int(demo.main(argv[1:]) or 0)
     args = _parser().parse_args(argv)
     if args.command == "up":
         return up(args)
@@ -174,22 +130,11 @@ def main(argv: list[str] | None = None) -> int:
 
 # --- up ------------------------------------------------------------------------------------------
 def _faults(args: argparse.Namespace) -> Any:
-    """The fault switches of the `up` flags (ValueError naming the field when one is invalid)."""
-    from emulator.faults import Faults
+    """The fault switches of the `up` flags (ValueError naming the switch when one is invalid)."""
+    from emulator.faults import SWITCHES, Faults
 
-    faults = Faults(
-        duplicate_deliveries=args.duplicate_deliveries,
-        duplicate_rate=args.duplicate_rate,
-        sqs_pollers=args.sqs_pollers,
-    )
-    call_faults: dict[str, Any] = {
-        "crash_after_call": args.crash_after_call,
-        "throttle": args.throttle,
-    }
-    if args.fault_seed is not None:
-        call_faults["seed"] = args.fault_seed
-    faults.update(call_faults)
-    return faults
+    flags = {name: getattr(args, name, None) for name in SWITCHES}
+    return Faults.from_json({name: value for name, value in flags.items() if value is not None})
 
 
 def up(args: argparse.Namespace) -> int:
@@ -226,7 +171,7 @@ def up(args: argparse.Namespace) -> int:
         endpoint_url=f"http://127.0.0.1:{port}",
         account_concurrency=args.account_concurrency or DEFAULT_ACCOUNT_CONCURRENCY,
         faults=faults,
-        log_dir=template.parent / ".emulator" / "logs",
+        log_dir=Path(args.log_dir) if args.log_dir else template.parent / ".emulator" / "logs",
         echo=args.verbose,
     )
     server = EmulatorServer(port, faults=faults, runtime=runtime, region=region)
@@ -246,11 +191,9 @@ def up(args: argparse.Namespace) -> int:
         for spec in deployment.functions:
             runtime.register(spec)
         threading.Thread(target=runtime.warm, daemon=True).start()
-        engine = _start_engine(server.endpoint_url, region, runtime, faults)
-        if engine is not None:
-            server.engine = engine
-            if not _wait_enabled(engine, stop):
-                return 0 if stop.is_set() else 1
+        engine = server.engine = _start_engine(server.endpoint_url, region, runtime, faults)
+        if not _wait_enabled(engine, stop):
+            return 0 if stop.is_set() else 1
         server.ready = True
         names = ", ".join(f.logical_id for f in deployment.functions)
         print(
@@ -289,14 +232,8 @@ def _wait_enabled(engine: Any, stop: threading.Event, timeout: float = 60) -> bo
 
 
 def _start_engine(endpoint_url: str, region: str, runtime: Any, faults: Any) -> Any:
-    try:
-        from emulator.esm import EventSourceMappingEngine
-    except ImportError as exc:
-        print(
-            f"warning: no event source mapping engine ({exc}): events are not delivered",
-            file=sys.stderr,
-        )
-        return None
+    from emulator.esm import EventSourceMappingEngine
+
     engine = EventSourceMappingEngine(runtime, faults, region=region, endpoint_url=endpoint_url)
     engine.start()
     return engine

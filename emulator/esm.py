@@ -18,9 +18,9 @@ emulator/backends.py (in process: no HTTP, no boto3) and invokes functions throu
 Pollers wait on emulator.wakeups (moto signals a source when a message or record arrives) with a
 timeout, never on a timer: a caught-up engine costs next to nothing.
 
-Faults (emulator/faults.py) are read live: ``duplicate_deliveries`` (each SQS batch / stream batch
-invoked N times, every result applied), ``duplicate_rate`` (once more with that probability) and
-``sqs_pollers`` (a fixed number of pollers per SQS mapping instead of Lambda's scaling).
+The delivery fault switches (emulator/faults.py: duplicate deliveries, a fixed number of SQS
+pollers) are read live, at every batch (esm_common.EngineContext); every duplicate's result is
+applied.
 
 One log line per invocation on the ``emulator.esm`` logger: mapping uuid (8 chars), function,
 record count, outcome. Record contents are never logged.

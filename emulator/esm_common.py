@@ -377,15 +377,12 @@ class EngineContext:
     def deliveries(self) -> int:
         """How many times the next batch goes to the function: ``duplicate_deliveries``, plus
         one with probability ``duplicate_rate`` (drawn from the faults' seeded random)."""
-        faults = self.faults
-        fixed = max(1, as_int(getattr(faults, "duplicate_deliveries", 1), 1))
-        return fixed + int(faults.draw_duplicate())
+        return self.faults.duplicate_deliveries + int(self.faults.draw_duplicate())
 
     def fixed_sqs_pollers(self) -> int | None:
         """The ``sqs_pollers`` fault switch: a fixed number of pollers per SQS mapping, or None
         (Lambda's scaling)."""
-        value = getattr(self.faults, "sqs_pollers", None)
-        return max(1, as_int(value, 1)) if value is not None else None
+        return self.faults.sqs_pollers
 
     def client(self, service: str) -> Any:
         """A boto3 client of the local endpoint (OnFailure destinations: rare, so over HTTP)."""

@@ -1,9 +1,20 @@
-"""Every in-process patch of moto 5.2.5 the local stack relies on, one per moto gap.
+"""Every in-process patch of moto 5.2.5 the local stack relies on is installed from here.
 
-``install()`` applies them once (idempotent) in the process that runs the moto server;
-``set_runtime`` / ``set_faults`` give them the stack's runtime and fault switches. Each patch says
-which gap it closes and where in moto the behaviour lives. Gaps closed by the deployer instead
-(bucket notifications, layers, code locations) live in stack.py.
+``install()`` applies every patch once (idempotent) in the process that runs the moto server:
+the ones in this module and those of moto_sqs.py (SQS at queue depth), moto_streams.py (DynamoDB
+stream records and shards) and moto_fast.py (a fast path through the response serializer);
+``uninstall()`` restores moto (tests share a process with plain moto users). ``set_runtime`` /
+``set_faults`` give the patches the stack's runtime and fault switches.
+
+The patches here, each with a comment saying which gap it closes and where in moto the behaviour
+lives: 1 moto's own event-source-mapping delivery turned off, 2 stream records only for writes
+that change an item, 3 S3 event records in AWS's shape, 4 Lambda Invoke on the stack's runtime
+with Lambda's payload limits and async retries, 5 S3 event notifications sent
+``duplicate_deliveries`` times (a fault switch), 6 SNS FIFO topics deduplicate, 7
+AWS::SNS::Subscription in CloudFormation, 8 DynamoDB writes under one lock and transactions
+checked before any write, 9 CreateEventSourceMapping / UpdateEventSourceMapping validated as
+Lambda does. Gaps closed by the deployer instead (bucket notifications, layers, code locations)
+live in stack.py.
 """
 
 from __future__ import annotations
@@ -83,8 +94,7 @@ def set_faults(faults: Faults | None) -> None:
 
 def _duplicate_deliveries() -> int:
     faults = _faults
-    value = getattr(faults, "duplicate_deliveries", 1) if faults is not None else 1
-    return value if isinstance(value, int) and value > 1 else 1
+    return faults.duplicate_deliveries if faults is not None else 1
 
 
 def install() -> None:

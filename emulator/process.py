@@ -1,6 +1,6 @@
 """`python -m emulator up` as a child process, for the clients that start their own local stack.
 
-The demo (`python -m emulator demo`), the integration fixtures (tests/integration/conftest.py) and
+The demo (`python -m harness.demo`), the integration fixtures (tests/integration/conftest.py) and
 the end-to-end benchmark (bench/throughput.py) all start the stack this way: this interpreter,
 `-m emulator up --port N [--config-file F] [up_args ...]`, cwd the repository root, an environment
 without the developer's AWS profile or endpoint. The child's output is read in a thread: a bounded
@@ -33,6 +33,9 @@ REGION = "us-east-1"
 FAILED_INVOCATION = re.compile(
     r"esm \S+ fn=(?P<function>\S+) records=\d+ outcome=(?P<outcome>(?!ok\b)\w+).*? (?P<ms>\d+)ms"
 )
+
+# `ready <endpoint> stack=<name> functions=...` (emulator/__main__.py)
+READY_STACK = re.compile(r" stack=(\S+)")
 
 
 class FailedInvocation(NamedTuple):
@@ -79,6 +82,7 @@ class LocalStackProcess:
         self.ready = threading.Event()
         self.process: subprocess.Popen[str] | None = None
         self.failed_invocations: list[FailedInvocation] = []
+        self.stack_name: str | None = None  # the stack it deployed, from its `ready` line
         self.killed = False  # stop() had to kill it (no exit within the grace after SIGTERM)
         self.stop_seconds: float | None = None
         self._output: collections.deque[str] = collections.deque(maxlen=tail_lines)
@@ -155,6 +159,7 @@ class LocalStackProcess:
                 FailedInvocation(failed["function"], failed["outcome"], int(failed["ms"]))
             )
         if line.startswith("ready"):
+            self.stack_name = READY_STACK.search(line)[1]
             self.ready.set()
 
     def lines(self, count: int | None = None) -> list[str]:

@@ -4,7 +4,7 @@
 - moto patched in-process (moto_patches.py): Lambda Invoke runs the function on our Runtime,
   moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
 - Control endpoints on the same port (docs/local-stack.md):
-  GET/POST /_emulator/faults, GET /_emulator/status.
+  GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status.
 - Call faults (``crash_after_call``, ``throttle``: emulator/faults.py) injected into the AWS calls
   of function workers, which the middleware recognises by their own access key ids
   (Runtime.caller); calls of anything else are never faulted.
@@ -73,9 +73,11 @@ class ControlApp:
                 status, body = 200, self.server.faults.update(json.loads(raw or b"{}"))
             except ValueError as exc:
                 status, body = 400, {"message": str(exc)}
+        elif name == "faults/reset" and method == "POST":
+            status, body = 200, self.server.faults.reset()
         elif name == "status" and method == "GET":
             status, body = 200, self.server.status()
-        elif name in ("faults", "status"):
+        elif name in ("faults", "faults/reset", "status"):
             status, body = 405, {"message": f"{method} not allowed on {path}"}
         payload = json.dumps(body).encode()
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}

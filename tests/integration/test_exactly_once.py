@@ -8,17 +8,11 @@ import json
 import pytest
 from shared import keys
 
-from tests.integration.conftest import (
-    LONG_WAIT,
-    Stack,
-    contact,
-    eventually,
-    expected_notifications,
-    jsonl,
-    new_caller,
-    processing_log,
-    wait_for_notifications,
-)
+from harness.builders import contact, jsonl, new_caller
+from harness.expected import notifications
+from harness.polling import eventually
+from harness.stack import StackClient
+from tests.integration.support import LONG_WAIT, wait_for_notifications
 
 pytestmark = pytest.mark.integration
 
@@ -42,13 +36,13 @@ def due_rows(callers: list[str]) -> list[dict]:
 
 
 def test_crashes_inside_every_function_and_a_throttled_completion_give_one_effect_each(
-    local_stack: Stack, files, topic, contact_cleanup
+    local_stack: StackClient, files, topic, contact_cleanup
 ):
     stack = local_stack
     callers = [new_caller() for _ in range(2)]
     contact_cleanup.extend(callers)
     rows = due_rows(callers)
-    expected = expected_notifications(rows)
+    expected = notifications(rows, stack.goodwill_wait_seconds)
     assert sum(expected.values()) == 6
 
     crashes = [
@@ -75,7 +69,7 @@ def test_crashes_inside_every_function_and_a_throttled_completion_give_one_effec
     faults = stack.local.control("/_emulator/faults")
     assert faults["crash_after_call"] == [] and faults["throttle"] == []  # every fault struck
     assert counts == expected
-    log = eventually(lambda: processing_log(stack, key, version), timeout=30)
+    log = eventually(lambda: stack.file_outcome(key, version), timeout=30)
     assert (log["outcome"], log["rows_ok"]) == ({"S": "PROCESSED"}, {"N": str(len(rows))})
     for caller, n in zip(callers, range(2), strict=True):
         assert len(stack.contacts_of(caller)) == 3
@@ -87,7 +81,9 @@ def test_crashes_inside_every_function_and_a_throttled_completion_give_one_effec
     assert stack.queue_depth("IngestDeadLetterQueueUrl") == 0
 
 
-def test_hostile_rows_are_reported_and_never_fail_their_file(stack: Stack, files, contact_cleanup):
+def test_hostile_rows_are_reported_and_never_fail_their_file(
+    stack: StackClient, files, contact_cleanup
+):
     caller = new_caller()
     contact_cleanup.append(caller)
     good = [contact(caller, minutes=n) for n in range(3)]
@@ -106,7 +102,7 @@ def test_hostile_rows_are_reported_and_never_fail_their_file(stack: Stack, files
     ]
     key, version = files.put_jsonl("hostile.jsonl", [good[0], *hostile, good[1], good[2]])
 
-    log = eventually(lambda: processing_log(stack, key, version), timeout=90)
+    log = eventually(lambda: stack.file_outcome(key, version), timeout=90)
     assert log["outcome"] == {"S": "PROCESSED"}, log
     assert (log["rows_ok"], log["rows_rejected"]) == ({"N": "3"}, {"N": str(len(hostile))})
     stored = {item["contact_id"]["S"] for item in stack.contacts_of(caller)}
@@ -115,7 +111,9 @@ def test_hostile_rows_are_reported_and_never_fail_their_file(stack: Stack, files
     assert all(key not in m["Body"] for m in stack.peek("IngestDeadLetterQueueUrl"))
 
 
-def test_a_late_event_for_an_older_version_changes_nothing(stack: Stack, files, contact_cleanup):
+def test_a_late_event_for_an_older_version_changes_nothing(
+    stack: StackClient, files, contact_cleanup
+):
     caller = new_caller()
     contact_cleanup.append(caller)
     first = contact(caller, minutes=1, agent_id="agent-v1")
@@ -129,10 +127,10 @@ def test_a_late_event_for_an_older_version_changes_nothing(stack: Stack, files, 
         late = held_event(stack, key, v1)
     finally:
         stack.set_mapping_enabled("IngestQueueUrl", True)
-    eventually(lambda: processing_log(stack, key, v2), timeout=60)
+    eventually(lambda: stack.file_outcome(key, v2), timeout=60)
     stack.sqs.send_message(QueueUrl=stack.outputs["IngestQueueUrl"], MessageBody=late)
 
-    log = eventually(lambda: processing_log(stack, key, v1), timeout=60)
+    log = eventually(lambda: stack.file_outcome(key, v1), timeout=60)
     assert log["outcome"] == {"S": "STALE"}, log
     assert log["superseded_by"] == {"S": f"{stack.bucket}/{key}#{v2}"}
     [item] = stack.contacts_of(caller)
@@ -140,7 +138,7 @@ def test_a_late_event_for_an_older_version_changes_nothing(stack: Stack, files, 
     assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-v2", timeout=60)
 
 
-def held_event(stack: Stack, key: str, version: str) -> str:
+def held_event(stack: StackClient, key: str, version: str) -> str:
     """Receive the queued S3 event of one object version and delete it; return its body."""
     url = stack.outputs["IngestQueueUrl"]
 
@@ -161,7 +159,7 @@ def held_event(stack: Stack, key: str, version: str) -> str:
 
 
 def test_a_correction_moves_the_contact_and_its_callers_last_agent(
-    stack: Stack, files, contact_cleanup
+    stack: StackClient, files, contact_cleanup
 ):
     caller = new_caller()
     contact_cleanup.append(caller)
@@ -184,7 +182,7 @@ def test_a_correction_moves_the_contact_and_its_callers_last_agent(
 
 
 def test_a_file_longer_than_a_function_timeout_is_completed_by_continuations(
-    local_stack: Stack, files
+    local_stack: StackClient, files
 ):
     """Locally IngestFunction times out after 5 s. This file takes several times that to read
     (400,000 lines, all but 1,000 of them junk, which costs reading, not writing, so the test
@@ -198,7 +196,7 @@ def test_a_file_longer_than_a_function_timeout_is_completed_by_continuations(
     body = b"".join(jsonl([row]) + b"[]\n" * junk_per_row for row in valid)
     key, version = files.put("long.jsonl", body)
 
-    log = eventually(lambda: processing_log(stack, key, version), timeout=300, interval=2)
+    log = eventually(lambda: stack.file_outcome(key, version), timeout=300, interval=2)
     assert log["outcome"] == {"S": "PROCESSED"}, log
     assert (log["rows_ok"], log["rows_rejected"]) == (
         {"N": "1000"},

@@ -8,35 +8,31 @@ from datetime import UTC, datetime
 import pytest
 from shared import keys
 
-from tests.integration.conftest import (
-    Stack,
-    contact,
-    eventually,
-    new_caller,
-    processing_log,
-)
+from harness.builders import contact, new_caller
+from harness.polling import eventually
+from harness.stack import StackClient
 
 pytestmark = pytest.mark.integration
 
 
-def redrive_bound(stack: Stack, output: str) -> float:
+def redrive_bound(stack: StackClient, output: str) -> float:
     """Seconds a message that always fails needs to reach the queue's DLQ, with a margin."""
     attributes = stack.queue_attributes(output, "VisibilityTimeout", "RedrivePolicy")
     max_receives = int(json.loads(attributes["RedrivePolicy"])["maxReceiveCount"])
     return int(attributes["VisibilityTimeout"]) * max_receives + 60
 
 
-def dead_letters_mentioning(stack: Stack, output: str, marker: str) -> list[dict]:
+def dead_letters_mentioning(stack: StackClient, output: str, marker: str) -> list[dict]:
     return [m for m in stack.peek(output) if marker in m["Body"]]
 
 
-def assert_no_dead_letters(stack: Stack, marker: str) -> None:
+def assert_no_dead_letters(stack: StackClient, marker: str) -> None:
     assert not dead_letters_mentioning(stack, "IngestDeadLetterQueueUrl", marker)
     if stack.is_local:  # a fresh stack: nothing at all may have been dead-lettered
         assert stack.queue_depth("IngestDeadLetterQueueUrl") == 0
 
 
-def test_s3_test_event_is_acknowledged_without_retry(stack: Stack):
+def test_s3_test_event_is_acknowledged_without_retry(stack: StackClient):
     failures_before = stack.failed_invocations("IngestFunction")
     request_id = f"it-{uuid.uuid4().hex}"
     stack.sqs.send_message(
@@ -60,21 +56,21 @@ def test_s3_test_event_is_acknowledged_without_retry(stack: Stack):
     assert stack.failed_invocations("IngestFunction") == failures_before
 
 
-def test_object_deleted_before_read_is_a_terminal_skip(stack: Stack, files):
+def test_object_deleted_before_read_is_a_terminal_skip(stack: StackClient, files):
     failures_before = stack.failed_invocations("IngestFunction")
     caller = new_caller()
     # Hold delivery so that the object is gone, every version of it, before ingest reads it.
     stack.pause_ingest()
     try:
         key, version = files.put_jsonl("deleted before read.jsonl", [contact(caller)])
-        files.cleanup()
+        files.delete_objects()
         assert not stack.s3.list_object_versions(Bucket=stack.bucket, Prefix=files.prefix).get(
             "Versions"
         )
     finally:
         stack.set_mapping_enabled("IngestQueueUrl", True)
 
-    log = eventually(lambda: processing_log(stack, key, version), timeout=90)
+    log = eventually(lambda: stack.file_outcome(key, version), timeout=90)
     assert log["outcome"] == {"S": "SKIPPED_MISSING"}, log
     eventually(lambda: stack.queue_depth("IngestQueueUrl") == 0, timeout=60)
     assert_no_dead_letters(stack, key)
@@ -83,7 +79,7 @@ def test_object_deleted_before_read_is_a_terminal_skip(stack: Stack, files):
     assert not files.report_exists(key)
 
 
-def test_poison_notification_ends_in_the_dead_letter_queue(stack: Stack):
+def test_poison_notification_ends_in_the_dead_letter_queue(stack: StackClient):
     marker = f"it-poison-{uuid.uuid4().hex}"
     poison = [
         f"not json {marker}",
@@ -112,7 +108,7 @@ def test_poison_notification_ends_in_the_dead_letter_queue(stack: Stack):
         stack.delete_where("NotificationDeadLetterQueueUrl", lambda m: marker in m["Body"])
 
 
-def test_stream_consumer_that_keeps_failing_reports_to_stream_failure_queue(stack: Stack):
+def test_stream_consumer_that_keeps_failing_reports_to_stream_failure_queue(stack: StackClient):
     """A CONTACT item the ingest would never write (no caller, contact_id or ended_at) passes
     LastAgentFunction's filter and fails it on every attempt, on AWS as locally: the batch info
     goes to StreamFailureQueue once the retries are spent, and the stream moves on."""

@@ -4,16 +4,11 @@ still give exactly one effect each."""
 import pytest
 from shared import keys
 
-from tests.integration.conftest import (
-    LONG_WAIT,
-    Stack,
-    contact,
-    eventually,
-    expected_notifications,
-    new_caller,
-    processing_log,
-    wait_for_notifications,
-)
+from harness.builders import contact, new_caller
+from harness.expected import notifications
+from harness.polling import eventually
+from harness.stack import StackClient
+from tests.integration.support import LONG_WAIT, wait_for_notifications
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +29,7 @@ CRASH_ONCE = dict.fromkeys(CRASHING, 1)
     ids=["duplicates-pollers-crashes", "crashes-retried"],
 )
 def test_faults_still_give_one_effect_each(
-    local_stack: Stack, files, topic, contact_cleanup, switches
+    local_stack: StackClient, files, topic, contact_cleanup, switches
 ):
     stack = local_stack
     callers = [new_caller() for _ in range(3)]
@@ -61,7 +56,7 @@ def test_faults_still_give_one_effect_each(
                 wait_seconds=LONG_WAIT,
             ),
         ]
-    expected = expected_notifications(rows)
+    expected = notifications(rows, stack.goodwill_wait_seconds)
     assert sum(expected.values()) == 12
 
     faults = stack.faults(**switches)
@@ -83,7 +78,7 @@ def test_faults_still_give_one_effect_each(
         contacts = stack.contacts_of(caller)
         assert len(contacts) == 3, contacts
         assert stack.route(caller)["agent_id"] == f"agent-{n}-last"
-    log = eventually(lambda: processing_log(stack, key, version), timeout=30)
+    log = eventually(lambda: stack.file_outcome(key, version), timeout=30)
     assert log["outcome"] == {"S": "PROCESSED"}, log
     assert log["rows_ok"] == {"N": str(len(rows))}, log
     for kind, contact_id in expected:

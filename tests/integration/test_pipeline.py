@@ -6,24 +6,17 @@ from collections import Counter
 import pytest
 from shared import keys
 
-from tests.integration.conftest import (
-    LONG_WAIT,
-    SHORT_WAIT,
-    Stack,
-    contact,
-    csv_gz,
-    eventually,
-    expected_notifications,
-    new_caller,
-    processing_log,
-    wait_for_notifications,
-)
+from harness.builders import contact, file_body, new_caller
+from harness.expected import notifications
+from harness.polling import eventually
+from harness.stack import StackClient
+from tests.integration.support import LONG_WAIT, SHORT_WAIT, wait_for_notifications
 
 pytestmark = pytest.mark.integration
 
 
 def test_files_become_contacts_last_agents_and_one_notification_each(
-    stack: Stack, files, topic, contact_cleanup
+    stack: StackClient, files, topic, contact_cleanup
 ):
     rng = random.Random()
     frequent, surveyed, both, waited, quiet = (new_caller() for _ in range(5))
@@ -81,7 +74,9 @@ def test_files_become_contacts_last_agents_and_one_notification_each(
         return True
 
     eventually(first_file_ingested, timeout=60)
-    second_key, second_version = files.put("contacts 2.csv.gz", csv_gz(second))
+    second_key, second_version = files.put(
+        "contacts 2.csv.gz", file_body("contacts 2.csv.gz", second)
+    )
 
     # Every contact is one CONTACT item under its caller, with the input fields.
     def contacts_ingested():
@@ -123,7 +118,7 @@ def test_files_become_contacts_last_agents_and_one_notification_each(
     assert stack.route(new_caller()) == {"found": "false"}
 
     # Exactly one survey and one gift card per qualifying contact, and nothing else.
-    expected = expected_notifications(all_rows)
+    expected = notifications(all_rows, stack.goodwill_wait_seconds)
     assert expected == Counter(
         {
             (keys.GIFT_CARD, abandoned["contact_id"]): 1,
@@ -153,7 +148,7 @@ def test_files_become_contacts_last_agents_and_one_notification_each(
         card = stack.get_item(keys.gift_card_key(contact_id))
         assert card and card["type"] == {"S": keys.GIFT_CARD}, contact_id
     for key, version, rows in ((first_key, first_version, 8), (second_key, second_version, 4)):
-        log = eventually(lambda k=key, v=version: processing_log(stack, k, v), timeout=30)
+        log = eventually(lambda k=key, v=version: stack.file_outcome(k, v), timeout=30)
         assert log["outcome"] == {"S": "PROCESSED"}, log
         assert log["rows_ok"] == {"N": str(rows)}, log
         assert log["rows_rejected"] == {"N": "0"}, log

@@ -5,14 +5,9 @@ import json
 
 import pytest
 
-from tests.integration.conftest import (
-    Stack,
-    contact,
-    eventually,
-    jsonl,
-    new_caller,
-    processing_log,
-)
+from harness.builders import contact, jsonl, new_caller
+from harness.polling import eventually
+from harness.stack import StackClient
 
 pytestmark = pytest.mark.integration
 
@@ -24,13 +19,15 @@ def line_number(entry: dict) -> int:
     raise AssertionError(f"report entry without a line number: {entry}")
 
 
-def no_dead_letter_mentions(stack: Stack, *markers: str) -> None:
+def no_dead_letter_mentions(stack: StackClient, *markers: str) -> None:
     for message in stack.peek("IngestDeadLetterQueueUrl"):
         for marker in markers:
             assert marker not in message["Body"], f"{marker} reached the ingest DLQ"
 
 
-def test_bad_rows_are_reported_by_line_and_good_rows_kept(stack: Stack, files, contact_cleanup):
+def test_bad_rows_are_reported_by_line_and_good_rows_kept(
+    stack: StackClient, files, contact_cleanup
+):
     caller = new_caller()
     contact_cleanup.append(caller)
     good = [
@@ -66,7 +63,7 @@ def test_bad_rows_are_reported_by_line_and_good_rows_kept(stack: Stack, files, c
     for entry in report:
         assert any(entry.get(name) for name in ("reasons", "reason", "error")), entry
 
-    log = eventually(lambda: processing_log(stack, key, version), timeout=30)
+    log = eventually(lambda: stack.file_outcome(key, version), timeout=30)
     assert log["outcome"] == {"S": "PROCESSED"}, log
     assert log["rows_ok"] == {"N": "3"}, log
     assert log["rows_rejected"] == {"N": "8"}, log
@@ -74,7 +71,7 @@ def test_bad_rows_are_reported_by_line_and_good_rows_kept(stack: Stack, files, c
     no_dead_letter_mentions(stack, key)
 
 
-def test_unreadable_files_get_one_report_and_no_retries(stack: Stack, files):
+def test_unreadable_files_get_one_report_and_no_retries(stack: StackClient, files):
     failures_before = stack.failed_invocations("IngestFunction")
     bodies = {
         "notes.txt": b"not a contact export\n",
@@ -84,7 +81,7 @@ def test_unreadable_files_get_one_report_and_no_retries(stack: Stack, files):
     put = {name: files.put(name, body) for name, body in bodies.items()}
 
     def all_logged():
-        logs = {name: processing_log(stack, key, version) for name, (key, version) in put.items()}
+        logs = {name: stack.file_outcome(key, version) for name, (key, version) in put.items()}
         missing = [name for name, log in logs.items() if log is None]
         assert not missing, f"no processing log yet for {missing}"
         return logs
@@ -101,7 +98,7 @@ def test_unreadable_files_get_one_report_and_no_retries(stack: Stack, files):
 
 
 def test_a_row_that_is_not_utf8_is_rejected_and_the_rest_of_its_file_kept(
-    stack: Stack, files, contact_cleanup
+    stack: StackClient, files, contact_cleanup
 ):
     """Encoding is checked per line: a Latin-1 row is one rejected row, not a rejected file."""
     caller = new_caller()
@@ -111,7 +108,7 @@ def test_a_row_that_is_not_utf8_is_rejected_and_the_rest_of_its_file_kept(
     body = "\n".join(json.dumps(row, ensure_ascii=False) for row in (latin1, good)) + "\n"
     key, version = files.put("mixed encodings.jsonl", body.encode("latin-1"))
 
-    log = eventually(lambda: processing_log(stack, key, version), timeout=60)
+    log = eventually(lambda: stack.file_outcome(key, version), timeout=60)
     assert log["outcome"] == {"S": "PROCESSED"}, log
     assert (log["rows_ok"], log["rows_rejected"]) == ({"N": "1"}, {"N": "1"}), log
     (entry,) = files.read_report(key)

@@ -5,7 +5,6 @@ import io
 import json
 import os
 import re
-import socket
 import textwrap
 import urllib.error
 import urllib.request
@@ -64,17 +63,6 @@ HANDLER = textwrap.dedent(
 )
 
 
-def free_port(low=4620, high=4679):
-    for port in range(low, high + 1):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip(f"no free port in {low}-{high}")
-
-
 class Local:
     def __init__(self, server: EmulatorServer, runtime: Runtime):
         self.server = server
@@ -124,7 +112,7 @@ def local(tmp_path_factory):
         for name in ("FnA", "FnB")
     ]
     runtime = Runtime(specs, faults=faults, log_dir=code / "logs")
-    server = EmulatorServer(free_port(), faults=faults, runtime=runtime)
+    server = EmulatorServer(0, faults=faults, runtime=runtime)
     server.start()
     runtime.endpoint_url = server.endpoint_url
     try:

@@ -3,7 +3,6 @@ Lambda Invoke through the API, control endpoints, the invoke CLI."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -158,17 +157,6 @@ def lambda_handler(event, context):
 """
 
 
-def free_port(low=4580, high=4599):
-    for port in range(low, high + 1):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port in 4580-4599")
-
-
 def write_project(root: Path) -> Path:
     (root / "src" / "fn").mkdir(parents=True)
     (root / "layer" / "helper").mkdir(parents=True)
@@ -218,7 +206,7 @@ def local(tmp_path_factory):
     template = write_project(project)
     faults = Faults()
     runtime = Runtime(faults=faults, log_dir=project / ".emulator" / "logs")
-    server = EmulatorServer(free_port(), faults=faults, runtime=runtime)
+    server = EmulatorServer(0, faults=faults, runtime=runtime)
     server.start()
     try:
         runtime.endpoint_url = server.endpoint_url

@@ -1,0 +1,462 @@
+"""`make run`: the whole application on the local stack, demo data in, a summary out.
+
+Starts `python -m emulator up` on a free port (4800-4899), uploads the demo export (harness.
+demo_data), then a re-export of some contacts with fields changed, waits (bounded) for the
+pipeline to settle and prints what happened: contacts in and rejected, the last agent of a few
+callers (through RouteFunction), surveys and gift cards that reached NotificationsTopic,
+duplicates suppressed (the functions' own metrics), dead-letter depths and throughput.
+
+Every number is checked against what the data must give under the layer's own rules
+(harness.expected); the exit status is 0 only if they all agree. The demo is a client of the
+stack: it talks to it with boto3 only, exactly as any AWS client would.
+
+`--chaos` (`make chaos`) runs the same data through the local stack's faults: every S3 event, SQS
+message and stream batch delivered 3 times, two pollers per SQS mapping, a crash after a random
+AWS call in 5% of invocations and random throttles, and ends with a verdict table (contacts lost,
+duplicate and missing notifications, wrong last agents, dead-letter and failure queue depths,
+each expected 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared import keys
+
+from emulator.process import LocalStackProcess, free_port
+from harness.demo_data import DEMO_PREFIX, DemoData, DemoFile, generate
+from harness.metrics import FunctionMetrics
+from harness.stack import FAILURE_QUEUES, StackClient
+from harness.topic import TopicCapture
+
+PORTS = range(4800, 4900)
+# The chaos run's faults (docs/local-stack.md): throttles are drawn per call attempt, so boto3's
+# retries see them too; a crash strikes one of an invocation's first ten calls.
+CHAOS = {
+    "duplicate_deliveries": 3,
+    "sqs_pollers": 2,
+    "crash_invocations": {"function": "*", "probability": 0.05, "within_calls": 10},
+    "throttle": [{"function": "*", "operation": "*", "probability": 0.01}],
+}
+
+
+def say(message: str = "") -> None:
+    print(message, flush=True)
+
+
+def mask(caller: str) -> str:
+    """+15551234567 -> +1555***4567: enough to tell callers apart, not to dial them."""
+    return caller[:5] + "***" + caller[-4:]
+
+
+@dataclass
+class Run:
+    """Where a demo run got to: what the summary and the verdict report."""
+
+    stack: StackClient
+    topic: TopicCapture
+    metrics: FunctionMetrics
+    data: DemoData
+    settled: bool = False
+    elapsed: float = 0.0
+    ingest_seconds: float = 0.0
+    contacts: int = 0
+    files: list[dict] = field(default_factory=list)
+    wrong_last_agents: dict[str, tuple[dict | None, dict]] = field(default_factory=dict)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.demo", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--contacts", type=int, default=3000)
+    parser.add_argument("--callers", type=int, default=None, help="default: a tenth of contacts")
+    parser.add_argument("--seed", type=int, default=20261102)
+    parser.add_argument("--port", type=int, default=None, help="default: a free one in 4800-4899")
+    parser.add_argument(
+        "--duplicate-deliveries",
+        type=int,
+        default=1,
+        help="fault switch: deliver every SQS message and stream batch N times",
+    )
+    parser.add_argument(
+        "--sqs-pollers",
+        type=int,
+        default=4,
+        help="concurrent batches per SQS mapping (Lambda starts with 5 on AWS; local default 1)",
+    )
+    parser.add_argument(
+        "--stack-output", action="store_true", help="echo the local stack's output lines"
+    )
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="upload every file at once (default: one after another, each once ingested)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="bound (s) from the first upload to settled"
+    )
+    parser.add_argument(
+        "--chaos",
+        action="store_true",
+        help="duplicates, two pollers, crashes and throttles inside the functions; a verdict",
+    )
+    parser.add_argument("--chaos-seed", type=int, default=1, help="the faults' random seed")
+    args = parser.parse_args(argv)
+    if args.timeout is None:
+        args.timeout = 900.0 if args.chaos else 150.0
+    if args.callers is None:
+        args.callers = max(1, args.contacts // 10)
+
+    echo = (lambda line: say("  | " + line)) if args.stack_output else None
+    with tempfile.TemporaryDirectory(prefix="demo-logs-") as log_dir:
+        local = LocalStackProcess(
+            args.port or free_port(PORTS), up_args=["--log-dir", log_dir], echo=echo
+        )
+        say(f"Starting the local stack on {local.endpoint} ...")
+        began = time.monotonic()
+        try:
+            local.start(timeout=90)
+        except RuntimeError as error:
+            say(f"FAILED: {error}")
+            say("\n".join(local.lines()))
+            local.stop()
+            return 1
+        say(f"  ready in {time.monotonic() - began:.1f} s (stack {local.stack_name})")
+        try:
+            return run(StackClient.local_stack(local), Path(log_dir), args)
+        except Exception as error:  # the summary of a broken run: what and where
+            say(f"FAILED: {type(error).__name__}: {error}")
+            say("  last lines of the local stack:")
+            for line in local.lines(20):
+                say("    " + line)
+            return 1
+        finally:
+            say("Stopping the local stack.")
+            local.stop()
+
+
+def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
+    data = generate(args.contacts, args.callers, args.seed, stack.goodwill_wait_seconds)
+    demo = Run(stack, TopicCapture(stack, "demo-topic-capture"), FunctionMetrics(log_dir), data)
+    stack.faults(sqs_pollers=args.sqs_pollers)
+    if args.chaos:
+        stack.faults(**CHAOS, seed=args.chaos_seed)
+        say(
+            "  chaos: every S3 event, message and stream batch delivered 3x, 2 pollers per queue, "
+            "a crash after a random call in 5% of invocations, 1% of calls throttled"
+        )
+    elif args.duplicate_deliveries > 1:
+        stack.faults(duplicate_deliveries=args.duplicate_deliveries)
+        say(
+            f"  fault switch: every message and stream batch delivered {args.duplicate_deliveries}x"
+        )
+
+    say(
+        f"\nUploading {len(data.files)} files ({len(data.contacts):,} contacts, "
+        f"{sum(f.bad_rows for f in data.files)} bad rows) to s3://{stack.bucket}/{DEMO_PREFIX}"
+        + ("" if args.burst else ", one after another as an exporter drops them")
+    )
+    started = time.monotonic()
+    deadline = started + args.timeout
+    first_in = True
+    for demo_file in data.files:
+        first_in = upload(stack, demo_file, wait=not args.burst, deadline=deadline) and first_in
+
+    def first_export_in() -> bool:
+        demo.contacts = stack.count_of_type(keys.CONTACT)
+        return demo.contacts >= len(data.contacts)
+
+    if first_in and args.burst:  # paced uploads already saw each file's outcome
+        say("\nWaiting for the first export to be in the table")
+        first_in = wait_until(
+            first_export_in,
+            deadline - time.monotonic(),
+            lambda: f"contacts in the table: {demo.contacts:,}/{len(data.contacts):,}",
+        )
+    demo.ingest_seconds = time.monotonic() - started
+    if first_in:
+        say(f"\nRe-exporting {data.reexport.rows} contacts with changed fields")
+        upload(stack, data.reexport, wait=True, deadline=deadline)
+
+    want_files = len(data.files) + 1
+    history: list[tuple[int, int]] = []
+
+    def settled() -> bool:
+        # Cheap signals first (the topic, the function logs, queue depths); the table scans,
+        # which load the local stack, only once those say the pipeline may be done.
+        activity = (len(demo.topic.collect()), demo.metrics.read())
+        history[:] = [*history[-2:], activity]
+        if (
+            not first_in
+            or activity[0] < len(data.notifications)
+            or len(history) < 3
+            or len(set(history)) > 1
+            or not stack.idle()
+        ):
+            return False
+        demo.files = stack.items_of_type(keys.PROCESSING_LOG)
+        demo.contacts = stack.count_of_type(keys.CONTACT)
+        return (
+            len(demo.files) >= want_files
+            and demo.contacts >= len(data.contacts)
+            and stack.count_of_type(keys.LAST_AGENT) >= len(data.last_agents)
+            and demo.metrics.read() == activity[1]
+        )
+
+    say("\nWaiting for the pipeline to settle (notifications at the topic, functions quiet)")
+    demo.settled = wait_until(
+        settled,
+        deadline - time.monotonic(),
+        lambda: (
+            f"notifications {len(demo.topic.messages):,}/{len(data.notifications):,} | "
+            f"in flight: ingest {stack.queue_depth('IngestQueueUrl')}, "
+            f"notifications {stack.queue_depth('NotificationQueueUrl')}"
+        ),
+    )
+    demo.elapsed = time.monotonic() - started
+    if not demo.settled:  # where it stopped, for the summary
+        demo.files = stack.items_of_type(keys.PROCESSING_LOG)
+        demo.contacts = stack.count_of_type(keys.CONTACT)
+    if args.chaos:  # counted and shown while they are off: the pipeline has settled
+        stack.faults(crash_invocations=None, throttle=[])
+    status = summary(demo)
+    return verdict(demo) if args.chaos else status
+
+
+def upload(stack: StackClient, demo_file: DemoFile, *, wait: bool, deadline: float) -> bool:
+    """Put one file; with ``wait``, until its processing log says what became of it (a file
+    still IN_PROGRESS, resumed by continuations or retried after a timeout, is not done)."""
+    began = time.monotonic()
+    version = stack.s3.put_object(Bucket=stack.bucket, Key=demo_file.key, Body=demo_file.body).get(
+        "VersionId"
+    )
+    size = len(demo_file.body) / 1024
+    line = f"  put {demo_file.key:<40} {demo_file.rows:>5,} rows {size:>6.1f} KiB"
+    if not wait or not version:
+        say(line)
+        return True
+    while time.monotonic() < deadline:
+        if log := stack.file_outcome(demo_file.key, version):
+            say(
+                f"{line}  -> {log['outcome']['S']} in {time.monotonic() - began:.1f} s "
+                f"({int(log['rows_ok']['N']):,} ok, {int(log['rows_rejected']['N'])} rejected)"
+            )
+            return True
+        time.sleep(0.2)
+    say(f"{line}  -> not processed in time")
+    return False
+
+
+def wait_until(
+    check: Callable[[], bool], timeout: float, progress: Callable[[], str], every: float = 2.0
+) -> bool:
+    """Poll ``check`` (bounded); print ``progress()`` when it changes, at most every ``every`` s."""
+    deadline = time.monotonic() + timeout
+    last_line, last_print = "", 0.0
+    while True:
+        done = check()
+        line = progress()
+        now = time.monotonic()
+        if line != last_line and (now - last_print >= every or done):
+            say("  " + line)
+            last_line, last_print = line, now
+        if done:
+            return True
+        if now > deadline:
+            return False
+        time.sleep(0.5)
+
+
+# --------------------------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------------------------
+class Report:
+    """Checked lines of the summary; every mismatch is kept as a problem."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def check(self, label: str, actual: Any, wanted: Any, detail: str = "") -> None:
+        mark = "ok" if actual == wanted else "MISMATCH"
+        if actual != wanted:
+            self.problems.append(f"{label}: {actual} (expected {wanted})")
+        wanted_text = f"{wanted:,}" if isinstance(wanted, int) else str(wanted)
+        actual_text = f"{actual:,}" if isinstance(actual, int) else str(actual)
+        say(f"  {label:<26} {actual_text:>8}   expected {wanted_text:<8} {mark}  {detail}")
+
+
+def summary(demo: Run) -> int:
+    data, stack = demo.data, demo.stack
+    report = Report()
+    say("\nSummary")
+    if not demo.settled:
+        report.problems.append(
+            f"the pipeline did not settle within the bound ({demo.elapsed:.0f} s)"
+        )
+        say(f"  NOT SETTLED after {demo.elapsed:.0f} s: the counts below are where it stopped")
+
+    outcomes = collections.Counter(item["outcome"]["S"] for item in demo.files)
+    rows_ok = sum(int(item["rows_ok"]["N"]) for item in demo.files)
+    rejected = sum(int(item["rows_rejected"]["N"]) for item in demo.files)
+    outcome_text = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    say(f"  {'files':<26} {len(demo.files):>8}   {outcome_text}")
+    report.check("contacts ingested", demo.contacts, len(data.contacts))
+    report.check("rows rejected", rejected, data.bad_rows, f"reports: rejected/{DEMO_PREFIX}...")
+    report.check(
+        "re-exported rows",
+        rows_ok - len(data.contacts),
+        data.reexport.rows,
+        "rewritten in place: no new contact, no new notification",
+    )
+
+    messages = demo.topic.collect()
+    kinds = collections.Counter(m.get("kind") for m in messages)
+    unique = {m.get("notification_id") for m in messages}
+    report.check("surveys sent", kinds[keys.SURVEY], data.surveys, "at NotificationsTopic")
+    report.check("gift cards sent", kinds[keys.GIFT_CARD], data.gift_cards, "at NotificationsTopic")
+    report.check("duplicate notifications", len(messages) - len(unique), 0)
+    check_last_agents(demo, report)
+    demo.metrics.read()
+    show_metric(demo.metrics, "DuplicatesSuppressed", "duplicates suppressed", "none needed")
+    show_metric(
+        demo.metrics, "LastAgentStale", "stale last-agent writes", "older contacts, refused"
+    )
+    show_failed_invocations(demo.stack)
+    show_routes(demo, report)
+    show_dead_letters(stack, report)
+
+    total_rows = sum(f.rows for f in data.files) + data.reexport.rows
+    say(
+        f"\n  elapsed: {demo.elapsed:.1f} s from the first upload to settled "
+        f"(first export ingested in {demo.ingest_seconds:.1f} s)"
+    )
+    say(
+        f"  throughput: {len(data.contacts) / demo.elapsed:,.0f} contacts/s end to end "
+        f"({total_rows:,} rows in, {len(messages):,} notifications out); "
+        f"ingest alone {len(data.contacts) / max(demo.ingest_seconds, 0.001):,.0f} contacts/s"
+    )
+    if report.problems:
+        say("\nFAILED: " + "; ".join(report.problems))
+        return 1
+    say("\nAll numbers add up.")
+    return 0
+
+
+def verdict(demo: Run) -> int:
+    """The chaos run's table: what the faults may never cause, each expected 0."""
+    data, stack = demo.data, demo.stack
+    messages = demo.topic.collect()
+    per_id = collections.Counter(m.get("notification_id") for m in messages)
+    kinds = collections.Counter(m.get("kind") for m in messages)
+    injected = stack.faults()["injected"]
+    rows = {
+        "contacts lost": len(data.contacts) - min(demo.contacts, len(data.contacts)),
+        "duplicate notifications": sum(n - 1 for n in per_id.values()),
+        "missing notifications": max(0, data.surveys - kinds[keys.SURVEY])
+        + max(0, data.gift_cards - kinds[keys.GIFT_CARD]),
+        "wrong last agents": len(demo.wrong_last_agents),
+        **{output.removesuffix("Url"): stack.queue_depth(output) for output in FAILURE_QUEUES},
+    }
+    say("\nChaos verdict")
+    say(f"  {'':<30} {'found':>7} {'expected':>9}")
+    for label, found in rows.items():
+        say(f"  {label:<30} {found:>7,} {0:>9}   {'ok' if found == 0 else 'FAILED'}")
+    say(
+        f"  faults that struck: {injected.get('crash', 0):,} crashes inside an invocation, "
+        f"{injected.get('throttle', 0):,} throttled calls; {stack.failed_invocations():,} "
+        "failed invocations, each retried by its event source"
+    )
+    bad = [label for label, found in rows.items() if found]
+    if bad or not demo.settled:
+        say("\nCHAOS FAILED: " + ", ".join(bad or ["the pipeline did not settle"]))
+        return 1
+    say("\nNo contact lost, nothing sent twice or missed, every last agent right.")
+    return 0
+
+
+def check_last_agents(demo: Run, report: Report) -> None:
+    """Every caller's LAST_AGENT item against the newest contact with an agent."""
+    expected = demo.data.last_agents
+
+    def wrong() -> dict[str, tuple[dict | None, dict]]:
+        stored = demo.stack.last_agents(expected)
+        return {c: (stored.get(c), want) for c, want in expected.items() if stored.get(c) != want}
+
+    mismatches = wrong()
+    began = time.monotonic()
+    while mismatches and time.monotonic() - began < 15:  # still converging?
+        time.sleep(1)
+        mismatches = wrong()
+    late = time.monotonic() - began
+    detail = "callers with an agent"
+    if late >= 1 and not mismatches:
+        detail += f" (converged {late:.0f} s after the settle signal)"
+    demo.wrong_last_agents = mismatches
+    report.check("last agents right", len(expected) - len(mismatches), len(expected), detail)
+    for caller, (stored, want) in list(mismatches.items())[:3]:
+        say(
+            f"      {mask(caller)}: stored {stored and stored['contact_id']} "
+            f"({stored and stored['ended_at']}), expected {want['contact_id']} ({want['ended_at']})"
+        )
+
+
+def show_routes(demo: Run, report: Report) -> None:
+    expected = demo.data.last_agents
+    say("\n  Last agent for a few callers (RouteFunction, as Amazon Connect asks it):")
+    frequent = collections.Counter(row["caller"] for row in demo.data.contacts.values())
+    for caller, n in [*frequent.most_common(4), ("+15550000000", 0)]:
+        answer = demo.stack.route(caller)
+        want = expected.get(caller)
+        right = (want is None and answer.get("found") == "false") or (
+            want is not None and answer.get("agent_id") == want["agent_id"]
+        )
+        if not right:
+            report.problems.append(f"route {mask(caller)}: {answer}")
+        if answer.get("found") == "true":
+            text = (
+                f"{answer['agent_id']:<10} (contact {answer['contact_id']}, "
+                f"ended {answer['ended_at']})"
+            )
+        else:
+            text = "no last agent: found=false"
+        say(f"    {mask(caller)} {n:>3} contacts -> {text}  {'ok' if right else 'MISMATCH'}")
+
+
+def show_metric(metrics: FunctionMetrics, metric: str, label: str, none: str) -> None:
+    """One of the functions' EMF metrics, in total and per function."""
+    counts = metrics.by_function(metric)
+    detail = ", ".join(f"{fn.removesuffix('Function')} {n}" for fn, n in sorted(counts.items()))
+    say(f"  {label:<26} {sum(counts.values()):>8,}   {detail or none} ({metric})")
+
+
+def show_failed_invocations(stack: StackClient) -> None:
+    """Invocations the event sources saw fail (and retried), by function."""
+    failed = collections.Counter(failure.function for failure in stack.failures())
+    detail = ", ".join(f"{name.removesuffix('Function')} {n}" for name, n in sorted(failed.items()))
+    outcomes = collections.Counter(failure.outcome for failure in stack.failures())
+    say(
+        f"  {'failed invocations':<26} {sum(failed.values()):>8,}   {detail or 'none'}"
+        + (f" ({', '.join(f'{o} {n}' for o, n in sorted(outcomes.items()))})" if outcomes else "")
+        + ", retried by their event source"
+    )
+
+
+def show_dead_letters(stack: StackClient, report: Report) -> None:
+    say("\n  Dead-letter and failure queues:")
+    for output in FAILURE_QUEUES:
+        depth = stack.queue_depth(output)
+        if depth:
+            report.problems.append(f"{output}: {depth} messages")
+        say(f"    {output.removesuffix('Url'):<32} {depth}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

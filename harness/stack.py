@@ -1,0 +1,383 @@
+"""A deployed stack as its clients see it: boto3 against its resources, found by the stack's
+outputs (cloudformation describe_stacks, as the SAM pipeline templates do it).
+
+One class for both targets: a stack on AWS (``StackClient.deployed``: credentials and region from
+the usual boto3 chain) and the local stack (``StackClient.local``: a `python -m emulator up`
+process, dummy credentials, its endpoint). The local stack's control endpoints (faults, status,
+the failed invocations its engine logged) are there only when ``local`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from shared import keys
+
+import harness  # noqa: F401 (the layer on sys.path)
+from emulator.process import FailedInvocation, LocalStackProcess
+from harness.builders import connect_event
+from harness.polling import eventually, stable
+
+OUTPUT_NAMES = (
+    "ContactsBucketName",
+    "ContactsTableName",
+    "IdempotencyTableName",
+    "IngestQueueUrl",
+    "IngestDeadLetterQueueUrl",
+    "NotificationQueueUrl",
+    "NotificationDeadLetterQueueUrl",
+    "StreamFailureQueueUrl",
+    "NotificationsTopicArn",
+    "RouteFunctionName",
+)
+WORK_QUEUES = ("IngestQueueUrl", "NotificationQueueUrl")
+FAILURE_QUEUES = (
+    "IngestDeadLetterQueueUrl",
+    "NotificationDeadLetterQueueUrl",
+    "StreamFailureQueueUrl",
+)
+RETRIES = Config(retries={"max_attempts": 8, "mode": "standard"})
+
+
+@dataclass
+class StackClient:
+    name: str
+    session: boto3.session.Session
+    outputs: dict[str, str]
+    parameters: dict[str, str]
+    local: LocalStackProcess | None = None
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def deployed(cls, name: str) -> StackClient:
+        return cls._described(name, boto3.session.Session(), None)
+
+    @classmethod
+    def local_stack(cls, process: LocalStackProcess) -> StackClient:
+        """The stack a started `emulator up` process deployed (its name from the `ready` line)."""
+        session = boto3.session.Session(
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",  # noqa: S106 (the local stack's dummy credentials)
+            region_name=process.region,
+        )
+        assert process.stack_name, "the local stack is not ready"
+        return cls._described(process.stack_name, session, process)
+
+    @classmethod
+    def _described(
+        cls, name: str, session: boto3.session.Session, local: LocalStackProcess | None
+    ) -> StackClient:
+        endpoint = local.endpoint if local else None
+        cloudformation = session.client("cloudformation", endpoint_url=endpoint, config=RETRIES)
+        described = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+        missing = [output for output in OUTPUT_NAMES if output not in outputs]
+        assert not missing, f"stack {name} lacks outputs {missing}"
+        parameters = {
+            p["ParameterKey"]: p["ParameterValue"] for p in described.get("Parameters", [])
+        }
+        return cls(name, session, outputs, parameters, local)
+
+    # -- clients ---------------------------------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        return self.local is not None
+
+    @property
+    def region(self) -> str:
+        return self.session.region_name
+
+    def client(self, service: str):
+        if service not in self._clients:
+            self._clients[service] = self.session.client(
+                service, endpoint_url=self.local.endpoint if self.local else None, config=RETRIES
+            )
+        return self._clients[service]
+
+    @property
+    def s3(self):
+        return self.client("s3")
+
+    @property
+    def sqs(self):
+        return self.client("sqs")
+
+    @property
+    def dynamodb(self):
+        return self.client("dynamodb")
+
+    @property
+    def bucket(self) -> str:
+        return self.outputs["ContactsBucketName"]
+
+    @property
+    def contacts_table(self) -> str:
+        return self.outputs["ContactsTableName"]
+
+    @property
+    def goodwill_wait_seconds(self) -> int:
+        return int(self.parameters["GoodwillWaitSeconds"])
+
+    # -- the local stack's controls --------------------------------------------------------------
+    def _local(self) -> LocalStackProcess:
+        assert self.local, "the local stack's controls exist only on the local stack"
+        return self.local
+
+    def faults(self, **switches: Any) -> dict:
+        """Set fault switches (docs/local-stack.md); the switches and what struck so far."""
+        return self._local().control("/_emulator/faults", switches)
+
+    def reset_faults(self) -> None:
+        """Every switch back to what the local stack started with."""
+        self._local().control("/_emulator/faults/reset", {})
+
+    def failures(self) -> list[FailedInvocation]:
+        """Every invocation the local engine reported failed so far, by logical id; [] on AWS."""
+        if not self.local:
+            return []
+        return [
+            failure._replace(function=_logical_id(failure.function))
+            for failure in list(self.local.failed_invocations)
+        ]
+
+    def failed_invocations(self, logical_id: str | None = None) -> int:
+        """How many invocations (of one function) failed so far: 0 on AWS."""
+        return sum(logical_id in (None, f.function) for f in self.failures())
+
+    def idle(self) -> bool:
+        """Nothing left to do: the work queues empty (in flight included) and, on the local
+        stack, its engine idle (no batch being delivered)."""
+        if any(self.queue_depth(output) for output in WORK_QUEUES):
+            return False
+        return not self.local or bool(self._local().control("/_emulator/status").get("idle"))
+
+    # -- queues ----------------------------------------------------------------------------------
+    def queue_attributes(self, output: str, *names: str) -> dict[str, str]:
+        return self.sqs.get_queue_attributes(
+            QueueUrl=self.outputs[output], AttributeNames=list(names) or ["All"]
+        )["Attributes"]
+
+    def queue_depth(self, output: str) -> int:
+        """Messages in a queue, visible or in flight (delayed ones included)."""
+        attributes = self.queue_attributes(
+            output,
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        )
+        return sum(int(v) for v in attributes.values())
+
+    def peek(self, output: str, rounds: int = 3) -> list[dict]:
+        """Messages of a queue without consuming them (received with a zero visibility timeout).
+
+        Meant for dead-letter queues, where nothing else receives.
+        """
+        found: dict[str, dict] = {}
+        for _ in range(rounds):
+            for message in self.sqs.receive_message(
+                QueueUrl=self.outputs[output],
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=0,
+                WaitTimeSeconds=0 if self.is_local else 1,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", []):
+                found[message["MessageId"]] = message
+        return list(found.values())
+
+    def delete_where(self, output: str, predicate: Callable[[dict], bool], rounds: int = 5):
+        """Remove a client's own messages (those ``predicate`` picks) from a queue that nothing
+        else consumes (DLQs, failure queues); the others become visible again at once."""
+        url = self.outputs[output]
+        for _ in range(rounds):
+            messages = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=5, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not messages:
+                return
+            for message in messages:
+                if predicate(message):
+                    self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                else:
+                    self.sqs.change_message_visibility(
+                        QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+                    )
+
+    # -- table -----------------------------------------------------------------------------------
+    def get_item(self, key: dict[str, str], projection: str | None = None) -> dict | None:
+        request: dict[str, Any] = {
+            "TableName": self.contacts_table,
+            "Key": {name: {"S": value} for name, value in key.items()},
+            "ConsistentRead": True,
+        }
+        if projection:
+            request["ProjectionExpression"] = projection
+        return self.dynamodb.get_item(**request).get("Item")
+
+    def get_items(self, item_keys: list[dict[str, str]]) -> list[dict]:
+        """BatchGetItem of many keys (100 per request, unprocessed keys asked again)."""
+        found: list[dict] = []
+        for start in range(0, len(item_keys), 100):
+            request: dict | None = {
+                self.contacts_table: {
+                    "Keys": [
+                        {name: {"S": value} for name, value in key.items()}
+                        for key in item_keys[start : start + 100]
+                    ],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                page = self.dynamodb.batch_get_item(RequestItems=request)
+                found += page["Responses"].get(self.contacts_table, [])
+                request = page.get("UnprocessedKeys") or None
+        return found
+
+    def delete_items(self, item_keys: Iterable[dict[str, str]]) -> None:
+        for key in item_keys:
+            self.dynamodb.delete_item(
+                TableName=self.contacts_table,
+                Key={name: {"S": value} for name, value in key.items()},
+            )
+
+    def items_of_type(self, item_type: str) -> list[dict]:
+        """Every item of one type (a Scan: for small tables and the end of a run)."""
+        return self._scan(item_type, count=False)
+
+    def count_of_type(self, item_type: str) -> int:
+        return self._scan(item_type, count=True)
+
+    def _scan(self, item_type: str, *, count: bool) -> Any:
+        request: dict[str, Any] = {
+            "TableName": self.contacts_table,
+            "FilterExpression": "#t = :t",
+            "ExpressionAttributeNames": {"#t": "type"},
+            "ExpressionAttributeValues": {":t": {"S": item_type}},
+            "ConsistentRead": True,
+        }
+        if count:
+            request["Select"] = "COUNT"
+        total, found = 0, []
+        while True:
+            page = self.dynamodb.scan(**request)
+            total += page["Count"]
+            found += page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return total if count else found
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def contacts_of(self, caller: str) -> list[dict]:
+        items: list[dict] = []
+        request: dict[str, Any] = {
+            "TableName": self.contacts_table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :sk)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": keys.caller_pk(caller)},
+                ":sk": {"S": "CONTACT#"},
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.dynamodb.query(**request)
+            items.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return items
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def file_outcome(self, key: str, version: str | None) -> dict | None:
+        """A file's processing log once its outcome is final; None before (a file is
+        IN_PROGRESS from its first step's start, and longer when it takes more than one)."""
+        if version is None:  # unversioned bucket: the file id ends in the (unknown) sequencer
+            logs = [
+                log for log in self.items_of_type(keys.PROCESSING_LOG) if log["key"]["S"] == key
+            ]
+            log = logs[0] if logs else None
+        else:
+            log = self.file_log(f"{self.bucket}/{key}#{version}")
+        return log if log and log["outcome"]["S"] != "IN_PROGRESS" else None
+
+    def file_log(self, file_id: str, projection: str | None = None) -> dict | None:
+        """The processing log of a file (bucket/key#version), whatever its outcome."""
+        return self.get_item(keys.processing_log_key(file_id), projection)
+
+    def last_agents(self, callers: Iterable[str]) -> dict[str, dict[str, str]]:
+        """caller -> the stored LAST_AGENT's agent_id, contact_id and ended_at."""
+        items = self.get_items([keys.last_agent_key(caller) for caller in callers])
+        return {
+            item["pk"]["S"].removeprefix(keys.caller_pk("")): {
+                name: item[name]["S"] for name in ("agent_id", "contact_id", "ended_at")
+            }
+            for item in items
+        }
+
+    # -- route -----------------------------------------------------------------------------------
+    def route(self, caller: str) -> dict[str, str]:
+        """RouteFunction's answer for a caller, invoked as Amazon Connect invokes it."""
+        response = self.client("lambda").invoke(
+            FunctionName=self.outputs["RouteFunctionName"],
+            Payload=json.dumps(connect_event(caller)).encode(),
+        )
+        payload = json.loads(response["Payload"].read() or b"null")
+        assert "FunctionError" not in response, f"RouteFunction failed: {payload}"
+        return payload
+
+    # -- event source mappings -------------------------------------------------------------------
+    def queue_arn(self, output: str) -> str:
+        return self.queue_attributes(output, "QueueArn")["QueueArn"]
+
+    def mapping_of(self, output: str) -> dict:
+        mappings = self.client("lambda").list_event_source_mappings(
+            EventSourceArn=self.queue_arn(output)
+        )["EventSourceMappings"]
+        assert len(mappings) == 1, f"expected one mapping on {output}, found {mappings}"
+        return mappings[0]
+
+    def set_mapping_enabled(self, output: str, enabled: bool, timeout: float = 120.0) -> None:
+        mapping = self.mapping_of(output)
+        self.client("lambda").update_event_source_mapping(UUID=mapping["UUID"], Enabled=enabled)
+        wanted = "Enabled" if enabled else "Disabled"
+
+        def reached():
+            state = self.client("lambda").get_event_source_mapping(UUID=mapping["UUID"])["State"]
+            assert state == wanted, f"mapping state {state}, waiting for {wanted}"
+            return True
+
+        eventually(reached, timeout=timeout, interval=0.5 if self.is_local else 3)
+
+    def pause_ingest(self, timeout: float = 60.0) -> None:
+        """Disable the IngestFunction mapping and make sure delivery really stopped.
+
+        "Disabled" should mean stopped (AWS says "Disabling" until it is), but the local stack
+        reports "Disabled" at once and its poller can still receive for a moment. So an
+        s3:TestEvent canary (harmless: acknowledged once delivery resumes) has to stay in the
+        queue over a few polls; a consumed canary is replaced until one stays.
+        """
+        self.set_mapping_enabled("IngestQueueUrl", False)
+        canary = json.dumps(
+            {
+                "Service": "Amazon S3",
+                "Event": "s3:TestEvent",
+                "Bucket": self.bucket,
+                "RequestId": f"it-canary-{uuid.uuid4().hex}",
+            }
+        )
+
+        def canary_stays():
+            if self.queue_depth("IngestQueueUrl") == 0:
+                self.sqs.send_message(QueueUrl=self.outputs["IngestQueueUrl"], MessageBody=canary)
+            return stable(lambda: self.queue_depth("IngestQueueUrl"), polls=4, timeout=10) > 0
+
+        eventually(canary_stays, timeout=timeout, interval=0.2)
+
+
+def _logical_id(physical_name: str) -> str:
+    """<stack>-<LogicalId>-<suffix>, the name CloudFormation gives a function -> LogicalId."""
+    found = re.search(r"-([A-Za-z0-9]+)-[A-Za-z0-9]+$", physical_name)
+    return found[1] if found else physical_name

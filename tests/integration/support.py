@@ -1,0 +1,100 @@
+"""What the integration tests share beyond the stack client: a test's own corner of the bucket,
+the wait for notifications, and wait times that put a contact clearly on one side of the
+goodwill rule."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+
+from shared import keys
+
+from harness.builders import jsonl
+from harness.polling import eventually, stable
+from harness.stack import StackClient
+from harness.topic import TopicCapture
+
+# Clear of any sensible GoodwillWaitSeconds on either side: the tests do not depend on its value.
+SHORT_WAIT = 5
+LONG_WAIT = 100_000
+
+
+class Files:
+    """A test's own corner of the bucket: incoming/it-<uuid>/..., removed with every version,
+    its reports and its processing logs."""
+
+    def __init__(self, stack: StackClient):
+        self.stack = stack
+        self.prefix = f"incoming/it-{uuid.uuid4().hex[:12]}/"
+        self.versions: list[tuple[str, str]] = []
+
+    def put(self, name: str, body: bytes) -> tuple[str, str | None]:
+        key = self.prefix + name
+        response = self.stack.s3.put_object(Bucket=self.stack.bucket, Key=key, Body=body)
+        if response.get("VersionId"):
+            self.versions.append((key, response["VersionId"]))
+        return key, response.get("VersionId")
+
+    def put_jsonl(self, name: str, rows: Iterable[dict | str]) -> tuple[str, str | None]:
+        return self.put(name, jsonl(rows))
+
+    def read_report(self, key: str) -> list[dict]:
+        body = self.stack.s3.get_object(Bucket=self.stack.bucket, Key=report_key(key))["Body"]
+        return [json.loads(line) for line in body.read().decode().splitlines() if line.strip()]
+
+    def report_exists(self, key: str) -> bool:
+        try:
+            self.stack.s3.head_object(Bucket=self.stack.bucket, Key=report_key(key))
+        except self.stack.s3.exceptions.ClientError:
+            return False
+        return True
+
+    def delete_objects(self) -> None:
+        """Objects (every version) and reports under the prefix (the rejected/ reports are not
+        ingested: they are outside incoming/)."""
+        for prefix in (self.prefix, "rejected/" + self.prefix):
+            delete_all_versions(self.stack.s3, self.stack.bucket, prefix)
+
+    def cleanup(self) -> None:
+        """The objects, the processing log of every file and the newest version of every key."""
+        self.delete_objects()
+        self.stack.delete_items(
+            keys.processing_log_key(f"{self.stack.bucket}/{key}#{version}")
+            for key, version in self.versions
+        )
+        self.stack.delete_items(
+            keys.object_key(self.stack.bucket, key) for key in {key for key, _ in self.versions}
+        )
+
+
+def delete_all_versions(s3, bucket: str, prefix: str) -> None:
+    paginator = s3.get_paginator("list_object_versions")
+    for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        objects = [
+            {"Key": v["Key"], "VersionId": v["VersionId"]}
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+        ]
+        if objects:
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+
+
+def report_key(key: str) -> str:
+    return f"rejected/{key}.errors.jsonl"
+
+
+def wait_for_notifications(
+    stack: StackClient, topic: TopicCapture, expected: Counter, timeout: float = 90
+) -> Counter:
+    """Until every expected notification arrived and the pipeline stopped moving; the counts."""
+    contact_ids = {contact_id for _, contact_id in expected}
+
+    def all_arrived():
+        missing = set(expected) - set(topic.counts(contact_ids))
+        assert not missing, f"not yet at the topic: {sorted(missing)}"
+        return True
+
+    eventually(all_arrived, timeout=timeout, interval=0.5)
+    eventually(stack.idle, timeout=timeout, interval=0.5)
+    return stable(lambda: topic.counts(contact_ids), polls=3, timeout=timeout)
