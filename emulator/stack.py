@@ -26,6 +26,7 @@ import sys
 import time
 import tomllib
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,43 @@ def translate(
     except InvalidDocumentException as exc:
         causes = "; ".join(str(c) for c in exc.causes)
         raise DeployError(f"SAM translation failed: {causes}") from exc
+
+
+# --- template rules ----------------------------------------------------------------------------
+def check_rules(template: dict[str, Any], parameters: dict[str, str]) -> None:
+    """CloudFormation's template Rules: for each rule whose RuleCondition holds, every Assert
+    must; DeployError naming the rule and its AssertDescription otherwise, before anything is
+    created (moto ignores Rules)."""
+    for name, rule in template.get("Rules", {}).items():
+        if "RuleCondition" in rule and not _rule_value(rule["RuleCondition"], parameters):
+            continue
+        for assertion in rule.get("Assertions", []):
+            if not _rule_value(assertion["Assert"], parameters):
+                reason = assertion.get("AssertDescription", "an assertion failed")
+                raise DeployError(f"template rule {name}: {reason}")
+
+
+# The rule functions the local stack evaluates, over their evaluated arguments.
+_RULE_FUNCTIONS: dict[str, Callable[[list[Any]], Any]] = {
+    "Fn::Equals": lambda args: args[0] == args[1],
+    "Fn::Not": lambda args: not args[0],
+    "Fn::And": all,
+    "Fn::Or": any,
+    "Fn::Contains": lambda args: args[1] in args[0],
+}
+
+
+def _rule_value(value: Any, parameters: dict[str, str]) -> Any:
+    if not isinstance(value, dict):
+        return value
+    ((function, argument),) = value.items()
+    if function == "Ref":
+        if argument not in parameters:
+            raise DeployError(f"template rules: Ref to {argument!r}, not a parameter")
+        return parameters[argument]
+    if function not in _RULE_FUNCTIONS:
+        raise DeployError(f"template rules: {function} is not evaluated by the local stack")
+    return _RULE_FUNCTIONS[function]([_rule_value(item, parameters) for item in argument])
 
 
 # --- deployment ---------------------------------------------------------------------------------
@@ -427,6 +465,10 @@ def deploy(
     if unknown:
         raise DeployError(f"parameter overrides not declared by the template: {sorted(unknown)}")
     cfn_template = translate(sam_template, overrides, region)
+    parameters = {
+        name: str(overrides.get(name, spec.get("Default", ""))) for name, spec in declared.items()
+    }
+    check_rules(cfn_template, parameters)
 
     s3 = _client("s3", endpoint_url, region)
     cfn = _client("cloudformation", endpoint_url, region)
@@ -442,9 +484,6 @@ def deploy(
         r["LogicalResourceId"]: (r["ResourceType"], r.get("PhysicalResourceId", ""))
         for r in cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
         if r.get("LogicalResourceId")  # moto lists skipped types (QueuePolicy) without one
-    }
-    parameters = {
-        name: str(overrides.get(name, spec.get("Default", ""))) for name, spec in declared.items()
     }
     resolve = _Resolver(endpoint_url, region, resources, parameters)
 

@@ -63,6 +63,14 @@ def commands(job: dict[str, Any], tool: str) -> list[str]:
     return [line.strip() for line in joined.splitlines() if re.search(rf"\b{tool}\b", line)]
 
 
+def downloads_from_another_run(job: dict[str, Any]) -> bool:
+    return any(
+        "run-id" in step.get("with", {})
+        for step in steps(job)
+        if step.get("uses", "").startswith("actions/download-artifact@")
+    )
+
+
 def builds(job: dict[str, Any]) -> bool:
     return bool(commands(job, "sam build") or commands(job, "make build"))
 
@@ -95,9 +103,13 @@ def flag(command: str, name: str) -> str | None:
 
 # ------------------------------------------------------------------------ every workflow
 def test_workflows_exist():
-    assert {"ci.yaml", "pipeline.yaml", "feature.yaml", "feature-cleanup.yaml"} <= set(
-        all_workflows()
-    )
+    assert {
+        "ci.yaml",
+        "pipeline.yaml",
+        "release-prod.yaml",
+        "feature.yaml",
+        "feature-cleanup.yaml",
+    } <= set(all_workflows())
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOWS.glob("*.yaml")))
@@ -110,6 +122,9 @@ def test_token_is_least_privilege(name):
         perms = job.get("permissions")
         assert isinstance(perms, dict), f"{job_name}: set job permissions explicitly"
         allowed = {"contents": "read", "id-token": "write"}
+        # actions: read exactly where a job takes another run's build artifact
+        if downloads_from_another_run(job):
+            allowed["actions"] = "read"
         assert set(perms.items()) <= set(allowed.items()), f"{job_name}: {perms}"
         # id-token: write exactly on the jobs that assume an AWS role
         assert (perms.get("id-token") == "write") == assumes_role(job), job_name
@@ -151,15 +166,16 @@ def test_jobs_that_assume_a_role_run_in_a_github_environment(name):
 
 
 # ------------------------------------------------------------------- pull requests (ci.yaml)
-def test_pull_requests_run_make_test_on_python_313():
+def test_pull_requests_run_what_ci_runs_on_python_313():
     workflow = load_workflow("ci.yaml")
     assert "pull_request" in triggers(workflow)
-    jobs = workflow["jobs"]
-    [job] = [job for job in jobs.values() if commands(job, "make test")]
+    [job] = [job for job in workflow["jobs"].values() if ".ci/run" in run_text(job)]
+    assert run_text(job).strip().endswith(".ci/run")
     setup = [s for s in steps(job) if s.get("uses", "").startswith("actions/setup-python@")]
     assert setup and str(setup[0]["with"]["python-version"]) == "3.13"
     assert "uv==0.13.8" in run_text(job)
     assert not assumes_role(job)
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
 # ------------------------------------------------------------------- main (pipeline.yaml)
@@ -170,8 +186,26 @@ def pipeline() -> dict[str, Any]:
     return workflow["jobs"]
 
 
+@pytest.fixture(scope="module")
+def release() -> dict[str, Any]:
+    """The one job of release-prod.yaml: started by a person, nothing else."""
+    workflow = load_workflow("release-prod.yaml")
+    assert set(triggers(workflow)) == {"workflow_dispatch"}
+    [job] = workflow["jobs"].values()
+    return job
+
+
 def deploy_jobs(jobs: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: job for name, job in jobs.items() if commands(job, "sam deploy")}
+
+
+@pytest.fixture(scope="module")
+def stage_deploys(pipeline, release) -> dict[str, dict[str, Any]]:
+    """stage -> its deploy job: test in the pipeline, prod in the release."""
+    deploys = {stage_of(job): job for job in deploy_jobs(pipeline).values()}
+    deploys[stage_of(release)] = release
+    assert set(deploys) == {"test", "prod"}
+    return deploys
 
 
 def stage_of(job: dict[str, Any]) -> str:
@@ -185,7 +219,7 @@ def test_main_runs_make_test_before_building(pipeline):
     assert tested and set(tested) <= ancestors(pipeline, build_name)
 
 
-def test_sam_build_runs_once_and_is_uploaded(pipeline):
+def test_sam_build_runs_once_and_is_uploaded(pipeline, release):
     building = [name for name, job in pipeline.items() if builds(job)]
     assert len(building) == 1, f"sam build in {building}"
     build = pipeline[building[0]]
@@ -193,67 +227,70 @@ def test_sam_build_runs_once_and_is_uploaded(pipeline):
     uploads = [s for s in steps(build) if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert uploads and uploads[0]["with"]["path"] == ".aws-sam/build"
     artifact = uploads[0]["with"]["name"]
-    for name, job in deploy_jobs(pipeline).items():
+    for name, job in {**deploy_jobs(pipeline), "release": release}.items():
         assert not builds(job), f"{name} must deploy the build, not rebuild"
-        assert building[0] in ancestors(pipeline, name)
         downloads = [
             s for s in steps(job) if s.get("uses", "").startswith("actions/download-artifact@")
         ]
         assert [d["with"]["name"] for d in downloads] == [artifact], name
         assert downloads[0]["with"]["path"] == ".aws-sam/build", name
+        if job is release:  # the build of the pipeline run being released
+            assert downloads[0]["with"]["run-id"] == "${{ inputs.pipeline_run_id }}"
+        else:
+            assert building[0] in ancestors(pipeline, name)
 
 
-def test_one_package_per_stage_then_deploy_of_that_package(pipeline):
-    stages = {}
-    for name, job in deploy_jobs(pipeline).items():
+def test_one_package_per_stage_then_deploy_of_that_package(stage_deploys):
+    for stage, job in stage_deploys.items():
         [package] = commands(job, "sam package")
         [deploy] = commands(job, "sam deploy")
-        stage = flag(package, "--config-env")
-        assert flag(deploy, "--config-env") == stage, name
-        assert flag(package, "--template-file") == ".aws-sam/build/template.yaml", name
-        assert flag(deploy, "--template-file") == flag(package, "--output-template-file"), name
+        assert flag(package, "--config-env") == flag(deploy, "--config-env") == stage
+        assert flag(package, "--template-file") == ".aws-sam/build/template.yaml", stage
+        assert flag(deploy, "--template-file") == flag(package, "--output-template-file"), stage
         for command in (package, deploy):
-            assert '--s3-bucket "$ARTIFACTS_BUCKET"' in command, name
-            assert '--region "$AWS_REGION"' in command, name
-        assert '--role-arn "$CFN_EXECUTION_ROLE_ARN"' in deploy, name
-        assert "--no-confirm-changeset" in deploy, name
-        assert environment_name(job) == stage, f"{name}: environment must match the stage"
-        assert job["env"]["ARTIFACTS_BUCKET"] == "${{ vars.ARTIFACTS_BUCKET }}", name
-        stages[stage] = name
-    assert set(stages) == {"test", "prod"}
+            assert '--s3-bucket "$ARTIFACTS_BUCKET"' in command, stage
+            assert '--region "$AWS_REGION"' in command, stage
+        assert '--role-arn "$CFN_EXECUTION_ROLE_ARN"' in deploy, stage
+        assert "--no-confirm-changeset" in deploy, stage
+        assert environment_name(job) == stage, f"{stage}: environment must match the stage"
+        assert job["env"]["ARTIFACTS_BUCKET"] == "${{ vars.ARTIFACTS_BUCKET }}", stage
 
 
-def test_test_then_integration_tests_then_prod(pipeline):
-    deploys = {stage_of(job): name for name, job in deploy_jobs(pipeline).items()}
-    test_job, prod_job = deploys["test"], deploys["prod"]
+def test_test_then_integration_tests_then_prod(pipeline, stage_deploys, release):
+    [test_job] = deploy_jobs(pipeline)
     [integration] = [name for name, job in pipeline.items() if commands(job, "make integration")]
     assert test_job in ancestors(pipeline, integration)
-    assert integration in ancestors(pipeline, prod_job)
     job = pipeline[integration]
     env = job["env"]
     assert env["AWS_SAM_STACK_NAME"] == pipeline[test_job]["env"]["STACK_NAME"]
     assert "AWS_ENDPOINT_URL" not in env
     assert "unset AWS_ENDPOINT_URL" in run_text(job)
     assert environment_name(job) == "test" and assumes_role(job)
-    assert pipeline[test_job]["env"]["STACK_NAME"] != pipeline[prod_job]["env"]["STACK_NAME"]
+    # Prod takes only a pipeline run on main that passed every job (the integration tests too),
+    # and deploys it with that commit's configuration.
+    [check] = [s for s in steps(release) if s.get("id") == "candidate"]
+    assert '"pipeline main push success"' in check["run"]
+    [checkout] = [s for s in steps(release) if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"]["ref"] == "${{ steps.candidate.outputs.sha }}"
+    assert steps(release).index(check) < steps(release).index(checkout)
+    assert stage_deploys["test"]["env"]["STACK_NAME"] != release["env"]["STACK_NAME"]
 
 
-def test_prod_is_gated_by_the_prod_environment(pipeline):
-    for name, job in deploy_jobs(pipeline).items():
-        if stage_of(job) == "prod":
-            assert environment_name(job) == "prod"
-        else:
-            assert environment_name(job) != "prod", name
+def test_prod_is_deployed_only_by_a_person_in_the_prod_environment(pipeline, release):
+    assert environment_name(release) == "prod"
+    assert stage_of(release) == "prod"
+    for name, job in pipeline.items():
+        assert environment_name(job) != "prod", f"{name}: the pipeline never reaches prod"
 
 
-def test_deploys_of_one_stage_never_overlap(pipeline):
+def test_deploys_of_one_stage_never_overlap(stage_deploys):
     groups = {}
-    for name, job in deploy_jobs(pipeline).items():
+    for stage, job in stage_deploys.items():
         concurrency = job.get("concurrency")
-        assert isinstance(concurrency, dict), f"{name}: no concurrency group"
-        assert concurrency["cancel-in-progress"] is False, name
-        assert stage_of(job) in concurrency["group"], name
-        groups[stage_of(job)] = concurrency["group"]
+        assert isinstance(concurrency, dict), f"{stage}: no concurrency group"
+        assert concurrency["cancel-in-progress"] is False, stage
+        assert stage in concurrency["group"], stage
+        groups[stage] = concurrency["group"]
     assert len(set(groups.values())) == len(groups), "one group per stage"
     top = load_workflow("pipeline.yaml")["concurrency"]
     assert top["cancel-in-progress"] is False, "never cancel a running deploy"

@@ -12,6 +12,7 @@ from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 from samtranslator.internal.managed_policies import get_bundled_managed_policy_map
 from samtranslator.translator.transform import transform
 
+from emulator.stack import DeployError, check_rules
 from tests.contract import STREAM_FILTERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -633,6 +634,29 @@ def test_samconfig_environments():
         assert deploy["fail_on_empty_changeset"] is False
         assert parse_overrides(deploy["parameter_overrides"])["Stage"] == env
     assert samconfig_envs()["default"]["Stage"] == "local"
+
+
+def rule_refusal(overrides: dict[str, str]) -> str | None:
+    """Why CloudFormation's template Rules refuse these parameters (None: they pass)."""
+    values = {name: str(spec.get("Default", "")) for name, spec in PARAMETERS.items()}
+    try:
+        check_rules(TEMPLATE, values | overrides)
+    except DeployError as refusal:
+        return str(refusal)
+    return None
+
+
+def test_prod_refuses_to_deploy_without_alarm_email_and_connect_instance():
+    connect = "arn:aws:connect:eu-west-1:111111111111:instance/0c6d5e7a-1b2c-4d3e-8f90-123456789abc"
+    prod = samconfig_envs()["prod"]
+    # As committed, prod names neither: its first deploy stops here, saying what to set.
+    assert "AlarmEmail" in rule_refusal(prod)
+    assert "ConnectInstanceArn" in rule_refusal(prod | {"AlarmEmail": "oncall@example.com"})
+    assert (
+        rule_refusal(prod | {"AlarmEmail": "a@example.com", "ConnectInstanceArn": connect}) is None
+    )
+    for env in ("default", "test"):  # the other stages may run without either
+        assert rule_refusal(samconfig_envs()[env]) is None, env
 
 
 @pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))

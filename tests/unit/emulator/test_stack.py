@@ -20,6 +20,7 @@ from emulator.runtime import Runtime
 from emulator.server import EmulatorServer
 from emulator.stack import (
     DeployError,
+    check_rules,
     deploy,
     load_samconfig,
     load_template,
@@ -442,3 +443,34 @@ def test_code_comes_from_a_fresh_build_else_from_the_source(tmp_path, capsys):
     assert code["QueueFunction"].code_dir == tmp_path / "src" / "fn"
     assert code["StreamFunction"].code_dir == build / "StreamFunction"
     assert "is older than src/fn" in capsys.readouterr().err
+
+
+def test_template_rules_are_checked_before_anything_is_created():
+    rules = {
+        "Rules": {
+            "BigNeedsOwner": {
+                "RuleCondition": {
+                    "Fn::Or": [
+                        {"Fn::Equals": [{"Ref": "Size"}, "big"]},
+                        {"Fn::Contains": [["huge", "vast"], {"Ref": "Size"}]},
+                    ]
+                },
+                "Assertions": [
+                    {
+                        "Assert": {
+                            "Fn::And": [{"Fn::Not": [{"Fn::Equals": [{"Ref": "Owner"}, ""]}]}]
+                        },
+                        "AssertDescription": "a big one needs an owner",
+                    }
+                ],
+            }
+        }
+    }
+    check_rules(rules, {"Size": "small", "Owner": ""})
+    check_rules(rules, {"Size": "big", "Owner": "me"})
+    for size in ("big", "vast"):
+        with pytest.raises(DeployError, match="BigNeedsOwner: a big one needs an owner"):
+            check_rules(rules, {"Size": size, "Owner": ""})
+    unsupported = {"Rules": {"R": {"Assertions": [{"Assert": {"Fn::EachMemberIn": [[], []]}}]}}}
+    with pytest.raises(DeployError, match="Fn::EachMemberIn is not evaluated"):
+        check_rules(unsupported, {})
