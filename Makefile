@@ -18,9 +18,11 @@ export SAM_CLI_TELEMETRY := 0
 UV := uv
 SAM_CLI_VERSION := 1.170.0
 CHECKOV_VERSION := 3.3.30
-STAMP := .tools/.installed-$(SAM_CLI_VERSION)-$(CHECKOV_VERSION)
+# The AWS CLI the docs' commands use (tests/integration/test_docs.py runs them).
+AWSCLI_VERSION := 1.45.11
+STAMP := .tools/.installed-$(SAM_CLI_VERSION)-$(CHECKOV_VERSION)-$(AWSCLI_VERSION)
 
-.PHONY: help setup lint unit integration test up run chaos bench build
+.PHONY: help setup lint unit integration test up run chaos bench build clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -33,6 +35,7 @@ $(STAMP):
 	command -v $(UV) >/dev/null || python3 -m pip install --quiet uv==0.13.8
 	$(UV) tool install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
 	$(UV) tool install --quiet checkov==$(CHECKOV_VERSION)
+	$(UV) tool install --quiet awscli==$(AWSCLI_VERSION)
 	touch $@
 
 lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and audit
@@ -70,3 +73,10 @@ chaos: setup ## exactly-once under duplicates, crashes and throttles (CHAOS_CONT
 
 bench: setup build ## performance figures against their budgets -> bench/results.json
 	$(UV) run python -m bench
+
+# Local state and caches only. Not .venv or .tools: they are installs, not state (make setup
+# would download them again); remove them by hand to start from scratch.
+clean: ## remove local stack state and logs, sam build output, bench output and caches
+	rm -rf .emulator .aws-sam bench/out .pytest_cache .ruff_cache .hypothesis
+	find . \( -path ./.venv -o -path ./.tools -o -path ./.git \) -prune -o \
+		-type d -name __pycache__ -prune -exec rm -rf {} +

@@ -5,7 +5,6 @@ start would."""
 
 import contextlib
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -24,8 +23,6 @@ from tests.resources import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-# The layer's package is importable as in Lambda (/opt/python), before any handler is loaded.
-sys.path.insert(0, str(ROOT / "layers" / "shared"))
 
 GOODWILL_WAIT_SECONDS = 600
 

@@ -1,0 +1,123 @@
+"""The docs run: every `bash` block of README.md, docs/ and pipeline/README.md is executed against
+the local stack, and what the docs say it shows is asserted, so a doc that drifts from the code
+fails `make test`. The convention is in docs/architecture.md ("Docs that run").
+
+Blocks run four at a time (each must be self-contained) with `bash -euo pipefail` from the
+repository root, with the session's local stack in place of 127.0.0.1:4566, the tools of
+`make setup` (.tools/bin: sam, aws) on PATH and none of the caller's AWS settings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.stack import StackClient
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = sorted([ROOT / "README.md", ROOT / "pipeline" / "README.md", *(ROOT / "docs").glob("*.md")])
+FENCE = re.compile(r"^(\s*)```(.*)$")
+ANNOTATION = re.compile(r"^\s*<!-- doc-test: (skip|expect): (.+?) -->\s*$")
+BLOCK_TIMEOUT = 300
+PARALLEL_BLOCKS = 4
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Block:
+    path: Path
+    line: int  # the opening fence, 1-based
+    language: str
+    text: str
+    skip: str | None = None
+    expects: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(path: Path) -> list[Block]:
+    found: list[Block] = []
+    lines = path.read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        opening = FENCE.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        end = next(
+            (i for i in range(index + 1, len(lines)) if lines[i].strip().startswith("```")), None
+        )
+        assert end is not None, f"{path.relative_to(ROOT)}:{index + 1}: unclosed fence"
+        block = Block(path, index + 1, opening[2].strip(), "\n".join(lines[index + 1 : end]))
+        above = index - 1
+        while above >= 0 and (annotation := ANNOTATION.match(lines[above])):
+            if annotation[1] == "skip":
+                block.skip = annotation[2]
+            else:
+                block.expects.append(annotation[2])
+            above -= 1
+        found.append(block)
+        index = end + 1
+    return found
+
+
+ALL_BLOCKS = [block for path in DOCS for block in blocks(path)]
+RUNNABLE = [block for block in ALL_BLOCKS if block.language == "bash" and not block.skip]
+
+
+def test_every_block_says_what_it_is():
+    bare = [block.name for block in ALL_BLOCKS if not block.language]
+    assert not bare, f"bare fences (use bash, or text/json/yaml/sql/mermaid): {bare}"
+    misplaced = [b.name for b in ALL_BLOCKS if b.language != "bash" and (b.skip or b.expects)]
+    assert not misplaced, f"doc-test annotations on blocks that never run: {misplaced}"
+    assert RUNNABLE, "no runnable block found: is the parser broken?"
+
+
+@pytest.fixture(scope="module")
+def outcomes(stack: StackClient) -> dict[str, subprocess.CompletedProcess]:
+    """Every runnable block, run once, four at a time (they are independent: each names its own
+    data), so the docs cost a minute of the suite, not three."""
+    if not stack.is_local:
+        pytest.skip("the docs' local commands run against the local stack")
+    try:
+        with ThreadPoolExecutor(max_workers=PARALLEL_BLOCKS) as pool:
+            ran = pool.map(lambda block: run_block(stack, block), RUNNABLE)
+            return {block.name: done for block, done in zip(RUNNABLE, ran, strict=True)}
+    finally:
+        stack.reset_faults()  # a block may set fault switches; the next tests start clean
+
+
+def run_block(stack: StackClient, block: Block) -> subprocess.CompletedProcess:
+    assert stack.local
+    port = str(stack.local.port)
+    script = re.sub(r"(127\.0\.0\.1|localhost):4566", rf"\g<1>:{port}", block.text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "EMULATOR_"))}
+    env["PATH"] = os.pathsep.join([str(ROOT / ".tools" / "bin"), env.get("PATH", "")])
+    env["EMULATOR_PORT"] = port
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=lambda block: block.name)
+def test_documented_commands_run_and_show_what_the_docs_say(outcomes, block: Block):
+    done = outcomes[block.name]
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"exit {done.returncode}:\n{output[-4000:]}"
+    for pattern in block.expects:
+        assert re.search(pattern, output), f"no match for {pattern!r} in:\n{output[-4000:]}"
