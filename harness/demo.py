@@ -439,9 +439,10 @@ def show_metric(metrics: FunctionMetrics, metric: str, label: str, none: str) ->
 
 def show_failed_invocations(stack: StackClient) -> None:
     """Invocations the event sources saw fail (and retried), by function."""
-    failed = collections.Counter(failure.function for failure in stack.failures())
+    failures = stack.failures()
+    failed = collections.Counter(failure.function for failure in failures)
     detail = ", ".join(f"{name.removesuffix('Function')} {n}" for name, n in sorted(failed.items()))
-    outcomes = collections.Counter(failure.outcome for failure in stack.failures())
+    outcomes = collections.Counter(failure.outcome for failure in failures)
     say(
         f"  {'failed invocations':<26} {sum(failed.values()):>8,}   {detail or 'none'}"
         + (f" ({', '.join(f'{o} {n}' for o, n in sorted(outcomes.items()))})" if outcomes else "")

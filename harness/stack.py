@@ -90,10 +90,6 @@ class StackClient:
     def is_local(self) -> bool:
         return self.local is not None
 
-    @property
-    def region(self) -> str:
-        return self.session.region_name
-
     def client(self, service: str):
         if service not in self._clients:
             self._clients[service] = self.session.client(
