@@ -571,6 +571,8 @@ def _invoke_async(runtime: Runtime, function_name: str, event: bytes, retries: i
     for attempt in range(retries + 1):
         result = runtime.invoke(function_name, event)
         if result.ok:
+            if attempt:
+                log.info("async invoke of %s succeeded on retry %d", function_name, attempt)
             return
         if attempt < retries:
             delay = ASYNC_RETRY_DELAYS[min(attempt, len(ASYNC_RETRY_DELAYS) - 1)]

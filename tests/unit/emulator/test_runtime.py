@@ -12,6 +12,7 @@ import pytest
 
 from emulator.faults import Faults
 from emulator.runtime import FunctionSpec, Runtime
+from harness.polling import eventually
 
 HANDLER = textwrap.dedent(
     """
@@ -27,6 +28,7 @@ HANDLER = textwrap.dedent(
         if action == "raise":
             raise KeyError("missing thing")
         if action == "sleep":
+            print("sleeping", flush=True)
             time.sleep(event["seconds"])
         if action == "exit":
             os._exit(3)
@@ -243,7 +245,8 @@ def test_the_account_concurrency_queues_invocations_before_their_timeout_starts(
 
         first = threading.Thread(target=call, args=("FnA", {"action": "sleep", "seconds": 1.2}))
         first.start()
-        time.sleep(0.2)  # FnA holds the slot
+        fn_a_log = tmp_path / "logs" / "FnA.log"
+        eventually(lambda: fn_a_log.exists() and "sleeping" in fn_a_log.read_text())  # the slot
         started = time.monotonic()
         call("FnB", {"action": "remaining"})
         waited = time.monotonic() - started
@@ -259,10 +262,7 @@ def test_function_output_goes_to_its_log_file(runtime, tmp_path):
     runtime.invoke("FnA", {"action": "print"})
     log = tmp_path / "logs" / "FnA.log"
     # The worker's output reaches the file on its own, shortly after the response.
-    deadline = time.monotonic() + 5
-    while "hello from stack-FnA-ABC" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "hello from stack-FnA-ABC" in log.read_text()
+    eventually(lambda: "hello from stack-FnA-ABC" in log.read_text(), timeout=5, interval=0.05)
 
 
 def test_unknown_function_and_names_it_answers_to(runtime):
