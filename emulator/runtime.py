@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.faults import Faults
+from emulator.lambda_runtime import layer_path, packages_dir
 
 INIT_TIMEOUT_SECONDS = 10.0  # AWS: the init phase has its own 10 s limit
 DEFAULT_MAX_CONCURRENCY = 10
@@ -232,7 +233,8 @@ class _Worker:
             time.strftime("%Y/%m/%d/", time.gmtime()) + f"[$LATEST]{uuid.uuid4().hex}"
         )
         self.proc = subprocess.Popen(  # noqa: S603 - our interpreter, fixed module
-            [sys.executable, "-m", "awslambdaric", self.spec.handler],
+            # -S: no site-packages; only what Lambda gives a function (see lambda_runtime.py)
+            [sys.executable, "-S", "-m", "awslambdaric", self.spec.handler],
             cwd=self.spec.code_dir,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -508,7 +510,8 @@ class Runtime:
             )
         else:
             env.update({k: v for k, v in self._aws_env.items() if k.startswith("AWS_")})
-        layers = [str(p) for p in spec.layer_dirs]
+        layers = [str(path) for layer in spec.layer_dirs for path in layer_path(layer)]
+        runtime_packages = str(packages_dir())
         env.update(
             AWS_REGION=spec.region,
             AWS_DEFAULT_REGION=spec.region,
@@ -522,8 +525,9 @@ class Runtime:
             AWS_SAM_LOCAL="true",  # as `sam local invoke` sets it (Powertools Tracer stays off)
             _HANDLER=spec.handler,
             LAMBDA_TASK_ROOT=str(spec.code_dir),
-            LAMBDA_RUNTIME_DIR=str(Path(sys.executable).parent),
-            PYTHONPATH=os.pathsep.join([str(spec.code_dir), *layers]),
+            LAMBDA_RUNTIME_DIR=runtime_packages,
+            # Lambda's module search path: the code, the layers, the runtime's packages.
+            PYTHONPATH=os.pathsep.join([str(spec.code_dir), *layers, runtime_packages]),
             PYTHONUNBUFFERED="1",
             TZ=":UTC",
             LANG="en_US.UTF-8",

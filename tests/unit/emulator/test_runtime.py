@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from emulator.faults import Faults
+from emulator.lambda_runtime import packages_dir
 from emulator.runtime import FunctionSpec, Runtime
 from harness.polling import eventually
 
@@ -125,7 +126,12 @@ def test_function_environment_is_the_lambda_one(runtime, tmp_path):
     assert env["_HANDLER"] == "app.lambda_handler"
     code = tmp_path / "FnA" / "code"
     assert env["LAMBDA_TASK_ROOT"] == str(code)
-    assert env["PYTHONPATH"].split(os.pathsep) == [str(code), str(tmp_path / "FnA" / "layer")]
+    assert env["PYTHONPATH"].split(os.pathsep) == [
+        str(code),
+        str(tmp_path / "FnA" / "layer"),
+        str(packages_dir()),
+    ]
+    assert env["LAMBDA_RUNTIME_DIR"] == str(packages_dir())
 
 
 def test_environments_are_isolated(runtime, monkeypatch):
@@ -195,6 +201,39 @@ def test_import_error_is_reported_like_lambda(tmp_path):
     assert not result.ok
     assert result.error["errorType"] == "Runtime.ImportModuleError"
     assert "not_a_module_anywhere" in result.error["errorMessage"]
+
+
+def test_a_package_missing_from_the_layer_fails_as_on_lambda(tmp_path):
+    """Powertools is in the development venv, not in this function's (empty) layer: Lambda would
+    fail to import it, and so must the local stack."""
+    spec = make_function(tmp_path, "NoPowertools")
+    (spec.code_dir / "app.py").write_text(
+        "from aws_lambda_powertools import Logger\n"
+        "def lambda_handler(event, context):\n    return 'imported'\n"
+    )
+    with Runtime([spec], log_dir=None) as rt:
+        result = rt.invoke("NoPowertools", {})
+    assert not result.ok
+    assert result.error["errorType"] == "Runtime.ImportModuleError"
+    assert "No module named 'aws_lambda_powertools'" in result.error["errorMessage"]
+
+
+def test_a_function_sees_its_layer_and_the_runtime_packages_only(tmp_path):
+    spec = make_function(tmp_path, "Paths")
+    site = spec.layer_dirs[0] / "lib" / "python3.13" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "vendored.py").write_text("NAME = 'from the layer'\n")
+    (spec.code_dir / "app.py").write_text(
+        "import sys, boto3, vendored\n"
+        "def lambda_handler(event, context):\n"
+        "    return {'layer': vendored.NAME, 'boto3': boto3.__file__, 'path': sys.path}\n"
+    )
+    with Runtime([spec], log_dir=None) as rt:
+        result = rt.invoke("Paths", {})
+    assert result.ok, result.error
+    assert result.payload["layer"] == "from the layer"
+    assert result.payload["boto3"].startswith(str(packages_dir()))
+    assert not [p for p in result.payload["path"] if "site-packages" in p and ".venv" in p]
 
 
 def test_injected_crash_runs_the_function_then_fails(runtime, tmp_path):
