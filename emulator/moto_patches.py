@@ -1,7 +1,8 @@
 """Every in-process patch of moto 5.2.5 the local stack relies on is installed from here.
 
 ``install()`` applies every patch once (idempotent) in the process that runs the moto server:
-the ones in this module and those of moto_sqs.py (SQS at queue depth), moto_streams.py (DynamoDB
+the ones in this module and those of moto_sqs.py (SQS at queue depth), moto_sqs_moves.py
+(SQS message move tasks, the DLQ redrive API), moto_streams.py (DynamoDB
 stream records and shards) and moto_fast.py (a fast path through the response serializer);
 ``uninstall()`` restores moto (tests share a process with plain moto users). ``set_runtime`` /
 ``set_faults`` give the patches the stack's runtime and fault switches.
@@ -60,7 +61,7 @@ from moto.sns.models import SNSBackend, Topic, sns_backends
 from moto.sns.responses import SNSResponse
 from moto.sqs.models import sqs_backends
 
-from emulator import moto_fast, moto_sqs, moto_streams, patching
+from emulator import moto_fast, moto_sqs, moto_sqs_moves, moto_streams, patching
 from emulator.filters import FilterCriteria, InvalidPatternError
 
 try:
@@ -103,6 +104,7 @@ def install() -> None:
         if _installed:
             return
         moto_sqs.install()
+        moto_sqs_moves.install()
         moto_streams.install()
         moto_fast.install()
         _patch_event_source_mapping_delivery()
@@ -157,6 +159,7 @@ def uninstall() -> None:
                 setattr(owner, name, current.__wrapped__)
                 current = getattr(owner, name)
         moto_sqs.uninstall()
+        moto_sqs_moves.reset()
         patching.restore_all()
         _installed = False
         set_runtime(None)

@@ -484,6 +484,8 @@ def receive(
             result = [build(m) for m in messages]
         dead_letter_queue = queue.dead_letter_queue
         for message in redrive:
+            # where StartMessageMoveTask returns it by default (moto_sqs_moves)
+            message.dead_letter_source_arn = queue.queue_arn  # type: ignore[attr-defined]
             dead_letter_queue.add_message(message)  # type: ignore[union-attr]
         if result or not wait_seconds:
             return result

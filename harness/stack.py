@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.config import Config
 from shared import keys
 
-import harness  # noqa: F401 (the layer on sys.path)
 from emulator.process import FailedInvocation, LocalStackProcess
+from harness import ROOT  # (and the layer on sys.path)
 from harness.builders import connect_event
 from harness.polling import eventually, stable
 
@@ -44,6 +46,13 @@ FAILURE_QUEUES = (
     "StreamFailureQueueUrl",
 )
 RETRIES = Config(retries={"max_attempts": 8, "mode": "standard"})
+SAMCONFIG = ROOT / "samconfig.toml"
+
+
+def samconfig_stack_name(path: Path = SAMCONFIG, environment: str = "default") -> str:
+    """The stack name samconfig.toml gives an environment ([<env>.global.parameters])."""
+    with path.open("rb") as config:
+        return tomllib.load(config)[environment]["global"]["parameters"]["stack_name"]
 
 
 @dataclass
@@ -324,7 +333,40 @@ class StackClient:
         assert "FunctionError" not in response, f"RouteFunction failed: {payload}"
         return payload
 
+    # -- resources -------------------------------------------------------------------------------
+    def resources(self, resource_type: str) -> dict[str, str]:
+        """The stack's resources of one type: logical id -> physical id."""
+        found: dict[str, str] = {}
+        paginator = self.client("cloudformation").get_paginator("list_stack_resources")
+        for page in paginator.paginate(StackName=self.name):
+            for resource in page["StackResourceSummaries"]:
+                if resource["ResourceType"] == resource_type:
+                    found[resource["LogicalResourceId"]] = resource["PhysicalResourceId"]
+        return found
+
+    def functions(self) -> dict[str, str]:
+        """LogicalId -> function name."""
+        return self.resources("AWS::Lambda::Function")
+
+    def alarms(self) -> list[dict]:
+        """The stack's CloudWatch alarms as describe_alarms gives them."""
+        names = sorted(self.resources("AWS::CloudWatch::Alarm").values())
+        alarms: list[dict] = []
+        for start in range(0, len(names), 100):
+            page = self.client("cloudwatch").describe_alarms(AlarmNames=names[start : start + 100])
+            alarms += page["MetricAlarms"] + page.get("CompositeAlarms", [])
+        return alarms
+
     # -- event source mappings -------------------------------------------------------------------
+    def mappings(self) -> list[tuple[str, dict]]:
+        """Every event source mapping of the stack's functions: (function LogicalId, mapping)."""
+        found = []
+        paginator = self.client("lambda").get_paginator("list_event_source_mappings")
+        for logical_id, name in sorted(self.functions().items()):
+            for page in paginator.paginate(FunctionName=name):
+                found += [(logical_id, mapping) for mapping in page["EventSourceMappings"]]
+        return found
+
     def queue_arn(self, output: str) -> str:
         return self.queue_attributes(output, "QueueArn")["QueueArn"]
 

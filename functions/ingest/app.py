@@ -58,22 +58,18 @@ OUTCOME_METRICS = {
 }
 
 
-file_claims = idempotency.idempotency_config(
-    "[s3_object.file_id, after_line]",
-    idempotency.ONCE_PER_FILE_SECONDS,
+file_claims = idempotency.FILE_STEPS.config(
     response_hook=idempotency.count_duplicates(
         metrics, logger, "duplicate delivery of an ingested file suppressed"
     ),
 )
 
 
-# A fixed key_prefix: the default embeds the function name and the module path, so a redeploy or
-# a moved module would make every claim new.
 @idempotent_function(
     data_keyword_argument="task",
     persistence_store=idempotency.persistence_layer(dynamodb),
     config=file_claims,
-    key_prefix="ingest-file",
+    key_prefix=idempotency.FILE_STEPS.key_prefix,
 )
 def ingest_file_once(
     *, task: s3_events.FileTask, margin: float, lambda_context: LambdaContext

@@ -34,20 +34,16 @@ dynamodb = boto3.client("dynamodb")
 NOTIFICATIONS_TOPIC_ARN = os.environ["NOTIFICATIONS_TOPIC_ARN"]
 
 
-config = idempotency.idempotency_config(
-    "notification_id",
-    idempotency.ONCE_PER_NOTIFICATION_SECONDS,
+config = idempotency.NOTIFICATIONS.config(
     response_hook=idempotency.count_duplicates(metrics, logger, "notification already sent"),
 )
 
 
-# A fixed key_prefix: the default embeds the function name and the module path, so a redeploy or
-# a moved module would make every claim new.
 @idempotent_function(
     data_keyword_argument="notification",
     persistence_store=idempotency.persistence_layer(dynamodb),
     config=config,
-    key_prefix="NotifierFunction",
+    key_prefix=idempotency.NOTIFICATIONS.key_prefix,
 )
 def send(*, notification: dict) -> dict:
     messaging.publish(sns, NOTIFICATIONS_TOPIC_ARN, notification)

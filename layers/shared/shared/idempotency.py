@@ -7,6 +7,7 @@ invocation expires with that invocation and a retry can run.
 """
 
 import os
+from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -22,6 +23,27 @@ ONCE_PER_FILE_SECONDS = 14 * 24 * 3600
 # "Once per contact, ever": a notification id is remembered longer than any realistic re-export
 # of a contact (a gift card's own conditional write guards it beyond that); docs/design.md.
 ONCE_PER_NOTIFICATION_SECONDS = 400 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Claims:
+    """One function's idempotency records: the prefix of their keys (fixed: the default embeds
+    the function name and the module path, so a redeploy or a moved module would make every claim
+    new), the JMESPath of the key within the decorated function's data, and how long they last.
+    The operator's CLI (ops idempotency) computes the same keys from these."""
+
+    key_prefix: str
+    key_jmespath: str
+    expires_after_seconds: int
+
+    def config(self, response_hook: IdempotentHookFunction | None = None) -> IdempotencyConfig:
+        return idempotency_config(self.key_jmespath, self.expires_after_seconds, response_hook)
+
+
+# IngestFunction: one claim per file step (the file from its start, or resumed after a line).
+FILE_STEPS = Claims("ingest-file", "[s3_object.file_id, after_line]", ONCE_PER_FILE_SECONDS)
+# NotifierFunction: one claim per notification.
+NOTIFICATIONS = Claims("NotifierFunction", "notification_id", ONCE_PER_NOTIFICATION_SECONDS)
 
 
 def persistence_layer(dynamodb_client=None) -> DynamoDBPersistenceLayer:

@@ -254,6 +254,9 @@ def write_file_log(
         "bucket": s3_object.bucket,
         "key": s3_object.key,
         "version": s3_object.version_id or s3_object.sequencer,
+        # with the key and version, what `ops file reprocess` rebuilds the file's event from
+        "sequencer": s3_object.sequencer,
+        "event_time": s3_object.event_time,
         "size": s3_object.size,
         **({"etag": s3_object.etag} if s3_object.etag is not None else {}),
         **values,

@@ -1,0 +1,8 @@
+"""The operator's command line (`uv run python -m ops <command>`): status, DLQ redrive, replay of
+failed stream batches, idempotency records, file reprocessing and a caller's history, for a
+deployed stack (boto3's usual credentials and region) and the local stack alike
+(AWS_ENDPOINT_URL pointing at it).
+
+Built on the stack client (harness.stack) and the layer's own modules (keys, idempotency claims,
+S3 messages); never on the local stack's internals (ops/ruff.toml).
+"""

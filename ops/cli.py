@@ -1,0 +1,151 @@
+"""`python -m ops`: the argument parser, the stack connection and the one place errors become
+messages and exit codes (0 done, 1 something needs attention, 2 bad input), never tracebacks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from harness.stack import StackClient, samconfig_stack_name
+
+from ops import callers, files, records, redrive, replay, status
+from ops.errors import OpsError
+
+
+@dataclass
+class Report:
+    """What a command found or did: ``data`` for --json, ``text`` for people, ``ok`` False when
+    something needs the operator (exit 1)."""
+
+    data: Any
+    text: str
+    ok: bool = True
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="python -m ops",
+        description="Operate the stack: status, DLQ redrive, stream replay, idempotency records, "
+        "file reprocessing, a caller's history.",
+    )
+    top.add_argument("--stack", help="stack name (default: samconfig.toml's stack_name)")
+    top.add_argument("--json", action="store_true", help="machine-readable output")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    commands.add_parser("status", help="queues, event source mappings, alarms")
+
+    dlq = group(commands, "dlq", "dead-letter queues")
+    move = dlq.add_parser("redrive", help="move a DLQ's messages back to their source queue")
+    move.add_argument("queue", help=" | ".join(redrive.DEAD_LETTER_QUEUES))
+    move.add_argument("--rate", type=int, help="messages per second (1-500; default: fastest)")
+
+    stream = group(commands, "stream", "stream consumers")
+    again = stream.add_parser("replay", help="replay the batches in StreamFailureQueue")
+    again.add_argument("--dry-run", action="store_true", help="show what would be replayed")
+    again.add_argument("--function", help="only the failures of this consumer (LogicalId)")
+
+    claim_actions = group(commands, "idempotency", "Powertools idempotency records")
+    for action, text in (("show", "show a record"), ("purge", "delete a record")):
+        command = claim_actions.add_parser(action, help=text)
+        command.add_argument("function", help=" | ".join(records.CLAIMS))
+        command.add_argument("file", nargs="?", help="IngestFunction: s3://bucket/key")
+        command.add_argument("--version-id", help="IngestFunction: the object version")
+        command.add_argument("--notification-id", help="NotifierFunction: KIND#contact_id")
+        command.add_argument("--kind", help="NotifierFunction: SURVEY | GIFT_CARD")
+        command.add_argument("--contact-id", help="NotifierFunction: with --kind")
+        if action == "purge":
+            command.add_argument("--yes", action="store_true", help="do not ask")
+
+    file = group(commands, "file", "contact files")
+    for action, text in (
+        ("status", "the file's processing log"),
+        ("reprocess", "release the file's claim and ingest it again"),
+    ):
+        command = file.add_parser(action, help=text)
+        command.add_argument("url", help="s3://bucket/key")
+        command.add_argument("--version-id", help="default: the current version")
+        if action == "reprocess":
+            command.add_argument("--yes", action="store_true", help="do not ask")
+
+    show = group(commands, "caller", "callers").add_parser(
+        "show", help="last agent and recent contacts (masked)"
+    )
+    show.add_argument("number", help="E.164, e.g. +15551234567")
+    show.add_argument("--contacts", type=int, default=5, help="how many recent contacts")
+    return top
+
+
+def group(commands: Any, name: str, text: str) -> Any:
+    """A command with actions (`ops dlq redrive`, `ops file status`, ...)."""
+    return commands.add_parser(name, help=text).add_subparsers(dest="action", required=True)
+
+
+COMMANDS: dict[tuple[str, str | None], Callable[[StackClient, argparse.Namespace], Report]] = {
+    ("status", None): lambda stack, args: Report(*status.report(stack)),
+    ("dlq", "redrive"): lambda stack, args: Report(
+        *redrive.redrive(stack, args.queue, args.rate, progress=not args.json)
+    ),
+    ("stream", "replay"): lambda stack, args: Report(
+        *replay.replay(stack, dry_run=args.dry_run, function=args.function)
+    ),
+    ("idempotency", "show"): lambda stack, args: Report(*records.show(stack, args)),
+    ("idempotency", "purge"): lambda stack, args: Report(
+        *records.purge(stack, args, None if args.yes else confirm)
+    ),
+    ("file", "status"): lambda stack, args: Report(*files.status(stack, args.url, args.version_id)),
+    ("file", "reprocess"): lambda stack, args: Report(
+        *files.reprocess(stack, args.url, args.version_id, None if args.yes else confirm)
+    ),
+    ("caller", "show"): lambda stack, args: Report(
+        *callers.show(stack, args.number, args.contacts)
+    ),
+}
+
+
+def confirm(question: str) -> bool:
+    """Ask on the terminal; without one, refuse (scripts pass --yes)."""
+    if not sys.stdin.isatty():
+        raise OpsError(f"{question}: no terminal to confirm on; pass --yes")
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def connect(name: str | None) -> StackClient:
+    stack_name = name or samconfig_stack_name()
+    try:
+        return StackClient.deployed(stack_name)
+    except ClientError as error:
+        if error.response["Error"]["Code"] == "ValidationError":
+            raise OpsError(f"no stack {stack_name!r} in this account and region") from None
+        raise
+    except AssertionError as error:  # StackClient: outputs missing
+        raise OpsError(f"{stack_name} is not this application's stack: {error}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        stack = connect(args.stack)
+        report = COMMANDS[(args.command, getattr(args, "action", None))](stack, args)
+    except OpsError as error:
+        print(f"ops: error: {error}", file=sys.stderr)
+        return 2
+    except ClientError as error:
+        failure = error.response["Error"]
+        print(f"ops: AWS error: {failure['Code']}: {failure.get('Message', '')}", file=sys.stderr)
+        return 1
+    except BotoCoreError as error:
+        print(f"ops: AWS error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ops: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(report.data, indent=2, default=str))
+    else:
+        print(report.text)
+    return 0 if report.ok else 1

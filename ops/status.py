@@ -1,0 +1,150 @@
+"""`ops status`: every queue's depth and oldest message, each event source mapping's state and last
+result with its consumer's iterator age, and the stack's alarms in ALARM.
+
+Ages come from CloudWatch (SQS ApproximateAgeOfOldestMessage, Lambda IteratorAge: the maximum
+of the last 5 minutes). Where CloudWatch has none (a queue idle for a while; the local stack,
+which publishes no AWS metrics), a failure queue's oldest message is read from the messages
+themselves: nothing consumes those queues, so a look (received with a zero visibility timeout)
+takes nothing from anyone.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from harness.stack import FAILURE_QUEUES, WORK_QUEUES, StackClient
+
+from ops import table
+
+WINDOW = timedelta(minutes=5)
+
+
+def queue_label(output: str) -> str:
+    return output.removesuffix("Url")
+
+
+def report(stack: StackClient) -> tuple[dict[str, Any], str, bool]:
+    queues = [queue_status(stack, output) for output in WORK_QUEUES + FAILURE_QUEUES]
+    mappings = [mapping_status(stack, logical_id, m) for logical_id, m in stack.mappings()]
+    alarming = [
+        {"name": a["AlarmName"], "reason": a.get("StateReason", "")}
+        for a in stack.alarms()
+        if a.get("StateValue") == "ALARM"
+    ]
+    data = {"stack": stack.name, "queues": queues, "mappings": mappings, "alarms": alarming}
+    return data, render(data), True
+
+
+def queue_status(stack: StackClient, output: str) -> dict[str, Any]:
+    attributes = stack.queue_attributes(
+        output,
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    )
+    visible = int(attributes["ApproximateNumberOfMessages"])
+    in_flight = int(attributes["ApproximateNumberOfMessagesNotVisible"])
+    delayed = int(attributes["ApproximateNumberOfMessagesDelayed"])
+    name = stack.outputs[output].rstrip("/").rsplit("/", 1)[-1]
+    oldest = latest_maximum(stack, "AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": name})
+    is_failure_queue = output in FAILURE_QUEUES
+    if oldest is None and is_failure_queue and visible + in_flight:
+        sent = [int(m["Attributes"]["SentTimestamp"]) / 1000 for m in stack.peek(output)]
+        oldest = time.time() - min(sent) if sent else None
+    return {
+        "queue": queue_label(output),
+        "name": name,
+        "messages": visible,
+        "in_flight": in_flight,
+        "delayed": delayed,
+        "oldest_age_seconds": None if oldest is None else round(oldest),
+        # a failure queue holding anything is work for the operator
+        "flagged": is_failure_queue and visible + in_flight + delayed > 0,
+    }
+
+
+def mapping_status(stack: StackClient, logical_id: str, mapping: dict) -> dict[str, Any]:
+    source = mapping["EventSourceArn"]
+    is_stream = ":dynamodb:" in source
+    iterator_age_ms = (
+        latest_maximum(
+            stack,
+            "AWS/Lambda",
+            "IteratorAge",
+            {"FunctionName": mapping["FunctionArn"].split(":")[6]},
+        )
+        if is_stream
+        else None
+    )
+    return {
+        "function": logical_id,
+        "source": source_label(source),
+        "state": mapping["State"],
+        "last_result": mapping.get("LastProcessingResult"),
+        "iterator_age_seconds": None if iterator_age_ms is None else round(iterator_age_ms / 1000),
+    }
+
+
+def source_label(arn: str) -> str:
+    """A queue's name, or `<table> stream`."""
+    resource = arn.split(":", 5)[5]
+    if resource.startswith("table/"):
+        return f"{resource.split('/')[1]} stream"
+    return resource
+
+
+def latest_maximum(
+    stack: StackClient, namespace: str, metric: str, dimensions: dict[str, str]
+) -> float | None:
+    """The newest 1-minute Maximum of a metric within WINDOW, None without datapoints."""
+    now = datetime.now(UTC)
+    points = stack.client("cloudwatch").get_metric_statistics(
+        Namespace=namespace,
+        MetricName=metric,
+        Dimensions=[{"Name": k, "Value": v} for k, v in dimensions.items()],
+        StartTime=now - WINDOW,
+        EndTime=now,
+        Period=60,
+        Statistics=["Maximum"],
+    )["Datapoints"]
+    if not points:
+        return None
+    return max(points, key=lambda p: p["Timestamp"])["Maximum"]
+
+
+def render(data: dict[str, Any]) -> str:
+    queues = table.render(
+        ("QUEUE", "MESSAGES", "IN FLIGHT", "DELAYED", "OLDEST", ""),
+        [
+            (
+                q["queue"],
+                q["messages"],
+                q["in_flight"],
+                q["delayed"],
+                table.age(q["oldest_age_seconds"]),
+                "<- needs attention" if q["flagged"] else "",
+            )
+            for q in data["queues"]
+        ],
+    )
+    mappings = table.render(
+        ("FUNCTION", "SOURCE", "STATE", "LAST RESULT", "ITERATOR AGE"),
+        [
+            (
+                m["function"],
+                m["source"],
+                m["state"],
+                m["last_result"],
+                table.age(m["iterator_age_seconds"]),
+            )
+            for m in data["mappings"]
+        ],
+    )
+    alarms = (
+        "\n".join(f"  {a['name']}: {a['reason']}" for a in data["alarms"])
+        if data["alarms"]
+        else "  none"
+    )
+    return f"stack {data['stack']}\n\n{queues}\n\n{mappings}\n\nalarms in ALARM:\n{alarms}"
