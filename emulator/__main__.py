@@ -1,4 +1,4 @@
-"""python -m emulator {up,invoke,filter-test}: the Docker-free local stack.
+"""python -m emulator {up,invoke,filter-test,iam-report}: the Docker-free local stack.
 
 See docs/local-stack.md. Subcommands import what they need when they run (`filter-test` stays
 fast: it never imports moto or boto3).
@@ -84,6 +84,11 @@ def _parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="run the local stack in the foreground")
     up.add_argument("--port", type=int, default=None, help="default: EMULATOR_PORT or 4566")
+    up.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; 0.0.0.0 lets containers (`sam local invoke`) reach it",
+    )
     up.add_argument("--template", default=DEFAULT_TEMPLATE)
     up.add_argument("--config-file", default=None, help="samconfig.toml (default: beside it)")
     _fault_flags(up)
@@ -101,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
         "beside the template, shared by every stack started from it)",
     )
     up.add_argument("--verbose", action="store_true", help="echo function logs with a prefix")
+    up.add_argument(
+        "--enforce-iam",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="refuse a function's AWS call that its execution role does not allow, with the "
+        "service's AccessDenied (default); --no-enforce-iam only records it",
+    )
 
     invoke = sub.add_parser("invoke", help="run one function once (docker-free sam local invoke)")
     invoke.add_argument("logical_id")
@@ -108,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
     invoke.add_argument("-n", "--env-vars", default=None, help="SAM CLI env-vars JSON file")
     invoke.add_argument("-t", "--template", default=DEFAULT_TEMPLATE)
     invoke.add_argument("--config-file", default=None)
+
+    report = sub.add_parser(
+        "iam-report", help="per function: grants no call used, calls denied (exit 1 if any)"
+    )
+    report.add_argument("-t", "--template", default=DEFAULT_TEMPLATE)
 
     sub.add_parser(
         "filter-test", help="check a Lambda filter pattern against an event", add_help=False
@@ -125,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "up":
         return up(args)
+    if args.command == "iam-report":
+        from emulator import iam_report
+
+        return iam_report.main(Path(args.template))
     return invoke(args)
 
 
@@ -138,6 +159,7 @@ def _faults(args: argparse.Namespace) -> Any:
 
 
 def up(args: argparse.Namespace) -> int:
+    from emulator import access
     from emulator.runtime import DEFAULT_ACCOUNT_CONCURRENCY, Runtime
     from emulator.server import EmulatorServer
     from emulator.stack import DeployError, deploy, load_samconfig
@@ -174,7 +196,7 @@ def up(args: argparse.Namespace) -> int:
         log_dir=Path(args.log_dir) if args.log_dir else template.parent / ".emulator" / "logs",
         echo=args.verbose,
     )
-    server = EmulatorServer(port, faults=faults, runtime=runtime, region=region)
+    server = EmulatorServer(port, host=args.host, faults=faults, runtime=runtime, region=region)
     try:
         server.start()
         try:
@@ -188,6 +210,12 @@ def up(args: argparse.Namespace) -> int:
             print(f"error: deploy failed: {exc}", file=sys.stderr)
             return 1
         server.stack_name = deployment.stack_name
+        server.access = access.Access(
+            access.deployed_roles(deployment),
+            enforce=args.enforce_iam,
+            region=region,
+            fingerprint=access.fingerprint(template),
+        )
         for spec in deployment.functions:
             runtime.register(spec)
         threading.Thread(target=runtime.warm, daemon=True).start()
@@ -218,6 +246,9 @@ def up(args: argparse.Namespace) -> int:
             engine.stop()
         runtime.close()
         server.stop()
+        if server.access is not None:  # the run's record, for `iam-report`
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time()))
+            server.access.write(template.parent / access.RECORD_DIR, f"{stamp}-{os.getpid()}.json")
 
 
 def _wait_enabled(engine: Any, stop: threading.Event, timeout: float = 60) -> bool:

@@ -34,6 +34,7 @@ import uuid
 import zlib
 from typing import Any
 from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
 
 _ACTION = re.compile(rb"(?:^|&)Action=([A-Za-z0-9]+)")
 _IP = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
@@ -157,15 +158,7 @@ _S3_COPY = {"PutObject": "CopyObject", "UploadPart": "UploadPartCopy"}
 def s3_operation(environ: dict[str, Any]) -> str | None:
     """The S3 API operation of a REST request (path-style or virtual-hosted), or None."""
     method = environ.get("REQUEST_METHOD", "GET")
-    path = environ.get("PATH_INFO", "/")
-    host = environ.get("HTTP_HOST", "").split(":")[0]
-    virtual = (
-        "." in host and not _IP.match(host) and not host.startswith("s3.") and host != "localhost"
-    )
-    if virtual:
-        bucket, key = host.split(".", 1)[0], path.lstrip("/")
-    else:
-        bucket, _, key = path.lstrip("/").partition("/")
+    bucket, key = s3_bucket_key(environ)
     query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
     if not bucket:
         return "ListBuckets" if method == "GET" else None
@@ -176,6 +169,19 @@ def s3_operation(environ: dict[str, Any]) -> str | None:
     if found in _S3_COPY and "HTTP_X_AMZ_COPY_SOURCE" in environ:
         return _S3_COPY[found]
     return found
+
+
+def s3_bucket_key(environ: dict[str, Any]) -> tuple[str, str]:
+    """(bucket, key) of an S3 REST request, path-style or virtual-hosted ('' when absent)."""
+    path = environ.get("PATH_INFO", "/")
+    host = environ.get("HTTP_HOST", "").split(":")[0]
+    virtual = (
+        "." in host and not _IP.match(host) and not host.startswith("s3.") and host != "localhost"
+    )
+    if virtual:
+        return host.split(".", 1)[0], path.lstrip("/")
+    bucket, _, key = path.lstrip("/").partition("/")
+    return bucket, key
 
 
 def _s3_bucket_operation(method: str, query: dict[str, list[str]]) -> str | None:
@@ -193,51 +199,31 @@ def _s3_bucket_operation(method: str, query: dict[str, list[str]]) -> str | None
     return found
 
 
-# --- throttling errors -------------------------------------------------------------------------
-def throttle_response(
-    environ: dict[str, Any], service: str
-) -> tuple[str, list[tuple[str, str]], bytes]:
-    """(status line, headers, body) of the service's throttling error for this request."""
+# --- the services' own errors ------------------------------------------------------------------
+Response = tuple[str, list[tuple[str, str]], bytes]
+
+
+def _json_error(status: str, code: str, message: str, query_error: str | None) -> Response:
+    """A JSON protocol's error; ``query_error``: the ``x-amzn-query-error`` of a service that
+    speaks the query protocol too (SQS), whose code botocore then reports."""
+    body = json.dumps({"__type": code, "message": message}).encode()
+    headers = [
+        ("Content-Type", "application/x-amz-json-1.0"),
+        ("x-amzn-RequestId", str(uuid.uuid4())),
+        ("x-amz-crc32", str(zlib.crc32(body))),
+    ]
+    if query_error is not None:
+        headers.append(("x-amzn-query-error", query_error))
+    return status, [*headers, ("Content-Length", str(len(body)))], body
+
+
+def _query_error(service: str, status: str, code: str, message: str) -> Response:
     request_id = str(uuid.uuid4())
-    json_protocol = "HTTP_X_AMZ_TARGET" in environ
-    if service == "s3":
-        return _s3_slow_down(environ, request_id)
-    if json_protocol:
-        if service == "dynamodb":
-            status, code, message = (
-                "400 Bad Request",
-                "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-                "The level of configured provisioned throughput for the table was exceeded. "
-                "Consider increasing your provisioning level with the UpdateTable API.",
-            )
-        elif service == "sqs":
-            status, code, message = (
-                "403 Forbidden",
-                "com.amazonaws.sqs#RequestThrottled",
-                ("Request is throttled."),
-            )
-        else:
-            status, code, message = "400 Bad Request", "ThrottlingException", "Rate exceeded"
-        body = json.dumps({"__type": code, "message": message}).encode()
-        headers = [
-            ("Content-Type", "application/x-amz-json-1.0"),
-            ("x-amzn-RequestId", request_id),
-            ("x-amz-crc32", str(zlib.crc32(body))),
-        ]
-        if service == "sqs":
-            headers.append(("x-amzn-query-error", "RequestThrottled;Sender"))
-        return status, [*headers, ("Content-Length", str(len(body)))], body
-    if service == "sqs":
-        status, code, message = "403 Forbidden", "RequestThrottled", "Request is throttled."
-    elif service == "sns":
-        status, code, message = "400 Bad Request", "ThrottlingException", "Rate exceeded"
-    else:
-        status, code, message = "400 Bad Request", "Throttling", "Rate exceeded"
     namespace = _QUERY_NAMESPACES.get(service)
     opening = f'<ErrorResponse xmlns="{namespace}">' if namespace else "<ErrorResponse>"
     body = (
         f'<?xml version="1.0"?>{opening}<Error><Type>Sender</Type><Code>{code}</Code>'
-        f"<Message>{message}</Message></Error><RequestId>{request_id}</RequestId>"
+        f"<Message>{escape(message)}</Message></Error><RequestId>{request_id}</RequestId>"
         "</ErrorResponse>"
     ).encode()
     headers = [
@@ -248,15 +234,14 @@ def throttle_response(
     return status, headers, body
 
 
-def _s3_slow_down(
-    environ: dict[str, Any], request_id: str
-) -> tuple[str, list[tuple[str, str]], bytes]:
-    host_id = uuid.uuid4().hex
+def _s3_error(environ: dict[str, Any], status: str, code: str, message: str) -> Response:
+    """S3's REST XML error (no body for HEAD)."""
+    request_id, host_id = str(uuid.uuid4()), uuid.uuid4().hex
     body = b""
     if environ.get("REQUEST_METHOD") != "HEAD":
         body = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
-            "<Message>Please reduce your request rate.</Message>"
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+            f"<Message>{escape(message)}</Message>"
             f"<RequestId>{request_id}</RequestId><HostId>{host_id}</HostId></Error>"
         ).encode()
     headers = [
@@ -265,4 +250,48 @@ def _s3_slow_down(
         ("x-amz-id-2", host_id),
         ("Content-Length", str(len(body))),
     ]
-    return "503 Slow Down", headers, body
+    return status, headers, body
+
+
+def throttle_response(environ: dict[str, Any], service: str) -> Response:
+    """(status line, headers, body) of the service's throttling error for this request."""
+    if service == "s3":
+        return _s3_error(environ, "503 Slow Down", "SlowDown", "Please reduce your request rate.")
+    if "HTTP_X_AMZ_TARGET" in environ:
+        if service == "dynamodb":
+            return _json_error(
+                "400 Bad Request",
+                "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+                "The level of configured provisioned throughput for the table was exceeded. "
+                "Consider increasing your provisioning level with the UpdateTable API.",
+                None,
+            )
+        if service == "sqs":
+            return _json_error(
+                "403 Forbidden",
+                "com.amazonaws.sqs#RequestThrottled",
+                "Request is throttled.",
+                "RequestThrottled;Sender",
+            )
+        return _json_error("400 Bad Request", "ThrottlingException", "Rate exceeded", None)
+    if service == "sqs":
+        return _query_error(service, "403 Forbidden", "RequestThrottled", "Request is throttled.")
+    code = "ThrottlingException" if service == "sns" else "Throttling"
+    return _query_error(service, "400 Bad Request", code, "Rate exceeded")
+
+
+def access_denied_response(environ: dict[str, Any], service: str, message: str) -> Response:
+    """(status line, headers, body) of the service's own error for a call IAM refused:
+    DynamoDB 400 ``AccessDeniedException`` (JSON), SQS 403 ``AccessDenied`` (JSON with
+    ``x-amzn-query-error``, or XML), SNS 403 ``AuthorizationError`` (XML), S3 403
+    ``AccessDenied`` (XML, no body for HEAD); other JSON services 400 ``AccessDeniedException``,
+    other query services 403 ``AccessDenied``."""
+    if service == "s3":
+        return _s3_error(environ, "403 Forbidden", "AccessDenied", message)
+    if "HTTP_X_AMZ_TARGET" in environ:
+        code = "com.amazon.coral.service#AccessDeniedException"
+        if service == "sqs":
+            return _json_error("403 Forbidden", code, message, "AccessDenied;Sender")
+        return _json_error("400 Bad Request", code, message, None)
+    code = "AuthorizationError" if service == "sns" else "AccessDenied"
+    return _query_error(service, "403 Forbidden", code, message)

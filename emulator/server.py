@@ -4,7 +4,10 @@
 - moto patched in-process (moto_patches.py): Lambda Invoke runs the function on our Runtime,
   moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
 - Control endpoints on the same port (docs/local-stack.md):
-  GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status.
+  GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status,
+  GET /_emulator/iam.
+- IAM (emulator/access.py): each call of a function worker is decided against that function's
+  role, recorded, and refused with the service's AccessDenied unless its role allows it.
 - Call faults (``crash_after_call``, ``throttle``: emulator/faults.py) injected into the AWS calls
   of function workers, which the middleware recognises by their own access key ids
   (Runtime.caller); calls of anything else are never faulted.
@@ -36,6 +39,7 @@ from emulator.faults import Faults
 from emulator.runtime import Runtime
 
 if TYPE_CHECKING:
+    from emulator.access import Access
     from emulator.esm import EventSourceMappingEngine
 
 DEFAULT_PORT = 4566
@@ -58,7 +62,8 @@ class ControlApp:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "")
         if not path.startswith(CONTROL_PREFIX):
-            if self.server.faults.call_faults_active and self.server.runtime is not None:
+            checked = self.server.access is not None or self.server.faults.call_faults_active
+            if checked and self.server.runtime is not None:
                 return self._aws_call(environ, start_response)
             return self.app(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET")
@@ -77,7 +82,10 @@ class ControlApp:
             status, body = 200, self.server.faults.reset()
         elif name == "status" and method == "GET":
             status, body = 200, self.server.status()
-        elif name in ("faults", "faults/reset", "status"):
+        elif name == "iam" and method == "GET":
+            if self.server.access is not None:  # else 404: no IAM checks on this server
+                status, body = 200, self.server.access.snapshot()
+        elif name in ("faults", "faults/reset", "status", "iam"):
             status, body = 405, {"message": f"{method} not allowed on {path}"}
         payload = json.dumps(body).encode()
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
@@ -88,8 +96,8 @@ class ControlApp:
         return [payload]
 
     def _aws_call(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        """An AWS request while a call fault is set: faulted only when a function worker (its
-        own access key id) makes a call that an entry matches."""
+        """An AWS request while IAM checks or a call fault are on: checked against the role and
+        faulted only when a function worker (its own access key id) makes it."""
         runtime = self.server.runtime
         signed = calls.credential(environ)
         caller = runtime.caller(signed[0]) if signed is not None and runtime is not None else None
@@ -97,6 +105,14 @@ class ControlApp:
             return self.app(environ, start_response)
         key, service = signed  # type: ignore[misc]
         logical_id = caller[0]
+        if self.server.access is not None:
+            denied = self.server.access.check(logical_id, environ, service)
+            if denied is not None:  # not applied, as AWS refuses before the service acts
+                status, headers, body = denied
+                start_response(status, headers)
+                return [body]
+            if not self.server.faults.call_faults_active:
+                return self.app(environ, start_response)
         try:
             operation = calls.operation(environ, service)
         except Exception:  # an odd request is moto's to answer, never a fault
@@ -157,12 +173,15 @@ class EmulatorServer(ThreadedMotoServer):
         self.stack_name: str | None = None
         self.ready = False
         self.engine: EventSourceMappingEngine | None = None  # once `up` started it
+        self.access: Access | None = None  # IAM checks of workers' calls, once deployed
         self._error: BaseException | None = None
         self._lock = threading.Lock()
 
     @property
     def endpoint_url(self) -> str:
         host, port = self.get_host_and_port()
+        if host == "0.0.0.0":  # noqa: S104 - listening on every address; this one is local
+            host = "127.0.0.1"
         return f"http://{host}:{port}"
 
     def _server_entry(self) -> None:

@@ -1,13 +1,20 @@
 """What the tests of the emulator's moto patches share: the patches installed for a module, dummy
-credentials for moto in process, and a function to map or invoke."""
+credentials for moto in process, a function to map or invoke, and a whole local stack in process."""
 
+import contextlib
 import io
+import urllib.request
 import zipfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from emulator import moto_patches
+from emulator.faults import Faults
+from emulator.runtime import Runtime
+from emulator.server import EmulatorServer
+from emulator.stack import Deployment, deploy
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -58,3 +65,25 @@ def create_function(lam, iam, name: str, **settings) -> str:
         Code={"ZipFile": archive.getvalue()},
         **settings,
     )["FunctionArn"]
+
+
+@contextlib.contextmanager
+def deployed_stack(
+    template: Path, log_dir: Path
+) -> Iterator[tuple[EmulatorServer, Runtime, Deployment]]:
+    """The local stack in this process: its server (moto reset), its runtime, ``template``
+    deployed; the functions are the caller's to register."""
+    faults = Faults()
+    runtime = Runtime(faults=faults, log_dir=log_dir)
+    server = EmulatorServer(0, faults=faults, runtime=runtime)
+    server.start()
+    try:
+        runtime.endpoint_url = server.endpoint_url
+        urllib.request.urlopen(
+            urllib.request.Request(server.endpoint_url + "/moto-api/reset", method="POST")
+        )
+        yield server, runtime, deploy(server.endpoint_url, template)
+    finally:
+        runtime.close()
+        server.stop()
+        moto_patches.uninstall()

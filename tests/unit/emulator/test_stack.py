@@ -14,10 +14,6 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from emulator import moto_patches
-from emulator.faults import Faults
-from emulator.runtime import Runtime
-from emulator.server import EmulatorServer
 from emulator.stack import (
     DeployError,
     check_rules,
@@ -27,6 +23,7 @@ from emulator.stack import (
     local_code,
     parse_parameter_overrides,
 )
+from tests.unit.emulator.conftest import deployed_stack
 
 ROOT = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"
@@ -205,25 +202,12 @@ class Local:
 def local(tmp_path_factory):
     project = tmp_path_factory.mktemp("project")
     template = write_project(project)
-    faults = Faults()
-    runtime = Runtime(faults=faults, log_dir=project / ".emulator" / "logs")
-    server = EmulatorServer(0, faults=faults, runtime=runtime)
-    server.start()
-    try:
-        runtime.endpoint_url = server.endpoint_url
-        urllib.request.urlopen(
-            urllib.request.Request(server.endpoint_url + "/moto-api/reset", method="POST")
-        )
-        deployment = deploy(server.endpoint_url, template)
+    with deployed_stack(template, project / ".emulator" / "logs") as (server, runtime, deployment):
         for spec in deployment.functions:
             spec.environment["MARKER_FILE"] = str(project / "marks" / f"{spec.logical_id}.jsonl")
             runtime.register(spec)
         server.stack_name = deployment.stack_name
         yield Local(server, deployment, runtime, project)
-    finally:
-        runtime.close()
-        server.stop()
-        moto_patches.uninstall()
 
 
 def test_stack_is_deployed_under_the_samconfig_name_with_real_outputs(local):
