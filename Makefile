@@ -22,7 +22,7 @@ CHECKOV_VERSION := 3.3.30
 AWSCLI_VERSION := 1.45.11
 STAMP := .tools/.installed-$(SAM_CLI_VERSION)-$(CHECKOV_VERSION)-$(AWSCLI_VERSION)
 
-.PHONY: help setup lint unit integration test up run chaos bench build clean
+.PHONY: help setup lint unit integration sam-local test up run chaos bench build clean iam-report
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -53,23 +53,31 @@ lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and
 unit: setup ## unit tests (moto in-process, no network; one worker per core)
 	$(UV) run pytest -n auto --dist worksteal tests/unit
 
-integration: setup ## integration tests: the local stack, or a deployed one (AWS_SAM_STACK_NAME)
+# The local stack runs the built functions and layer (sam build), as Lambda would: nothing from
+# the test environment is on their path.
+integration: setup build ## integration tests: the local stack, or a deployed one (AWS_SAM_STACK_NAME)
 	$(UV) run pytest tests/integration
 
-test: lint unit integration ## every check and test (what .ci/run calls)
+sam-local: setup build ## the real `sam local invoke` / `start-lambda` on every function and sample event
+	$(UV) run pytest tests/samlocal
+
+test: lint unit integration sam-local ## every check and test (what .ci/run calls)
 
 build: setup ## sam build (python3.13, arm64 layer, no container)
 	sam build
 
-up: setup ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides)
+up: setup build ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides)
 	$(UV) run python -m emulator up
 
-run: setup ## demo: local stack, demo files in, summary out
+run: setup build ## demo: local stack, demo files in, summary out
 	$(UV) run python -m harness.demo
 
 CHAOS_CONTACTS ?= 10000
-chaos: setup ## exactly-once under duplicates, crashes and throttles (CHAOS_CONTACTS=10000)
+chaos: setup build ## exactly-once under duplicates, crashes and throttles (CHAOS_CONTACTS=10000)
 	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS)
+
+iam-report: setup ## grants no call used and calls denied, from the last integration run and demo
+	$(UV) run python -m emulator iam-report
 
 bench: setup build ## performance figures against their budgets -> bench/results.json
 	$(UV) run python -m bench
@@ -77,6 +85,6 @@ bench: setup build ## performance figures against their budgets -> bench/results
 # Local state and caches only. Not .venv or .tools: they are installs, not state (make setup
 # would download them again); remove them by hand to start from scratch.
 clean: ## remove local stack state and logs, sam build output, bench output and caches
-	rm -rf .emulator .aws-sam bench/out .pytest_cache .ruff_cache .hypothesis
+	rm -rf .emulator .samlocal .aws-sam bench/out .pytest_cache .ruff_cache .hypothesis
 	find . \( -path ./.venv -o -path ./.tools -o -path ./.git \) -prune -o \
 		-type d -name __pycache__ -prune -exec rm -rf {} +

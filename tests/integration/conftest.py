@@ -24,9 +24,9 @@ from emulator.process import LocalStackProcess, free_port
 from harness.stack import StackClient
 from harness.topic import TopicCapture
 from tests.integration.support import Files
+from tests.session_stack import running_stack
 
 LOCAL_PORTS = range(4800, 4900)
-READY_TIMEOUT = 90.0
 # The local stack delivers 5% of its SQS and stream batches twice (the duplicate_rate switch):
 # Lambda's pollers are at-least-once, so every run, and not only the duplicate tests, should meet
 # some duplicates. A suite run delivers a few hundred batches, so 5% is a few dozen duplicates
@@ -63,14 +63,8 @@ def stack() -> Iterator[StackClient]:
         tail_lines=80,
     )
     _LOCAL_STACKS.append(local)
-    try:
-        local.start(READY_TIMEOUT)
-    except RuntimeError as error:
-        pytest.fail(f"{error}:\n{local.tail()}", pytrace=False)
-    try:
-        yield StackClient.local_stack(local)
-    finally:
-        local.stop()
+    with running_stack(local) as client:
+        yield client
 
 
 @pytest.fixture
