@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -144,8 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ops: interrupted", file=sys.stderr)
         return 130
-    if args.json:
-        print(json.dumps(report.data, indent=2, default=str))
-    else:
-        print(report.text)
+    try:
+        print(json.dumps(report.data, indent=2, default=str) if args.json else report.text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `ops status | head`: the reader left; no traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if report.ok else 1
