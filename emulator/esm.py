@@ -15,6 +15,9 @@ emulator/backends.py (in process: no HTTP, no boto3) and invokes functions throu
   number), BisectBatchOnFunctionError, MaximumRetryAttempts, MaximumRecordAgeInSeconds, OnFailure
   destination (SQS or SNS) with the DDBStreamBatchInfo record.
 
+EventBridge Pipes (emulator/pipes.py) run on the same stream pollers: each pipe moto holds is a
+mapping (``pipe:<name>``) whose "function" is its event bus target (``pipes.EventBusTarget``).
+
 Pollers wait on emulator.wakeups (moto signals a source when a message or record arrives) with a
 timeout, never on a timer: a caught-up engine costs next to nothing.
 
@@ -32,6 +35,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from emulator import pipes
 from emulator.backends import SqsSource, StreamSource
 from emulator.esm_common import (
     EngineContext,
@@ -106,6 +110,14 @@ class EventSourceMappingEngine:
             retry_delay=retry_delay,
             max_sqs_pollers=max_sqs_pollers,
         )
+        self._pipe_ctx = EngineContext(
+            pipes.EventBusTarget(account_id, region),
+            faults,
+            region=region,
+            endpoint_url=endpoint_url,
+            retry_delay=retry_delay,
+            max_sqs_pollers=max_sqs_pollers,
+        )
         self._pollers: dict[str, MappingPoller] = {}
         self._stats: dict[str, MappingStats] = {}
         self._unsupported: set[str] = set()
@@ -151,14 +163,15 @@ class EventSourceMappingEngine:
 
     # -- mappings --------------------------------------------------------------------------------
     def _mappings(self) -> list[MappingConfig]:
-        """Every mapping moto holds, as GetEventSourceMapping shows it (in process)."""
+        """Every mapping moto holds, as GetEventSourceMapping shows it (in process), then every
+        pipe."""
         from moto.awslambda.models import lambda_backends  # noqa: PLC0415
 
         backend = lambda_backends[self.account_id][self.region]
         return [
             MappingConfig.from_api(esm.get_configuration())
             for esm in list(backend._event_source_mappings.values())
-        ]
+        ] + pipes.pipe_mappings(self.account_id, self.region)
 
     def refresh(self) -> None:
         """Re-read the mappings now: start, reconfigure and stop pollers to match them."""
@@ -205,7 +218,8 @@ class EventSourceMappingEngine:
     def _make_poller(self, cfg: MappingConfig, stats: MappingStats) -> MappingPoller:
         if cfg.kind == "sqs":
             return SqsMappingPoller(self._ctx, cfg, stats, open_queue)
-        return StreamMappingPoller(self._ctx, cfg, stats, open_stream, table_hash_key)
+        ctx = self._pipe_ctx if pipes.is_pipe(cfg) else self._ctx
+        return StreamMappingPoller(ctx, cfg, stats, open_stream, table_hash_key)
 
     # -- state -----------------------------------------------------------------------------------
     def _enabled_pollers(self) -> list[MappingPoller] | None:

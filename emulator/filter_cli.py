@@ -2,6 +2,15 @@
 
     python -m emulator filter-test --pattern '<json>' --event event.json
     python -m emulator filter-test --function SurveyFunction --event event.json [--template t.yaml]
+    python -m emulator filter-test --rule ConsumerRule --event eventbridge-event.json
+    python -m emulator filter-test --subscription ConsumerSubscription --event sns-message.json
+
+--rule: the ``EventPattern`` of an ``AWS::Events::Rule`` against an EventBridge event (the whole
+event: ``source``, ``detail-type``, ``detail``, ...). --subscription: the ``FilterPolicy`` of an
+``AWS::SNS::Subscription``, in its ``FilterPolicyScope``, against a message file
+``{"Message": <string or JSON>, "MessageAttributes": {...}}`` (attributes as Publish takes them,
+``{"DataType", "StringValue"}``, or as the SNS envelope shows them, ``{"Type", "Value"}``).
+A file holding a JSON list tests each element.
 
 The event file holds one record, or a whole Lambda event ({"Records": [...]}), in which case
 each record is tested and reported. With --function the filters are those of the function's
@@ -26,8 +35,10 @@ from emulator.filters import (
     SOURCES,
     FilterCriteria,
     InvalidPatternError,
+    compile_event_pattern,
     compile_pattern,
     detect_source,
+    sns_attributes_view,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,11 +66,16 @@ def _parser() -> argparse.ArgumentParser:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--pattern", help="a filter pattern (JSON)")
     what.add_argument("--function", metavar="LOGICAL_ID", help="use this function's filters")
+    what.add_argument("--rule", metavar="LOGICAL_ID", help="use this rule's EventPattern")
+    what.add_argument(
+        "--subscription", metavar="LOGICAL_ID", help="use this SNS subscription's FilterPolicy"
+    )
     parser.add_argument("--event", required=True, type=Path, help="record or event JSON file")
     parser.add_argument(
         "--template",
         type=Path,
-        help="SAM template for --function (default: ./template.yaml, else the repo's)",
+        help="SAM template for --function, --rule, --subscription "
+        "(default: ./template.yaml, else the repo's)",
     )
     parser.add_argument(
         "--source",
@@ -75,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse already printed the usage error
         return MATCH if exit_.code == 0 else ERROR
+    if args.rule is not None or args.subscription is not None:
+        return _test_resource(args)
     try:
         records = _load_records(args.event)
         if args.pattern is not None:
@@ -93,6 +111,84 @@ def main(argv: list[str] | None = None) -> int:
         via = f" ({', '.join(matched)})" if matched and args.function else ""
         print(f"{label}{'match' if matched else 'no match'}{via}")
     return MATCH if any_match else NO_MATCH
+
+
+def _test_resource(args: argparse.Namespace) -> int:
+    """--rule / --subscription: each event (or message) of the file against the pattern."""
+    try:
+        documents = _load_documents(args.event)
+        if args.rule is not None:
+            props = _resource_properties(_template_path(args.template), args.rule, RULE_TYPE)
+            pattern = _resource_pattern(props.get("EventPattern"), f"{args.rule}.EventPattern")
+            views = documents
+        else:
+            props = _resource_properties(
+                _template_path(args.template), args.subscription, SUBSCRIPTION_TYPE
+            )
+            where = f"{args.subscription}.FilterPolicy"
+            pattern = _resource_pattern(props.get("FilterPolicy"), where)
+            scope = props.get("FilterPolicyScope") or "MessageAttributes"
+            views = [_message_view(message, scope) for message in documents]
+    except UsageError as error:
+        print(f"filter-test: {error}", file=sys.stderr)
+        return ERROR
+    any_match = False
+    for index, view in enumerate(views):
+        matched = view is not None and (pattern is None or pattern.matches(view))
+        any_match = any_match or matched
+        label = f"event {index}: " if len(views) > 1 else ""
+        print(f"{label}{'match' if matched else 'no match'}")
+    return MATCH if any_match else NO_MATCH
+
+
+RULE_TYPE = "AWS::Events::Rule"
+SUBSCRIPTION_TYPE = "AWS::SNS::Subscription"
+
+
+def _load_documents(path: Path) -> list[dict[str, Any]]:
+    document = _read_json(path)
+    documents = document if isinstance(document, list) else [document]
+    if not documents or not all(isinstance(d, dict) for d in documents):
+        raise UsageError(f"event file {path}: expected a JSON object or a list of objects")
+    return documents
+
+
+def _resource_properties(template_path: Path, logical_id: str, kind: str) -> dict[str, Any]:
+    resources = load_template(template_path).get("Resources") or {}
+    resource = resources.get(logical_id)
+    if not isinstance(resource, dict) or resource.get("Type") != kind:
+        known = sorted(
+            name
+            for name, res in resources.items()
+            if isinstance(res, dict) and res.get("Type") == kind
+        )
+        raise UsageError(
+            f"unknown {kind} {logical_id!r} in {template_path} ({', '.join(known) or 'none'})"
+        )
+    return resource.get("Properties") or {}
+
+
+def _resource_pattern(value: Any, where: str) -> Any:
+    """The pattern (JSON text or object) compiled; None when there is none (matches all)."""
+    if value is None or value == {}:
+        return None
+    try:
+        return compile_event_pattern(value)
+    except InvalidPatternError as error:
+        raise UsageError(f"{where}: {error}") from None
+
+
+def _message_view(message: dict[str, Any], scope: str) -> dict[str, Any] | None:
+    """What an SNS filter policy sees of a message (None: a body that is not a JSON object)."""
+    if scope == "MessageAttributes":
+        return sns_attributes_view(message.get("MessageAttributes"))
+    body = message.get("Message")
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None
+    return body if isinstance(body, dict) else None
 
 
 def _from_pattern(pattern: str, source: str | None) -> EventSource:
@@ -115,13 +211,17 @@ def _matching_sources(
     return matched
 
 
-def _load_records(path: Path) -> list[dict[str, Any]]:
+def _read_json(path: Path) -> Any:
     try:
-        document = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except OSError as error:
         raise UsageError(f"cannot read event file {path}: {error.strerror}") from None
     except ValueError as error:
         raise UsageError(f"event file {path} is not JSON: {error}") from None
+
+
+def _load_records(path: Path) -> list[dict[str, Any]]:
+    document = _read_json(path)
     if isinstance(document, dict) and isinstance(document.get("Records"), list):
         records = document["Records"]
     else:

@@ -25,8 +25,14 @@ Lambda uses the EventBridge pattern language ("Filter rule syntax" in the Lambda
   filtering Amazon SQS messages" in the Lambda guide).
 - ``FilterCriteria``: up to N filters, OR-ed; no filters means every record matches.
 
+EventBridge rules and SNS filter policies use the same language (emulator/moto_events.py,
+emulator/moto_sns_filters.py match with this module); EventBridge's ``wildcard`` and ``cidr``
+are refused (``compile_event_pattern``: an ``InvalidPatternError`` saying the local stack does
+not emulate them).
+
 Public API: ``compile_pattern``, ``Pattern.matches``, ``FilterCriteria.from_mapping``,
-``FilterCriteria.matches``, ``record_view``, ``detect_source``, ``InvalidPatternError``.
+``FilterCriteria.matches``, ``record_view``, ``detect_source``, ``InvalidPatternError``,
+``UnsupportedOperatorError``, ``compile_event_pattern``, ``sns_attributes_view``.
 Pure stdlib, no I/O.
 """
 
@@ -42,9 +48,12 @@ __all__ = [
     "FilterCriteria",
     "InvalidPatternError",
     "Pattern",
+    "UnsupportedOperatorError",
+    "compile_event_pattern",
     "compile_pattern",
     "detect_source",
     "record_view",
+    "sns_attributes_view",
 ]
 
 MAX_PATTERN_LENGTH = 4096  # Filter.Pattern length limit in the Lambda API reference.
@@ -73,6 +82,15 @@ class InvalidPatternError(ValueError):
         self.path = path
         self.problem = problem
         super().__init__(f"invalid filter pattern at {path}: {problem}")
+
+
+class UnsupportedOperatorError(InvalidPatternError):
+    """An EventBridge operator (``wildcard``, ``cidr``) that Lambda filtering rejects; EventBridge
+    rules and SNS filter policies accept it but the local stack does not match it."""
+
+    def __init__(self, path: str, operator_name: str):
+        self.operator = operator_name
+        super().__init__(path, f"operator {operator_name!r} is not supported by Lambda filtering")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +262,7 @@ def _single_operator(expression: Mapping, path: str) -> tuple[str, Any]:
         )
     ((op, arg),) = expression.items()
     if op in _NOT_IN_LAMBDA:
-        raise InvalidPatternError(path, f"operator {op!r} is not supported by Lambda filtering")
+        raise UnsupportedOperatorError(path, op)
     if op not in OPERATORS:
         raise InvalidPatternError(
             path, f"unknown operator {op!r} (supported: {', '.join(OPERATORS)})"
@@ -386,6 +404,34 @@ def record_view(record: Mapping[str, Any], source: str | None = None) -> dict[st
     return view
 
 
+def sns_attributes_view(message_attributes: dict[str, Any] | None) -> dict[str, Any]:
+    """SNS message attributes (``{"Type", "Value"}`` as the SNS envelope and moto hold them, or
+    Publish's ``{"DataType", "StringValue"}``) as the document a filter policy of scope
+    MessageAttributes is matched against: ``String`` (and ``String.<custom>``) as the string,
+    ``Number`` as a JSON number (so ``numeric`` works and ``[300]`` matches), ``String.Array`` as
+    its JSON array (any element may match); ``Binary`` attributes are left out (SNS never matches
+    them)."""
+    view: dict[str, Any] = {}
+    for name, attribute in (message_attributes or {}).items():
+        kind = attribute.get("Type") or attribute.get("DataType") or ""
+        value = attribute.get("Value", attribute.get("StringValue"))
+        if kind.startswith("Binary") or not isinstance(value, str):
+            continue
+        if kind == "String.Array":
+            try:
+                view[name] = json.loads(value)
+            except ValueError:
+                continue
+        elif kind.startswith("Number"):
+            try:
+                view[name] = json.loads(value)
+            except ValueError:
+                view[name] = float(value)
+        else:
+            view[name] = value
+    return view
+
+
 def _check_source(source: str | None) -> str | None:
     if source is not None and source not in SOURCES:
         raise ValueError(f"unknown event source {source!r} (expected one of {SOURCES})")
@@ -436,6 +482,18 @@ def compile_pattern(pattern: str | Mapping[str, Any]) -> Pattern:
             "$", f"a pattern must be a JSON object, got {_describe(document)}"
         )
     return Pattern(document)
+
+
+def compile_event_pattern(pattern: str | Mapping[str, Any]) -> Pattern:
+    """An EventBridge rule's event pattern or an SNS filter policy (the same language):
+    ``compile_pattern``, with EventBridge's ``wildcard`` and ``cidr`` refused as not emulated."""
+    try:
+        return compile_pattern(pattern)
+    except UnsupportedOperatorError as error:
+        raise InvalidPatternError(
+            error.path,
+            f"operator {error.operator!r} is valid on AWS but the local stack does not match it",
+        ) from None
 
 
 class FilterCriteria:

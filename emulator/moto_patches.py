@@ -3,7 +3,10 @@
 ``install()`` applies every patch once (idempotent) in the process that runs the moto server:
 the ones in this module and those of moto_sqs.py (SQS at queue depth), moto_sqs_moves.py
 (SQS message move tasks, the DLQ redrive API), moto_streams.py (DynamoDB
-stream records and shards) and moto_fast.py (a fast path through the response serializer);
+stream records and shards), moto_fast.py (a fast path through the response serializer),
+moto_events.py (EventBridge rules: our pattern matcher, SQS targets as AWS delivers),
+moto_sns_filters.py (SNS filter policies with our matcher) and pipes.py (CreatePipe / UpdatePipe
+validated; AWS::Pipes::Pipe in CloudFormation is registered by patch 7 below);
 ``uninstall()`` restores moto (tests share a process with plain moto users). ``set_runtime`` /
 ``set_faults`` give the patches the stack's runtime and fault switches.
 
@@ -12,10 +15,10 @@ lives: 1 moto's own event-source-mapping delivery turned off, 2 stream records o
 that change an item, 3 S3 event records in AWS's shape, 4 Lambda Invoke on the stack's runtime
 with Lambda's payload limits and async retries, 5 S3 event notifications sent
 ``duplicate_deliveries`` times (a fault switch), 6 SNS FIFO topics deduplicate, 7
-AWS::SNS::Subscription in CloudFormation, 8 DynamoDB writes under one lock and transactions
-checked before any write, 9 CreateEventSourceMapping / UpdateEventSourceMapping validated as
-Lambda does. Gaps closed by the deployer instead (bucket notifications, layers, code locations)
-live in stack.py.
+AWS::SNS::Subscription (and AWS::Pipes::Pipe) in CloudFormation, 8 DynamoDB writes under one
+lock and transactions checked before any write, 9 CreateEventSourceMapping /
+UpdateEventSourceMapping validated as Lambda does. Gaps closed by the deployer instead (bucket
+notifications, layers, code locations) live in stack.py.
 """
 
 from __future__ import annotations
@@ -61,7 +64,16 @@ from moto.sns.models import SNSBackend, Topic, sns_backends
 from moto.sns.responses import SNSResponse
 from moto.sqs.models import sqs_backends
 
-from emulator import moto_fast, moto_sqs, moto_sqs_moves, moto_streams, patching
+from emulator import (
+    moto_events,
+    moto_fast,
+    moto_sns_filters,
+    moto_sqs,
+    moto_sqs_moves,
+    moto_streams,
+    patching,
+    pipes,
+)
 from emulator.filters import FilterCriteria, InvalidPatternError
 
 try:
@@ -107,6 +119,9 @@ def install() -> None:
         moto_sqs_moves.install()
         moto_streams.install()
         moto_fast.install()
+        moto_events.install()
+        moto_sns_filters.install()
+        pipes.install()
         _patch_event_source_mapping_delivery()
         _patch_event_source_mapping_validation()
         _patch_unchanged_put_item_stream_record()
@@ -844,7 +859,8 @@ def _with_sequence_numbers(original: Callable[..., Any], entries_key: str | None
 # DeliveryPolicy); Ref gives the subscription ARN as on AWS. Standard and FIFO queues may both
 # subscribe to a FIFO topic (moto refuses only a FIFO queue on a standard topic, as AWS does).
 # Lambda subscriptions are not delivered locally (moto would invoke through Docker): skipped
-# with a warning.
+# with a warning. AWS::Pipes::Pipe, unknown to moto's CloudFormation as well, is registered here
+# too (its model: emulator/pipes.py PipeModel).
 _SUBSCRIPTION_ATTRIBUTES = (
     "FilterPolicyScope",  # first: FilterPolicy is validated against it
     "FilterPolicy",
@@ -953,10 +969,10 @@ def _patch_cloudformation_sns_subscription() -> None:
 
     original = parsing.resource_class_from_type
 
+    models = {"AWS::SNS::Subscription": SnsSubscriptionModel, "AWS::Pipes::Pipe": pipes.PipeModel}
+
     def resource_class_from_type(resource_type: str) -> Any:
-        if resource_type == "AWS::SNS::Subscription":
-            return SnsSubscriptionModel
-        return original(resource_type)
+        return models.get(resource_type) or original(resource_type)
 
     _mark(resource_class_from_type, original)
     parsing.resource_class_from_type = resource_class_from_type

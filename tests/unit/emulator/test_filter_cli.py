@@ -105,6 +105,33 @@ Resources:
             FilterCriteria:
               Filters:
                 - Pattern: '{"body": {"kind": "SURVEY"}}'
+  ConsumerRule:
+    Type: AWS::Events::Rule
+    Properties:
+      EventBusName: bus
+      EventPattern:
+        detail:
+          dynamodb: {NewImage: {disposition: {S: [RESOLVED]}}}
+      Targets: [{Id: q, Arn: !GetAtt Queue.Arn}]
+  WildcardRule:
+    Type: AWS::Events::Rule
+    Properties:
+      EventPattern: '{"source": [{"wildcard": "app*"}]}'
+  KindSubscription:
+    Type: AWS::SNS::Subscription
+    Properties:
+      TopicArn: arn:aws:sns:us-east-1:123456789012:topic
+      Protocol: sqs
+      Endpoint: !GetAtt Queue.Arn
+      FilterPolicy: {kind: [SURVEY]}
+  BodySubscription:
+    Type: AWS::SNS::Subscription
+    Properties:
+      TopicArn: arn:aws:sns:us-east-1:123456789012:topic
+      Protocol: sqs
+      Endpoint: !GetAtt Queue.Arn
+      FilterPolicyScope: MessageBody
+      FilterPolicy: {wait_seconds: [{numeric: [">=", 600]}]}
 """
 
 
@@ -347,3 +374,67 @@ def test_runs_as_a_module(files):
     )
     assert bad.returncode == 2
     assert "must be a JSON object" in bad.stderr
+
+
+# --rule and --subscription
+
+
+def bus_event(disposition: str) -> dict:
+    return {
+        "version": "0",
+        "id": "e-1",
+        "detail-type": "Event from aws:dynamodb",
+        "source": "Pipe fanout",
+        "account": "123456789012",
+        "time": "2026-12-01T00:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": stream("INSERT", disposition),
+    }
+
+
+def test_rule_pattern_against_events(files, capsys):
+    template = files.template
+    code, out, _ = run(
+        capsys, "--rule", "ConsumerRule", "--template", template, "--event",
+        files([bus_event("RESOLVED"), bus_event("ABANDONED")]),
+    )  # fmt: skip
+    assert (code, out) == (0, "event 0: match\nevent 1: no match\n")
+    event = files(bus_event("ABANDONED"))
+    assert run(capsys, "--rule", "ConsumerRule", "--template", template, "--event", event)[0] == 1
+
+
+def test_rule_with_an_unemulated_operator_or_unknown_rule_exits_2(files, capsys):
+    event = files(bus_event("RESOLVED"))
+    code, _, err = run(
+        capsys, "--rule", "WildcardRule", "--template", files.template, "--event", event
+    )
+    assert code == 2
+    assert "'wildcard' is valid on AWS but the local stack does not match it" in err
+    code, _, err = run(capsys, "--rule", "Nope", "--template", files.template, "--event", event)
+    assert code == 2
+    assert "ConsumerRule, WildcardRule" in err
+
+
+def test_subscription_policy_on_attributes_and_on_the_body(files, capsys):
+    template = files.template
+    survey = {
+        "Message": {"kind": "SURVEY", "wait_seconds": 10},
+        "MessageAttributes": {"kind": {"DataType": "String", "StringValue": "SURVEY"}},
+    }
+    gift = {
+        "Message": json.dumps({"kind": "GIFT_CARD", "wait_seconds": 900}),
+        "MessageAttributes": {"kind": {"Type": "String", "Value": "GIFT_CARD"}},
+    }
+    args = ("--template", template, "--event", files([survey, gift]))
+    assert run(capsys, "--subscription", "KindSubscription", *args)[1] == (
+        "event 0: match\nevent 1: no match\n"
+    )
+    assert run(capsys, "--subscription", "BodySubscription", *args)[1] == (
+        "event 0: no match\nevent 1: match\n"
+    )
+    plain = files({"Message": "not json"})
+    code = run(
+        capsys, "--subscription", "BodySubscription", "--template", template, "--event", plain
+    )
+    assert code[0] == 1

@@ -1,0 +1,89 @@
+"""SNS subscription filter policies matched as SNS does, with emulator/filters.py.
+
+Gaps in moto 5.2.5's ``moto.sns.utils.FilterPolicyMatcher`` (measured against SNS's documented
+semantics; tests/unit/emulator/test_sns_filters.py keeps each case):
+
+- ``FilterPolicyScope: MessageBody``: a top-level ``$or`` raises TypeError inside Publish, a
+  ``numeric`` rule on a string value raises TypeError, ``null`` never matches a JSON null,
+  ``equals-ignore-case`` never matches;
+- ``prefix`` / ``suffix`` with ``{"equals-ignore-case": ...}`` never match (either scope);
+- SetSubscriptionAttributes ``FilterPolicyScope`` after ``FilterPolicy`` leaves the policy
+  matched in its old scope (AWS applies the new scope to the policy in place).
+
+Here the matcher is emulator/filters.py (the language EventBridge and Lambda filtering share):
+
+- MessageBody scope: the message parsed as JSON (a body that is not a JSON object never matches)
+  against the policy, nested keys and arrays as in EventBridge patterns.
+- MessageAttributes scope: the policy's keys are attribute names, matched against the document
+  ``filters.sns_attributes_view`` makes of the message's attributes.
+
+moto's own policy validation (at most 5 keys, 150 combinations, operator syntax, SNS's error
+messages) runs first; a policy it accepts that our matcher rejects (``wildcard``, ``cidr``) is
+``InvalidParameter`` naming the operator. RawMessageDelivery is moto's (kept).
+``install()`` is called by moto_patches.install(); patching.restore_all() undoes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from moto.sns import models as sns_models
+from moto.sns.exceptions import SNSInvalidParameter
+from moto.sns.models import SNSBackend
+
+from emulator import patching
+from emulator.filters import (
+    InvalidPatternError,
+    Pattern,
+    compile_event_pattern,
+    sns_attributes_view,
+)
+
+MESSAGE_ATTRIBUTES = "MessageAttributes"
+MESSAGE_BODY = "MessageBody"
+
+
+class FilterPolicy:
+    """A subscription's filter policy in its scope (moto's FilterPolicyMatcher's interface)."""
+
+    def __init__(self, filter_policy: dict[str, Any], filter_policy_scope: str | None):
+        self.scope = filter_policy_scope or MESSAGE_ATTRIBUTES
+        if self.scope not in (MESSAGE_ATTRIBUTES, MESSAGE_BODY):
+            raise SNSInvalidParameter(
+                f"Invalid parameter: FilterPolicyScope: {filter_policy_scope!r} is not "
+                f"{MESSAGE_ATTRIBUTES} or {MESSAGE_BODY}"
+            )
+        self.pattern: Pattern | None = None
+        if filter_policy:
+            try:
+                self.pattern = compile_event_pattern(filter_policy)
+            except InvalidPatternError as error:
+                raise SNSInvalidParameter(f"Invalid parameter: FilterPolicy: {error}") from None
+
+    def matches(self, message_attributes: dict[str, Any] | None, message: str) -> bool:
+        if self.pattern is None:
+            return True
+        if self.scope == MESSAGE_ATTRIBUTES:
+            return self.pattern.matches(sns_attributes_view(message_attributes))
+        try:
+            body = json.loads(message)
+        except (TypeError, ValueError):
+            return False
+        return isinstance(body, dict) and self.pattern.matches(body)
+
+
+def install() -> None:
+    original_set = patching.original(SNSBackend, "set_subscription_attributes")
+
+    def set_subscription_attributes(self: SNSBackend, arn: str, name: str, value: Any) -> None:
+        original_set(self, arn, name, value)
+        if name != "FilterPolicyScope":
+            return
+        subscription = next((s for s in self.subscriptions.values() if s.arn == arn), None)
+        policy = getattr(subscription, "_filter_policy", None)
+        if subscription is not None and policy:
+            subscription._filter_policy_matcher = FilterPolicy(policy, value)
+
+    patching.replace(sns_models, "FilterPolicyMatcher", FilterPolicy)
+    patching.replace(SNSBackend, "set_subscription_attributes", set_subscription_attributes)
