@@ -273,7 +273,12 @@ def _start_engine(endpoint_url: str, region: str, runtime: Any, faults: Any) -> 
 # --- invoke --------------------------------------------------------------------------------------
 def invoke(args: argparse.Namespace) -> int:
     from emulator.runtime import Runtime
-    from emulator.stack import DeployError, function_specs_offline
+    from emulator.stack import (
+        SERVERLESS_FUNCTION,
+        DeployError,
+        function_specs_offline,
+        load_template,
+    )
 
     template = Path(args.template).resolve()
     if args.event in (None, "-"):
@@ -292,14 +297,20 @@ def invoke(args: argparse.Namespace) -> int:
             samconfig_path=Path(args.config_file) if args.config_file else None,
             env_vars=env_vars,
             region=_region(),
+            only=args.logical_id,
         )
     except (DeployError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     spec = specs.get(args.logical_id)
     if spec is None:
+        functions = [
+            logical_id
+            for logical_id, resource in load_template(template)["Resources"].items()
+            if resource.get("Type") == SERVERLESS_FUNCTION
+        ]
         print(
-            f"error: no function {args.logical_id!r} in {template} (have: {', '.join(specs)})",
+            f"error: no function {args.logical_id!r} in {template} (have: {', '.join(functions)})",
             file=sys.stderr,
         )
         return 2

@@ -121,6 +121,9 @@ def _newest_mtime(root: Path) -> float:
     return newest
 
 
+_STALE_WARNED: set[Path] = set()
+
+
 def _build_dir(base_dir: Path, logical_id: str, source: Path | None) -> Path | None:
     """`sam build` output for ``logical_id`` when it exists and is not older than its source.
 
@@ -130,11 +133,14 @@ def _build_dir(base_dir: Path, logical_id: str, source: Path | None) -> Path | N
     if not built.is_dir():
         return None
     if source is not None and source.is_dir() and _newest_mtime(source) > _newest_mtime(built):
-        print(
-            f"warning: {built.relative_to(base_dir)} is older than {source.relative_to(base_dir)}:"
-            " running the source (run `sam build` to refresh the build)",
-            file=sys.stderr,
-        )
+        if built not in _STALE_WARNED:  # once per process (deploy and the IAM record both ask)
+            _STALE_WARNED.add(built)
+            print(
+                f"warning: {built.relative_to(base_dir)} is older than"
+                f" {source.relative_to(base_dir)}: running the source (run `sam build` to"
+                " refresh the build)",
+                file=sys.stderr,
+            )
         return None
     return built
 
@@ -158,11 +164,14 @@ def _layer_dir(template: dict[str, Any], base_dir: Path, logical_id: str) -> Pat
     return source
 
 
-def local_code(template: dict[str, Any], base_dir: Path) -> dict[str, LocalCode]:
-    """Code dir and layer dirs of every AWS::Serverless::Function with local code."""
+def local_code(
+    template: dict[str, Any], base_dir: Path, only: str | None = None
+) -> dict[str, LocalCode]:
+    """Code dir and layer dirs of every AWS::Serverless::Function with local code (``only``:
+    of that one function)."""
     result = {}
     for logical_id, resource in template["Resources"].items():
-        if resource.get("Type") != SERVERLESS_FUNCTION:
+        if resource.get("Type") != SERVERLESS_FUNCTION or only not in (None, logical_id):
             continue
         props = resource.get("Properties", {})
         uri = props.get("CodeUri", _global_function_property(template, "CodeUri"))
@@ -542,10 +551,12 @@ def function_specs_offline(
     parameter_overrides: dict[str, str] | None = None,
     env_vars: dict[str, Any] | None = None,
     region: str = "us-east-1",
+    only: str | None = None,
 ) -> dict[str, FunctionSpec]:
     """Functions of a template without deploying it (`invoke`): like `sam local invoke`,
     environment values that are not plain strings (Ref/GetAtt of resources) come out empty
-    unless ``env_vars`` ({"LogicalId": {...}} or {"Parameters": {...}}) provides them."""
+    unless ``env_vars`` ({"LogicalId": {...}} or {"Parameters": {...}}) provides them. ``only``:
+    that function alone (its build's freshness is the only one checked)."""
     template_path = Path(template_path).resolve()
     base_dir = template_path.parent
     config = load_samconfig(samconfig_path or base_dir / "samconfig.toml")
@@ -556,7 +567,7 @@ def function_specs_offline(
         for name, spec in sam_template.get("Parameters", {}).items()
     }
     cfn_template = translate(sam_template, overrides, region)
-    code = local_code(sam_template, base_dir)
+    code = local_code(sam_template, base_dir, only)
     env_vars = env_vars or {}
     specs = {}
     for logical_id, local in code.items():

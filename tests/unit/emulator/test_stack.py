@@ -427,6 +427,13 @@ def test_code_comes_from_a_fresh_build_else_from_the_source(tmp_path, capsys):
     assert code["QueueFunction"].code_dir == tmp_path / "src" / "fn"
     assert code["StreamFunction"].code_dir == build / "StreamFunction"
     assert "is older than src/fn" in capsys.readouterr().err
+    local_code(load_template(template), tmp_path)
+    assert capsys.readouterr().err == ""  # said once per process
+
+    # one function's code (`invoke`): only its build is looked at
+    assert set(local_code(load_template(template), tmp_path, only="StreamFunction")) == {
+        "StreamFunction"
+    }
 
 
 def test_template_rules_are_checked_before_anything_is_created():
