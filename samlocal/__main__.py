@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from samlocal import ARCHITECTURE, WORK, base_image, engine, sam
+from samlocal.commands import CommandError
 
 
 def prepare() -> int:
@@ -22,7 +23,7 @@ def prepare() -> int:
         engine.ensure_emulation(ARCHITECTURE, WORK / "emulation")
         daemon = engine.start(WORK / "dockerd.log")
         image = base_image.ensure(ARCHITECTURE, WORK / "base-image")
-    except (engine.EngineError, base_image.ImageError) as error:
+    except CommandError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     sam.byte_compile_build()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from samlocal import debian
+from samlocal.commands import CommandError, run
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "runtime" / "requirements.txt"
@@ -85,17 +86,8 @@ ETC_FILES = {
 }
 
 
-class ImageError(RuntimeError):
+class ImageError(CommandError):
     """The base image is missing and could not be built."""
-
-
-def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-    if result.returncode != 0:
-        raise ImageError(
-            f"`{' '.join(argv)}` failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
-        )
-    return result
 
 
 def recipe_hash() -> str:
@@ -155,10 +147,10 @@ def _rie(arch: Architecture) -> Path:
     if sam is None:
         raise ImageError("sam (aws-sam-cli) not on PATH: `make setup` installs it under .tools")
     sam_python = Path(sam).resolve().parent / "python"
-    found = _run(
+    found = run(
         [str(sam_python), "-c", "import samcli, os; print(os.path.dirname(samcli.__file__))"]
     )
-    rie = Path(found.stdout.strip()) / "local" / "rapid" / f"aws-lambda-rie-{arch.name}"
+    rie = Path(found.strip()) / "local" / "rapid" / f"aws-lambda-rie-{arch.name}"
     if not rie.is_file():
         raise ImageError(
             f"{rie}: the aws-sam-cli wheel has no Runtime Interface Emulator for {arch.name}"
@@ -185,7 +177,7 @@ def _lay_out(arch: Architecture, rootfs: Path) -> None:
     (rootfs / "tmp").chmod(0o1777)
     for name in ("python3.13", "python3", "python"):
         (rootfs / "var/lang/bin" / name).symlink_to("/usr/bin/python3.13")
-    _run(
+    run(
         [
             "uv", "pip", "install", "--quiet", "--no-deps", "--only-binary", ":all:",
             "--python-version", "3.13", "--python-platform", arch.wheel_platform,
@@ -243,7 +235,7 @@ def build(arch: Architecture, work_dir: Path) -> None:
         f'LABEL org.opencontainers.image.description="stand-in for {arch.image}: Debian '
         f'{debian.SUITE} + awslambdaric, not Amazon Linux"\n'
     )
-    _run(
+    run(
         ["docker", "build", "--platform", arch.docker_platform, "--tag", arch.image, str(context)],
         env={**os.environ, "DOCKER_BUILDKIT": "0"},  # the classic builder: no buildx needed
     )

@@ -8,25 +8,14 @@ never run: for a foreign architecture they would run under emulation, for minute
 from __future__ import annotations
 
 import io
-import subprocess
 import tarfile
 from pathlib import Path
+
+from samlocal.commands import run
 
 SUITE = "trixie"
 MIRROR = "http://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
-
-
-class DebianError(RuntimeError):
-    """A package could not be fetched or unpacked."""
-
-
-def _run(argv: list[str]) -> bytes:
-    result = subprocess.run(argv, capture_output=True, check=False)
-    if result.returncode != 0:
-        message = (result.stdout + result.stderr).decode(errors="replace")[-2000:]
-        raise DebianError(f"`{' '.join(argv)}` failed:\n{message}")
-    return result.stdout
 
 
 def download(packages: tuple[str, ...], architecture: str, apt_root: Path) -> list[Path]:
@@ -49,8 +38,8 @@ def download(packages: tuple[str, ...], architecture: str, apt_root: Path) -> li
         "-oAPT::Install-Recommends=false",
         "-oDebug::NoLocking=1",
     ]
-    _run(["apt-get", *options, "update", "-qq"])
-    _run(["apt-get", *options, "install", "-y", "-qq", "--download-only", *packages])
+    run(["apt-get", *options, "update", "-qq"])
+    run(["apt-get", *options, "install", "-y", "-qq", "--download-only", *packages])
     return sorted(archives.glob("*.deb"))
 
 
@@ -58,7 +47,7 @@ def unpack(debs: list[Path], root: Path) -> None:
     """Extract the files of ``debs`` under ``root``, keeping links to directories that exist
     (merged /usr: /bin, /sbin and /lib link into /usr)."""
     for deb in debs:
-        contents = _run(["dpkg-deb", "--fsys-tarfile", str(deb)])
+        contents = run(["dpkg-deb", "--fsys-tarfile", str(deb)], binary=True)
         with tarfile.open(fileobj=io.BytesIO(contents)) as archive:
             for member in archive.getmembers():
                 if member.isdir() and (root / member.name).is_symlink():

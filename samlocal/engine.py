@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from samlocal import debian
+from samlocal.commands import CommandError, run
 
 START_TIMEOUT_SECONDS = 60.0
 QEMU_MIN_VERSION = (8, 0)
@@ -44,7 +45,7 @@ _HOST = {"aarch64": "arm64", "arm64": "arm64", "x86_64": "x86_64", "amd64": "x86
 _BINFMT = Path("/proc/sys/fs/binfmt_misc")
 
 
-class EngineError(RuntimeError):
+class EngineError(CommandError):
     """No container engine, and none could be installed or started here."""
 
 
@@ -59,20 +60,14 @@ def _answers() -> bool:
     return probe.returncode == 0
 
 
-def _run(*argv: str) -> None:
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise EngineError(f"`{' '.join(argv)}` failed:\n{result.stdout}{result.stderr}")
-
-
 def _install_docker() -> None:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise EngineError(
             "no container engine answers: start Docker (or run this as root on Debian)"
         )
     os.environ.setdefault("DEBIAN_FRONTEND", "noninteractive")
-    _run("apt-get", "update", "-qq")
-    _run("apt-get", "install", "-y", "-qq", "--no-install-recommends", "docker.io")
+    run(["apt-get", "update", "-qq"])
+    run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "docker.io"])
 
 
 def ensure_emulation(architecture: str, work_dir: Path) -> None:
@@ -94,11 +89,8 @@ def ensure_emulation(architecture: str, work_dir: Path) -> None:
             f" ({name}); run this as root once, or register it yourself"
         )
     if not (_BINFMT / "register").exists():
-        _run("mount", "-t", "binfmt_misc", "binfmt_misc", str(_BINFMT))
-    host_arch = subprocess.run(
-        ["dpkg", "--print-architecture"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(_BINFMT)])
+    host_arch = run(["dpkg", "--print-architecture"]).strip()
     unpacked = work_dir / "qemu"
     debian.unpack(debian.download(("qemu-user",), host_arch, work_dir / "apt"), unpacked)
     interpreter = (unpacked / "usr" / "bin" / name).resolve()

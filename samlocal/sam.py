@@ -23,6 +23,8 @@ from pathlib import Path
 
 from cfnlint.decode import cfn_yaml
 
+from samlocal.commands import CommandError, run
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / ".aws-sam" / "build"
 INVOKE_TIMEOUT_SECONDS = 300.0
@@ -39,7 +41,7 @@ ADD_HOST = ["--add-host", f"{HOST_FROM_CONTAINERS}:host-gateway"]
 EMULATION_TIMEOUT_SCALE = 10
 
 
-class SamError(RuntimeError):
+class SamError(CommandError):
     """A sam command failed."""
 
 
@@ -87,7 +89,10 @@ def endpoint_image(base_image: str, endpoint_url: str) -> str:
         Path(context, "Dockerfile").write_text(
             f"FROM {base_image}\nENV AWS_ENDPOINT_URL={endpoint_url}\n"
         )
-        _run(["docker", "build", "--quiet", "--tag", tag, context], env={"DOCKER_BUILDKIT": "0"})
+        run(
+            ["docker", "build", "--quiet", "--tag", tag, context],
+            env=_sam_env({"DOCKER_BUILDKIT": "0"}),
+        )
     return tag
 
 
@@ -108,15 +113,6 @@ def _sam_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None, **kwargs) -> str:
-    result = subprocess.run(
-        argv, capture_output=True, text=True, check=False, env=_sam_env(env), **kwargs
-    )
-    if result.returncode != 0:
-        raise SamError(f"`{' '.join(argv)}` exited {result.returncode}:\n{result.stderr[-3000:]}")
-    return result.stdout
-
-
 def invoke(
     logical_id: str,
     event: Path,
@@ -133,7 +129,7 @@ def invoke(
         argv += ["--env-vars", str(env_vars_file)]
     if invoke_image is not None:
         argv += ["--invoke-image", invoke_image]
-    stdout = _run(argv, env=credentials, cwd=ROOT, timeout=INVOKE_TIMEOUT_SECONDS)
+    stdout = run(argv, env=_sam_env(credentials), cwd=ROOT, timeout=INVOKE_TIMEOUT_SECONDS)
     lines = [line for line in stdout.splitlines() if line.strip()]
     if not lines:
         raise SamError(f"`{' '.join(argv)}` printed no response")

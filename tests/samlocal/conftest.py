@@ -17,6 +17,7 @@ import pytest
 from emulator.process import LocalStackProcess, free_port
 from harness.stack import StackClient
 from samlocal import ARCHITECTURE, WORK, base_image, engine, sam
+from samlocal.commands import CommandError
 from tests.session_stack import running_stack
 
 LOCAL_PORTS = range(4900, 5000)
@@ -31,7 +32,7 @@ def invoke_base() -> Iterator[str]:
             image = base_image.ensure(ARCHITECTURE, WORK / "base-image")
             sam.byte_compile_build()
             yield image
-    except (engine.EngineError, base_image.ImageError) as error:
+    except CommandError as error:
         pytest.fail(str(error), pytrace=False)
 
 

@@ -18,6 +18,7 @@ import pytest
 from harness.polling import eventually
 from harness.stack import StackClient
 from samlocal import sam
+from samlocal.commands import CommandError
 
 EVENTS = sam.ROOT / "events"
 SAMPLE = EVENTS / "data" / "contacts-sample.jsonl"
@@ -160,7 +161,7 @@ def answers(stack, events, template, env_vars_file, invoke_image, credentials) -
                 invoke_image=invoke_image,
                 credentials=credentials,
             )
-        except sam.SamError as error:
+        except CommandError as error:
             return error
 
     with ThreadPoolExecutor(PARALLEL_INVOKES) as pool:
