@@ -95,7 +95,7 @@ def deployed_roles(deployment: Deployment) -> dict[str, dict[str, Any]]:
             for name, doc in role.policies.items()
         }
         role_props = deployment.template["Resources"].get(role_logical_id or "", {})
-        for arn in role_props.get("Properties", {}).get("ManagedPolicyArns", []):
+        for arn in deployment.chosen(role_props.get("Properties", {}).get("ManagedPolicyArns", [])):
             name = arn.rpartition("/")[2]
             if arn.startswith(_AWS_MANAGED):
                 policies[name] = managed_documents[name]["Document"]

@@ -131,6 +131,7 @@ def install() -> None:
         _patch_sns_fifo_topic_attributes()
         _patch_sns_fifo_deduplication()
         _patch_cloudformation_sns_subscription()
+        _patch_cloudformation_no_value_in_lists()
         _patch_dynamodb_writes()
         _installed = True
 
@@ -159,6 +160,7 @@ def _patched() -> list[tuple[Any, str]]:
         (SNSResponse, "publish_batch"),
         (SNSResponse, "get_topic_attributes"),
         (parsing, "resource_class_from_type"),
+        (parsing, "clean_json"),
         *((DynamoDBBackend, name) for name in _DYNAMODB_BACKEND_WRITES),
         *((DynamoHandler, name) for name in _DYNAMODB_HANDLER_WRITES),
     ]
@@ -976,6 +978,26 @@ def _patch_cloudformation_sns_subscription() -> None:
 
     _mark(resource_class_from_type, original)
     parsing.resource_class_from_type = resource_class_from_type
+
+
+# Gap: moto/cloudformation/parsing.py clean_json resolves {"Ref": "AWS::NoValue"} to None and
+# drops it from an object, but keeps it in a list, where CloudFormation removes the element. A
+# list item chosen by Fn::If (`- !If [Cond, item, !Ref AWS::NoValue]`, e.g. a policy a role has
+# in one mode only) then reaches the resource as None (IAM's role model fails on it). Fix: an
+# item that came from an intrinsic and resolved to nothing is left out of its list.
+def _patch_cloudformation_no_value_in_lists() -> None:
+    from moto.cloudformation import parsing  # noqa: PLC0415 - imports every CloudFormation model
+
+    original = parsing.clean_json
+
+    def clean_json(resource_json: Any, resources_map: Any) -> Any:
+        if not isinstance(resource_json, list):
+            return original(resource_json, resources_map)
+        cleaned = [(item, original(item, resources_map)) for item in resource_json]
+        return [value for item, value in cleaned if value is not None or not isinstance(item, dict)]
+
+    _mark(clean_json, original)
+    parsing.clean_json = clean_json
 
 
 # --- Patch 8: DynamoDB writes: one lock, and TransactWriteItems without table copies -----------

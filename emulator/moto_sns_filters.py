@@ -8,7 +8,11 @@ semantics; tests/unit/emulator/test_sns_filters.py keeps each case):
   ``equals-ignore-case`` never matches;
 - ``prefix`` / ``suffix`` with ``{"equals-ignore-case": ...}`` never match (either scope);
 - SetSubscriptionAttributes ``FilterPolicyScope`` after ``FilterPolicy`` leaves the policy
-  matched in its old scope (AWS applies the new scope to the policy in place).
+  matched in its old scope (AWS applies the new scope to the policy in place);
+- a ``$or`` multiplies moto's combination count by its nesting depth at every level, so a
+  two-branch policy of a few values ("too complex") is refused that SNS accepts. Here a policy
+  with ``$or`` is validated as SNS reads it, the OR of its alternatives: each alternative (no
+  ``$or`` left) by moto's own checks, and the sum of their value combinations against the 150.
 
 Here the matcher is emulator/filters.py (the language EventBridge and Lambda filtering share):
 
@@ -73,8 +77,47 @@ class FilterPolicy:
         return isinstance(body, dict) and self.pattern.matches(body)
 
 
+MAX_COMBINATIONS = 150
+
+
+def alternatives(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    """The policy as the OR of policies without ``$or`` (each ``$or`` branch combined with the
+    keys beside it, at any depth)."""
+    expanded: list[dict[str, Any]] = [{}]
+    for key, value in policy.items():
+        if key == "$or" and isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            options = [option for branch in value for option in alternatives(branch)]
+        elif isinstance(value, dict):
+            options = [{key: option} for option in alternatives(value)]
+        else:
+            options = [{key: value}]
+        expanded = [{**done, **option} for done in expanded for option in options]
+    return expanded
+
+
+def combinations(policy: dict[str, Any]) -> int:
+    """The product of the number of values of every key (nested keys included)."""
+    total = 1
+    for value in policy.values():
+        total *= combinations(value) if isinstance(value, dict) else len(value)
+    return total
+
+
 def install() -> None:
     original_set = patching.original(SNSBackend, "set_subscription_attributes")
+    original_validate = patching.original(SNSBackend, "_validate_filter_policy")
+
+    def validate_filter_policy(self: SNSBackend, value: Any, scope: str | None) -> None:
+        if not isinstance(value, dict) or "$or" not in json.dumps(value):
+            original_validate(self, value, scope)
+            return
+        options = alternatives(value)
+        for option in options:
+            original_validate(self, option, scope)
+        if sum(combinations(option) for option in options) > MAX_COMBINATIONS:
+            raise SNSInvalidParameter(
+                "Invalid parameter: FilterPolicy: Filter policy is too complex"
+            )
 
     def set_subscription_attributes(self: SNSBackend, arn: str, name: str, value: Any) -> None:
         original_set(self, arn, name, value)
@@ -87,3 +130,4 @@ def install() -> None:
 
     patching.replace(sns_models, "FilterPolicyMatcher", FilterPolicy)
     patching.replace(SNSBackend, "set_subscription_attributes", set_subscription_attributes)
+    patching.replace(SNSBackend, "_validate_filter_policy", validate_filter_policy)

@@ -260,7 +260,11 @@ _RULE_FUNCTIONS: dict[str, Callable[[list[Any]], Any]] = {
 }
 
 
-def _rule_value(value: Any, parameters: dict[str, str]) -> Any:
+def _rule_value(
+    value: Any,
+    parameters: dict[str, str],
+    condition: Callable[[str], bool] | None = None,
+) -> Any:
     if not isinstance(value, dict):
         return value
     ((function, argument),) = value.items()
@@ -268,9 +272,29 @@ def _rule_value(value: Any, parameters: dict[str, str]) -> Any:
         if argument not in parameters:
             raise DeployError(f"template rules: Ref to {argument!r}, not a parameter")
         return parameters[argument]
+    if function == "Condition" and condition is not None:
+        return condition(argument)
     if function not in _RULE_FUNCTIONS:
         raise DeployError(f"template rules: {function} is not evaluated by the local stack")
-    return _RULE_FUNCTIONS[function]([_rule_value(item, parameters) for item in argument])
+    return _RULE_FUNCTIONS[function](
+        [_rule_value(item, parameters, condition) for item in argument]
+    )
+
+
+def template_conditions(template: dict[str, Any], parameters: dict[str, str]) -> dict[str, bool]:
+    """The template's Conditions, evaluated as CloudFormation does (moto evaluates them too, but
+    keeps the result to itself)."""
+    definitions = template.get("Conditions", {})
+    values: dict[str, bool] = {}
+
+    def condition(name: str) -> bool:
+        if name not in values:
+            values[name] = bool(_rule_value(definitions[name], parameters, condition))
+        return values[name]
+
+    for name in definitions:
+        condition(name)
+    return values
 
 
 # --- deployment ---------------------------------------------------------------------------------
@@ -283,10 +307,34 @@ class Deployment:
     resources: dict[str, tuple[str, str]]  # logical id -> (type, physical id)
     functions: list[FunctionSpec]
     template: dict[str, Any]  # the translated CloudFormation template
+    conditions: dict[str, bool] = field(default_factory=dict)
     seconds: float = 0.0
 
     def physical_id(self, logical_id: str) -> str:
         return self.resources[logical_id][1]
+
+    def chosen(self, value: Any) -> Any:
+        """``value`` as CloudFormation deployed it (see ``chosen``)."""
+        return chosen(value, self.conditions)
+
+
+_NO_VALUE = object()
+
+
+def chosen(value: Any, conditions: dict[str, bool]) -> Any:
+    """A template value with each Fn::If replaced by the branch its condition picked, and
+    AWS::NoValue left out, as CloudFormation does."""
+    if isinstance(value, list):
+        return [v for v in (chosen(item, conditions) for item in value) if v is not _NO_VALUE]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"Fn::If"}:
+        name, when_true, when_false = value["Fn::If"]
+        return chosen(when_true if conditions[name] else when_false, conditions)
+    if value == {"Ref": "AWS::NoValue"}:
+        return _NO_VALUE
+    items = ((key, chosen(item, conditions)) for key, item in value.items())
+    return {key: item for key, item in items if item is not _NO_VALUE}
 
 
 def _client(service: str, endpoint_url: str, region: str) -> Any:
@@ -540,6 +588,7 @@ def deploy(
         resources=resources,
         functions=functions,
         template=cfn_template,
+        conditions=template_conditions(cfn_template, parameters),
         seconds=time.monotonic() - started,
     )
 

@@ -83,3 +83,42 @@ def test_unemulated_operator_is_refused_as_invalid_parameter():
                 AttributeName="FilterPolicy",
                 AttributeValue=json.dumps({"ip": [{"cidr": "10.0.0.0/8"}]}),
             )
+
+
+def test_or_policies_are_as_complex_as_their_alternatives():
+    """SNS reads a $or policy as the OR of its alternatives: each is checked (five keys at most)
+    and their value combinations add up against the 150 (moto multiplied them by the nesting
+    depth and refused small two-branch policies)."""
+    two_branches = {
+        "$or": [
+            {"e": ["INSERT", "MODIFY"], "a": ["true"], "d": [{"anything-but": ["X"]}]},
+            {"e": ["MODIFY", "REMOVE"], "b": ["true"], "c": [{"anything-but": ["X"]}]},
+        ]
+    }
+    many_values = {"$or": [{"a": [str(i) for i in range(100)]}, {"b": [str(i) for i in range(51)]}]}
+    six_keys = {"$or": [{k: ["v"] for k in "abcdef"}, {"g": ["v"]}]}
+    with mock_aws():
+        sns, sqs, topic, url, sub = _subscribed_queue()
+        arn = sub["SubscriptionArn"]
+
+        def set_policy(policy):
+            sns.set_subscription_attributes(
+                SubscriptionArn=arn, AttributeName="FilterPolicy", AttributeValue=json.dumps(policy)
+            )
+
+        set_policy(two_branches)
+        with pytest.raises(sns.exceptions.InvalidParameterException, match="too complex"):
+            set_policy(many_values)
+        with pytest.raises(sns.exceptions.InvalidParameterException, match="5 keys"):
+            set_policy(six_keys)
+        for message, c in (("yes", "Y"), ("no", "X")):
+            attributes = {"e": "REMOVE", "b": "true", "c": c}
+            sns.publish(
+                TopicArn=topic,
+                Message=message,
+                MessageAttributes={
+                    k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()
+                },
+            )
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        assert [json.loads(m["Body"])["Message"] for m in messages] == ["yes"]

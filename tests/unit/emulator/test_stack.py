@@ -17,11 +17,13 @@ from botocore.config import Config
 from emulator.stack import (
     DeployError,
     check_rules,
+    chosen,
     deploy,
     load_samconfig,
     load_template,
     local_code,
     parse_parameter_overrides,
+    template_conditions,
 )
 from tests.unit.emulator.conftest import deployed_stack
 
@@ -465,3 +467,29 @@ def test_template_rules_are_checked_before_anything_is_created():
     unsupported = {"Rules": {"R": {"Assertions": [{"Assert": {"Fn::EachMemberIn": [[], []]}}]}}}
     with pytest.raises(DeployError, match="Fn::EachMemberIn is not evaluated"):
         check_rules(unsupported, {})
+
+
+def test_conditions_and_the_values_they_choose():
+    template = {
+        "Conditions": {
+            "ByLambda": {"Fn::Equals": [{"Ref": "FanOut"}, "lambda"]},
+            "ByQueues": {"Fn::Not": [{"Condition": "ByLambda"}]},
+        }
+    }
+    assert template_conditions(template, {"FanOut": "pipe"}) == {
+        "ByLambda": False,
+        "ByQueues": True,
+    }
+    value = {
+        "Policies": [
+            "Always",
+            {"Fn::If": ["ByLambda", "StreamRead", {"Ref": "AWS::NoValue"}]},
+            {"Fn::If": ["ByQueues", "QueueRead", "StreamRead"]},
+        ],
+        "Timeout": {"Fn::If": ["ByLambda", 30, {"Ref": "AWS::NoValue"}]},
+    }
+    for fan_out, deployed in (
+        ("lambda", {"Policies": ["Always", "StreamRead", "StreamRead"], "Timeout": 30}),
+        ("router", {"Policies": ["Always", "QueueRead"]}),
+    ):
+        assert chosen(value, template_conditions(template, {"FanOut": fan_out})) == deployed
