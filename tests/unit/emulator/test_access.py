@@ -176,10 +176,20 @@ def test_with_enforcement_off_a_denied_call_is_applied_and_recorded(local):
     calls = local.server.access.snapshot()["functions"]["Fn"]["calls"]
     denied = [c for c in calls if c["action"] == "dynamodb:PutItem"]
     assert {c["allowed"] for c in denied} == {False}
-    assert sum(c["count"] for c in denied) == 2
+    assert sum(c["count"] for c in denied) >= 1  # this call, and the refused one of another test
+
+
+# Each test makes the calls it looks at (the worker running it may not have run the others).
+def own_and_others_reads(local) -> None:
+    local.run(
+        ("dynamodb", "get_item", {"TableName": "$TABLE", "Key": {"pk": {"S": "own#1"}}}),
+        ("dynamodb", "get_item", {"TableName": "$TABLE", "Key": {"pk": {"S": "other#1"}}}),
+        ("sns", "publish", {"TopicArn": "$TOPIC_ARN", "Message": "m"}),
+    )
 
 
 def test_the_record_keeps_no_item_data_and_the_control_endpoint_serves_it(local):
+    own_and_others_reads(local)
     with urllib.request.urlopen(local.server.endpoint_url + "/_emulator/iam") as response:
         record = json.loads(response.read())
     calls = record["functions"]["Fn"]["calls"]
@@ -188,6 +198,7 @@ def test_the_record_keeps_no_item_data_and_the_control_endpoint_serves_it(local)
 
 
 def test_the_report_lists_unused_grants_and_denied_calls(local):
+    own_and_others_reads(local)
     report = iam_report.build([local.server.access.snapshot()], load_template(local.template))
     [function] = report.functions
     unexplained = {action for _, action, why in function.unused if why is None}
