@@ -23,6 +23,7 @@ from pathlib import Path
 
 from cfnlint.decode import cfn_yaml
 
+from emulator.stack import chosen, template_conditions
 from samlocal.commands import CommandError, run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,17 +65,21 @@ def byte_compile_build() -> None:
 
 
 def emulation_template(scale: int = EMULATION_TIMEOUT_SCALE) -> Path:
-    """The built template (as JSON, beside it) with every function's Timeout ``scale`` times."""
+    """The built template (as JSON, beside it) with every function's Timeout ``scale`` times (a
+    parameter's or a condition's value as the template's defaults give it)."""
     template = cfn_yaml.load(str(BUILD / "template.yaml"))
-    parameters = template.get("Parameters", {})
+    defaults = {
+        name: str(spec.get("Default", "")) for name, spec in template.get("Parameters", {}).items()
+    }
+    conditions = template_conditions(template, defaults)
     default = template.get("Globals", {}).get("Function", {}).get("Timeout", 3)
     for resource in template["Resources"].values():
         if resource.get("Type") != "AWS::Serverless::Function":
             continue
         properties = resource.setdefault("Properties", {})
-        timeout = properties.get("Timeout", default)
-        if isinstance(timeout, dict):  # {"Ref": parameter}: its default
-            timeout = parameters[timeout["Ref"]]["Default"]
+        timeout = chosen(properties.get("Timeout", default), conditions)
+        if isinstance(timeout, dict):  # {"Ref": parameter}
+            timeout = defaults[timeout["Ref"]]
         properties["Timeout"] = min(900, int(timeout) * scale)
     path = BUILD / "template.emulated.json"
     path.write_text(json.dumps(template, indent=1))

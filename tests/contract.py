@@ -46,3 +46,46 @@ STREAM_FILTERS = {
         },
     ],
 }
+
+# RouterFunction (FanOut=router) reads every contact change, written or taken away; the
+# subscriptions pick per consumer.
+STREAM_FILTERS["RouterFunction"] = [
+    {"dynamodb": {"NewImage": {"type": {"S": ["CONTACT"]}}}},
+    {"dynamodb": {"OldImage": {"type": {"S": ["CONTACT"]}}}},
+]
+
+# FanOut=router: each consumer's subscription filter policy, over the message attributes
+# RouterFunction sets (shared.contacts.change_attributes), equivalent to its stream filter above
+# (tests/unit/fanout prove it for arbitrary records). SNS allows at most five keys a policy, so
+# an attribute folds "the image is a CONTACT" into the disposition and flags it carries.
+_NOT_ABANDONED = [{"anything-but": ["ABANDONED"]}]
+_FIRST_EXPORT_ATTRIBUTES = {"event_name": ["INSERT"], "new_first_export": ["true"]}
+
+CHANGE_POLICIES = {
+    "LastAgentFunction": {
+        "$or": [
+            {
+                "event_name": _WRITTEN,
+                "new_has_agent": ["true"],
+                "new_disposition": _NOT_ABANDONED,
+            },
+            {
+                "event_name": ["MODIFY", "REMOVE"],
+                "old_has_agent": ["true"],
+                "old_disposition": _NOT_ABANDONED,
+            },
+        ]
+    },
+    "SurveyFunction": {
+        **_FIRST_EXPORT_ATTRIBUTES,
+        "new_disposition": ["RESOLVED"],
+        "new_survey_opt_in": ["true"],
+        "new_has_email": ["true"],
+    },
+    "GoodwillFunction": {
+        "$or": [
+            {**_FIRST_EXPORT_ATTRIBUTES, "new_disposition": ["ABANDONED"]},
+            {**_FIRST_EXPORT_ATTRIBUTES, "new_long_wait": ["true"]},
+        ]
+    },
+}

@@ -1,6 +1,8 @@
-"""GoodwillFunction: ContactsTable stream -> one gift card and its GIFT_CARD notification per
+"""GoodwillFunction: ContactsTable changes -> one gift card and its GIFT_CARD notification per
 contact, ever (abandoned contacts and long waits, by a contact's first export: a re-export gets
-nothing new).
+nothing new). The changes arrive from the table's stream or, in fan-out modes pipe and router
+(template parameter FanOut), from GoodwillQueue as the same stream records
+(shared.aws.table_changes).
 
 No idempotency store here: the card's id is derived from the contact_id and written with a
 conditional put, so every delivery, retry or re-export finds the one card; its notification id is
@@ -14,18 +16,13 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from shared import contacts, gift_cards, notifications, rules
 from shared.aws import messaging, table
+from shared.aws.table_changes import TableChanges
 
 logger = Logger()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 sqs = boto3.client("sqs")
 dynamodb = boto3.client("dynamodb")
 CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
@@ -54,9 +51,10 @@ def record_handler(record: DynamoDBRecord) -> None:
     )
 
 
+changes = TableChanges(record_handler)
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    return changes.process(event, context)

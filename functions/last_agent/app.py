@@ -1,5 +1,7 @@
-"""LastAgentFunction: ContactsTable stream -> the caller's LAST_AGENT item: the newest of the
-caller's contacts that reached an agent.
+"""LastAgentFunction: ContactsTable changes -> the caller's LAST_AGENT item: the newest of the
+caller's contacts that reached an agent. The changes arrive from the table's stream or, in fan-out
+modes pipe and router (template parameter FanOut), from LastAgentQueue as the same stream
+records (shared.aws.table_changes).
 
 No idempotency store: a new contact moves LAST_AGENT forward with one conditional write, which is
 idempotent and order-independent by itself. A corrected export that replaces or removes the
@@ -12,18 +14,13 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from shared import contacts, rules
 from shared.aws import table
+from shared.aws.table_changes import TableChanges
 
 logger = Logger()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 dynamodb = boto3.client("dynamodb")
 CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
 
@@ -47,9 +44,10 @@ def record_handler(record: DynamoDBRecord) -> None:
         logger.info("last agent kept: a newer contact is stored", contact_id=new["contact_id"])
 
 
+changes = TableChanges(record_handler)
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    return changes.process(event, context)

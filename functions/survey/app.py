@@ -1,5 +1,7 @@
-"""SurveyFunction: ContactsTable stream -> the SURVEY notification of each contact whose first
-export is due one (a re-export gets nothing new).
+"""SurveyFunction: ContactsTable changes -> the SURVEY notification of each contact whose first
+export is due one (a re-export gets nothing new). The changes arrive from the table's stream or,
+in fan-out modes pipe and router (template parameter FanOut), from SurveyQueue as the same stream
+records (shared.aws.table_changes).
 
 No idempotency store here: the notification id is derived from (SURVEY, contact_id), so however
 often a record is delivered, retried or re-exported, NotifierFunction sees one id and publishes
@@ -12,18 +14,13 @@ import os
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from shared import contacts, notifications, rules
 from shared.aws import messaging
+from shared.aws.table_changes import TableChanges
 
 logger = Logger()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 sqs = boto3.client("sqs")
 NOTIFICATION_QUEUE_URL = os.environ["NOTIFICATION_QUEUE_URL"]
 
@@ -38,9 +35,10 @@ def record_handler(record: DynamoDBRecord) -> None:
     logger.info("survey enqueued", contact_id=contact["contact_id"])
 
 
+changes = TableChanges(record_handler)
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    return changes.process(event, context)

@@ -30,6 +30,7 @@ SAMPLE_LAST_AGENT = {
     "ended_at": "2026-11-29T08:52:10.000Z",
 }
 NO_FAILURES = {"batchItemFailures": []}
+POISON_ID = json.loads((EVENTS / "sqs-change-poison.json").read_text())["Records"][1]["messageId"]
 # Containers at once: each cold start is one emulated CPU-bound process (2 cores here).
 PARALLEL_INVOKES = 2
 
@@ -52,6 +53,16 @@ CASES = {
     ("SurveyFunction", "dynamodb-insert-contact-resolved-optin.json"): NO_FAILURES,
     ("GoodwillFunction", "dynamodb-insert-contact-abandoned.json"): NO_FAILURES,
     ("GoodwillFunction", "dynamodb-insert-contact-long-wait.json"): NO_FAILURES,
+    # the same change from the consumer's queue (FanOut pipe or router): the same answer
+    ("LastAgentFunction", "sqs-change-contact-resolved-optin.json"): NO_FAILURES,
+    ("SurveyFunction", "sqs-change-contact-resolved-optin.json"): NO_FAILURES,
+    # a good change and a body that is not one: that message alone is reported
+    ("SurveyFunction", "sqs-change-poison.json"): {
+        "batchItemFailures": [{"itemIdentifier": POISON_ID}]
+    },
+    ("GoodwillFunction", "sqs-change-poison.json"): {
+        "batchItemFailures": [{"itemIdentifier": POISON_ID}]
+    },
     ("NotifierFunction", "sqs-notification.json"): NO_FAILURES,
     # not a notification, and the batch's only record: Powertools fails the whole invocation
     # when every record failed (the batch is retried until the DLQ takes it)
@@ -143,6 +154,53 @@ def test_start_lambda_answers_a_boto3_invoke_with_warm_containers(
             answers[event] = (json.loads(response["Payload"].read()), expected)
     for answer, expected in answers.values():
         assert answer == expected
+
+
+def test_sam_local_invoke_runs_the_router_of_fan_out_router(
+    stack, template, env_vars_file, invoke_image, credentials, tmp_path
+):
+    """RouterFunction exists only with FanOut=router (its Condition), and this suite's stack runs
+    FanOut=lambda. SAM CLI builds and invokes a function whatever its Condition, so the router
+    runs here with a topic of its own on the local stack (a queue subscribed with raw delivery,
+    as the consumers' queues are): the container publishes the stream record itself."""
+    sns, sqs = stack.client("sns"), stack.client("sqs")
+    suffix = uuid.uuid4().hex[:8]
+    topic_arn = sns.create_topic(Name=f"sam-local-changes-{suffix}")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName=f"sam-local-changes-{suffix}")["QueueUrl"]
+    try:
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+        sns.subscribe(
+            TopicArn=topic_arn,
+            Protocol="sqs",
+            Endpoint=queue_arn["Attributes"]["QueueArn"],
+            Attributes={"RawMessageDelivery": "true"},
+        )
+        variables = json.loads(env_vars_file.read_text())
+        variables["RouterFunction"] = {
+            "POWERTOOLS_SERVICE_NAME": "router",
+            "POWERTOOLS_METRICS_NAMESPACE": "ContactCenter",
+            "CHANGE_TOPIC_ARN": topic_arn,
+        }
+        router_env = tmp_path / "env-vars.json"
+        router_env.write_text(json.dumps(variables))
+        event = EVENTS / "dynamodb-insert-contact-resolved-optin.json"
+
+        response = sam.invoke(
+            "RouterFunction",
+            event,
+            template=template,
+            env_vars_file=router_env,
+            invoke_image=invoke_image,
+            credentials=credentials,
+        )
+
+        assert response == NO_FAILURES
+        (record,) = json.loads(event.read_text())["Records"]
+        messages = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=10)["Messages"]
+        assert [json.loads(m["Body"]) for m in messages] == [record]
+    finally:
+        sqs.delete_queue(QueueUrl=queue_url)
+        sns.delete_topic(TopicArn=topic_arn)
 
 
 @pytest.fixture(scope="module")

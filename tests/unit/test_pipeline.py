@@ -490,9 +490,22 @@ COVERED_TYPES = {
     "AWS::Logs::LogGroup": {"logs"},
     "AWS::CloudWatch::Alarm": {"cloudwatch"},
     "AWS::KMS::Key": {"kms"},
+    "AWS::Lambda::EventSourceMapping": {"lambda"},
+    "AWS::Events::EventBus": {"events"},
+    "AWS::Events::Rule": {"events"},
+    "AWS::Pipes::Pipe": {"pipes", "iam"},
+    "AWS::IAM::Role": {"iam"},
 }
 COVERED_EVENTS = {"SQS", "DynamoDB"}
-NAME_PROPERTIES = ("FunctionName", "TableName", "QueueName", "TopicName", "RoleName", "AlarmName")
+NAME_PROPERTIES = (
+    "FunctionName",
+    "TableName",
+    "QueueName",
+    "TopicName",
+    "RoleName",
+    "AlarmName",
+    "Name",
+)
 
 
 @pytest.fixture(scope="module")
@@ -531,7 +544,7 @@ def test_explicit_resource_names_start_with_the_stack_name(template):
             if prop not in properties:
                 continue
             name = properties[prop]
-            if isinstance(name, dict) and "Fn::GetAtt" in name:
+            if isinstance(name, dict) and ("Fn::GetAtt" in name or "Ref" in name):
                 continue  # a reference to another resource's name, not a new name
             sub = name.get("Fn::Sub") if isinstance(name, dict) else None
             text = sub if isinstance(sub, str) else None

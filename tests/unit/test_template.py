@@ -12,8 +12,8 @@ from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 from samtranslator.internal.managed_policies import get_bundled_managed_policy_map
 from samtranslator.translator.transform import transform
 
-from emulator.stack import DeployError, check_rules
-from tests.contract import STREAM_FILTERS
+from emulator.stack import DeployError, check_rules, chosen, template_conditions
+from tests.contract import CHANGE_POLICIES, STREAM_FILTERS
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
@@ -49,7 +49,10 @@ FUNCTIONS = {
         {"IDEMPOTENCY_TABLE_NAME", "NOTIFICATIONS_TOPIC_ARN"},
     ),
     "RouteFunction": ("functions/route", {"CONTACTS_TABLE_NAME"}),
+    "RouterFunction": ("functions/router", {"CHANGE_TOPIC_ARN"}),
 }
+FAN_OUT_MODES = ("lambda", "pipe", "router")
+CONSUMERS = ("LastAgent", "Survey", "Goodwill")
 POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
 ENV_SOURCES = {
     "CONTACTS_TABLE_NAME": {"Ref": "ContactsTable"},
@@ -58,6 +61,7 @@ ENV_SOURCES = {
     "NOTIFICATION_QUEUE_URL": {"Ref": "NotificationQueue"},
     "NOTIFICATIONS_TOPIC_ARN": {"Ref": "NotificationsTopic"},
     "GOODWILL_WAIT_SECONDS": {"Ref": "GoodwillWaitSeconds"},
+    "CHANGE_TOPIC_ARN": {"Ref": "ChangeTopic"},
 }
 
 
@@ -79,6 +83,9 @@ CONTRACT_OUTPUTS = {
 STAR_RESOURCE_ALLOWLIST = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 # SAM policy templates that are scoped to one named resource and grant no more than needed.
 ALLOWED_POLICY_TEMPLATES = {"SQSSendMessagePolicy", "SNSPublishMessagePolicy", "S3ReadPolicy"}
+# The AWS managed policies SAM itself adds for a function's SQS or stream event source, named
+# where the mapping is an explicit (conditional) AWS::Lambda::EventSourceMapping.
+EVENT_SOURCE_POLICIES = {"AWSLambdaSQSQueueExecutionRole", "AWSLambdaDynamoDBExecutionRole"}
 
 DYNAMODB_TYPES = {"S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"}
 
@@ -129,7 +136,13 @@ PARAMETER_SETS = {"template-defaults": {}} | {
 }
 
 
+def conditions(overrides: dict[str, str]) -> dict[str, bool]:
+    values = {name: str(spec.get("Default", "")) for name, spec in PARAMETERS.items()}
+    return template_conditions(TEMPLATE, values | overrides)
+
+
 def resolve_number(value, overrides: dict[str, str]) -> int:
+    value = chosen(value, conditions(overrides))
     if isinstance(value, dict):
         name = value["Ref"]
         assert name in PARAMETERS, f"{name} is not a template parameter"
@@ -138,8 +151,27 @@ def resolve_number(value, overrides: dict[str, str]) -> int:
 
 
 def events(function: str, event_type: str) -> dict[str, dict]:
+    """A function's triggers of one type (SQS, DynamoDB): its SAM Events, and the explicit
+    AWS::Lambda::EventSourceMapping resources on it (conditional ones: a fan-out mode's), as SAM
+    event properties (Queue / Stream, plus the mapping's Condition)."""
     all_events = FUNCTION_RESOURCES[function]["Properties"].get("Events", {})
-    return {k: v["Properties"] for k, v in all_events.items() if v["Type"] == event_type}
+    found = {k: v["Properties"] for k, v in all_events.items() if v["Type"] == event_type}
+    for name, resource in of_type("AWS::Lambda::EventSourceMapping").items():
+        props = dict(resource["Properties"])
+        if props["FunctionName"] != {"Ref": function}:
+            continue
+        source = props.pop("EventSourceArn")
+        kind = "DynamoDB" if source["Fn::GetAtt"][1] == "StreamArn" else "SQS"
+        if kind == event_type:
+            found[name] = props | {"Queue" if kind == "SQS" else "Stream": source}
+            found[name]["Condition"] = resource.get("Condition")
+    return found
+
+
+def created(resource: dict, mode: str) -> bool:
+    """Whether a resource exists in a stack of that FanOut mode."""
+    condition = resource.get("Condition")
+    return condition is None or conditions({"FanOut": mode})[condition]
 
 
 SQS_MAPPINGS = [(fn, ev) for fn in FUNCTION_RESOURCES for ev in events(fn, "SQS")]
@@ -164,9 +196,17 @@ def retention(queue: str) -> int:
     return int(QUEUES[queue]["Properties"].get("MessageRetentionPeriod", SQS_DEFAULT_RETENTION))
 
 
-def statements(function: str) -> list[dict]:
+def policies(function: str, mode: str = "lambda") -> list:
+    """A function's Policies as deployed in that FanOut mode (Fn::If chosen)."""
+    return chosen(
+        FUNCTION_RESOURCES[function]["Properties"].get("Policies", []),
+        conditions({"FanOut": mode}),
+    )
+
+
+def statements(function: str, mode: str = "lambda") -> list[dict]:
     found = []
-    for policy in FUNCTION_RESOURCES[function]["Properties"].get("Policies", []):
+    for policy in policies(function, mode):
         if isinstance(policy, dict) and "Statement" in policy:
             found.extend(policy["Statement"])
     return found
@@ -195,6 +235,104 @@ def test_every_resource_of_the_design_is_there():
     } | {name: "AWS::Serverless::Function" for name in FUNCTIONS}
     assert {k: RESOURCES[k]["Type"] for k in expected if k in RESOURCES} == expected
     assert set(FUNCTION_RESOURCES) == set(FUNCTIONS)
+
+
+def created_in(mode: str) -> set[str]:
+    return {name for name, resource in RESOURCES.items() if created(resource, mode)}
+
+
+def test_each_fan_out_mode_creates_its_own_resources_only():
+    assert PARAMETERS["FanOut"]["AllowedValues"] == list(FAN_OUT_MODES)
+    assert PARAMETERS["FanOut"]["Default"] == "lambda"
+    assert samconfig_envs()["default"]["FanOut"] == "lambda"
+    per_consumer = {
+        "lambda": {"StreamMapping"},
+        "pipe": {"Queue", "DeadLetterQueue", "QueuePolicy", "ChangeRule", "QueueMapping"},
+        "router": {"Queue", "DeadLetterQueue", "QueuePolicy", "ChangeSubscription", "QueueMapping"},
+    }
+    own = {
+        "lambda": set(),
+        "pipe": {"ChangeBus", "ChangePipe", "ChangePipeRole"},
+        "router": {
+            "ChangeTopic",
+            "RouterFunction",
+            "RouterFunctionLogGroup",
+            "RouterStreamMapping",
+        },
+    }
+    everything = set().union(*own.values()) | {
+        f"{c}{part}" for c in CONSUMERS for parts in per_consumer.values() for part in parts
+    }
+    for mode in FAN_OUT_MODES:
+        wanted = own[mode] | {f"{c}{part}" for c in CONSUMERS for part in per_consumer[mode]}
+        assert created_in(mode) & everything == wanted, mode
+
+
+@pytest.mark.parametrize("mode", FAN_OUT_MODES)
+def test_each_consumer_has_exactly_one_trigger_in_every_mode(mode):
+    for consumer in CONSUMERS:
+        function = f"{consumer}Function"
+        triggers = [
+            (kind, name)
+            for kind in ("SQS", "DynamoDB")
+            for name, props in events(function, kind).items()
+            if props.get("Condition") is None or conditions({"FanOut": mode})[props["Condition"]]
+        ]
+        expected = ("DynamoDB", f"{consumer}StreamMapping")
+        if mode != "lambda":
+            expected = ("SQS", f"{consumer}QueueMapping")
+        assert triggers == [expected], (mode, function)
+
+
+def test_the_pipe_reads_the_union_of_the_consumers_filters():
+    pipe = RESOURCES["ChangePipe"]["Properties"]
+    stream = pipe["SourceParameters"]["DynamoDBStreamParameters"]
+    assert ref_target(pipe["Source"]) == "ContactsTable"
+    assert stream["StartingPosition"] == "TRIM_HORIZON"
+    assert stream["OnPartialBatchItemFailure"] == "AUTOMATIC_BISECT"
+    assert 0 <= int(stream["MaximumRetryAttempts"]) <= 10000
+    assert 60 <= int(stream["MaximumRecordAgeInSeconds"]) <= 86400
+    assert stream["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["StreamFailureQueue", "Arn"]}
+    assert pipe["Target"] == {"Fn::GetAtt": ["ChangeBus", "Arn"]}
+    patterns = [
+        json.loads(f["Pattern"]) for f in pipe["SourceParameters"]["FilterCriteria"]["Filters"]
+    ]
+    assert patterns == [p for c in CONSUMERS for p in STREAM_FILTERS[f"{c}Function"]]
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS)
+def test_each_rule_is_its_consumers_filter_and_delivers_the_change_itself(consumer):
+    rule = RESOURCES[f"{consumer}ChangeRule"]["Properties"]
+    assert rule["EventBusName"] == {"Ref": "ChangeBus"}
+    filters = STREAM_FILTERS[f"{consumer}Function"]
+    detail = filters[0] if len(filters) == 1 else {"$or": filters}
+    assert rule["EventPattern"] == {"detail": detail}
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [f"{consumer}Queue", "Arn"]}
+    assert target["InputPath"] == "$.detail"
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS)
+def test_each_subscription_filters_the_routers_attributes_as_the_contract(consumer):
+    subscription = RESOURCES[f"{consumer}ChangeSubscription"]["Properties"]
+    assert subscription["TopicArn"] == {"Ref": "ChangeTopic"}
+    assert subscription["Endpoint"] == {"Fn::GetAtt": [f"{consumer}Queue", "Arn"]}
+    assert subscription["RawMessageDelivery"] is True  # the body is the change itself
+    assert subscription["FilterPolicyScope"] == "MessageAttributes"
+    assert subscription["FilterPolicy"] == CHANGE_POLICIES[f"{consumer}Function"]
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS)
+def test_only_the_changes_source_may_send_to_a_consumers_queue(consumer):
+    (statement,) = RESOURCES[f"{consumer}QueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    for mode, service, source in (
+        ("pipe", "events.amazonaws.com", {"Fn::GetAtt": [f"{consumer}ChangeRule", "Arn"]}),
+        ("router", "sns.amazonaws.com", {"Ref": "ChangeTopic"}),
+    ):
+        deployed = chosen(statement, conditions({"FanOut": mode}))
+        assert deployed["Principal"] == {"Service": service}
+        assert deployed["Action"] == "sqs:SendMessage"
+        assert deployed["Condition"] == {"ArnEquals": {"aws:SourceArn": source}}
 
 
 def test_shared_layer():
@@ -247,8 +385,19 @@ def test_parameters_the_deployers_need():
 
 
 def test_there_are_sqs_and_stream_mappings():
-    assert {fn for fn, _ in SQS_MAPPINGS} == {"IngestFunction", "NotifierFunction"}
-    assert STREAM_CONSUMERS == ["GoodwillFunction", "LastAgentFunction", "SurveyFunction"]
+    assert {fn for fn, _ in SQS_MAPPINGS} == {
+        "IngestFunction",
+        "NotifierFunction",
+        "LastAgentFunction",
+        "SurveyFunction",
+        "GoodwillFunction",
+    }
+    assert STREAM_CONSUMERS == [
+        "GoodwillFunction",
+        "LastAgentFunction",
+        "RouterFunction",
+        "SurveyFunction",
+    ]
 
 
 @pytest.mark.parametrize("queue", sorted(QUEUES))
@@ -277,8 +426,14 @@ def test_sqs_mapping_reports_failures_and_batches(function, event):
 
 @pytest.mark.parametrize(("function", "event"), SQS_MAPPINGS)
 @pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))
-def test_visibility_timeout_is_at_least_6x_the_function_timeout(function, event, parameter_set):
-    overrides = PARAMETER_SETS[parameter_set]
+@pytest.mark.parametrize("mode", FAN_OUT_MODES)
+def test_visibility_timeout_is_at_least_6x_the_function_timeout(
+    function, event, parameter_set, mode
+):
+    overrides = PARAMETER_SETS[parameter_set] | {"FanOut": mode}
+    condition = events(function, "SQS")[event].get("Condition")
+    if condition and not conditions(overrides)[condition]:
+        return  # the mapping is not created in this mode
     queue = ref_target(events(function, "SQS")[event]["Queue"])
     timeout = resolve_number(
         function_property(function, "Timeout", LAMBDA_DEFAULT_TIMEOUT), overrides
@@ -314,9 +469,10 @@ def test_stream_mapping_fails_safely(function, event):
 
 @pytest.mark.parametrize(("function", "event"), STREAM_MAPPINGS)
 def test_stream_consumer_may_send_to_the_failure_queue(function, event):
+    mode = "router" if function == "RouterFunction" else "lambda"
     allowed = [
         p["SQSSendMessagePolicy"]["QueueName"]
-        for p in FUNCTION_RESOURCES[function]["Properties"]["Policies"]
+        for p in policies(function, mode)
         if isinstance(p, dict) and "SQSSendMessagePolicy" in p
     ]
     assert {"Fn::GetAtt": ["StreamFailureQueue", "QueueName"]} in allowed
@@ -451,13 +607,16 @@ def test_bucket_notifies_ingest_queue_only_for_incoming_without_a_cycle():
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTIONS))
-def test_no_broad_policies(function):
-    for policy in FUNCTION_RESOURCES[function]["Properties"].get("Policies", []):
-        assert isinstance(policy, dict), f"managed policy {policy!r}: use a scoped statement"
+@pytest.mark.parametrize("mode", FAN_OUT_MODES)
+def test_no_broad_policies(function, mode):
+    for policy in policies(function, mode):
+        if isinstance(policy, str):
+            assert policy in EVENT_SOURCE_POLICIES, f"managed policy {policy!r}: scope a statement"
+            continue
         if "Statement" not in policy:
             (template,) = policy
             assert template in ALLOWED_POLICY_TEMPLATES, template
-    for statement in statements(function):
+    for statement in statements(function, mode):
         actions = set(as_list(statement["Action"]))
         assert not any(a == "*" or a.endswith(":*") for a in actions), actions
         if "*" in as_list(statement["Resource"]):
@@ -580,13 +739,49 @@ def test_ingest_outcomes_that_need_a_human_page_someone(metric):
 
 
 def test_dead_letter_queues_are_the_expected_ones():
-    assert DLQS == ["IngestDeadLetterQueue", "NotificationDeadLetterQueue"]
+    assert (
+        sorted(
+            ["IngestDeadLetterQueue", "NotificationDeadLetterQueue"]
+            + [f"{c}DeadLetterQueue" for c in CONSUMERS]
+        )
+        == DLQS
+    )
     assert FAILURE_DESTINATIONS == ["StreamFailureQueue"]
 
 
 @pytest.mark.parametrize("function", STREAM_CONSUMERS)
 def test_every_stream_consumer_has_an_iterator_age_alarm(function):
-    assert _alarms_on("AWS/Lambda", "IteratorAge", "FunctionName", {"Ref": function})
+    (alarm,) = _alarms_on("AWS/Lambda", "IteratorAge", "FunctionName", {"Ref": function})
+    (mapping,) = events(function, "DynamoDB").values()
+    assert alarm_condition(alarm) == mapping.get("Condition")
+
+
+def alarm_condition(properties: dict) -> str | None:
+    (resource,) = [a for a in ALARMS if a["Properties"] is properties]
+    return resource.get("Condition")
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS)
+def test_a_consumers_queue_alarms_only_where_it_exists(consumer):
+    (alarm,) = _alarms_on(
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        "QueueName",
+        {"Fn::GetAtt": [f"{consumer}DeadLetterQueue", "QueueName"]},
+    )
+    assert alarm_condition(alarm) == "FanOutByQueues"
+
+
+def test_the_pipe_and_its_rules_alarm_on_failures():
+    (pipe,) = _alarms_on(
+        "AWS/EventBridge/Pipes", "ExecutionFailed", "PipeName", {"Ref": "ChangePipe"}
+    )
+    assert alarm_condition(pipe) == "FanOutByPipe"
+    for consumer in CONSUMERS:
+        name = RESOURCES[f"{consumer}ChangeRule"]["Properties"]["Name"]
+        (rule,) = _alarms_on("AWS/Events", "FailedInvocations", "RuleName", name)
+        assert {"Name": "EventBusName", "Value": {"Ref": "ChangeBus"}} in rule["Dimensions"]
+        assert alarm_condition(rule) == "FanOutByPipe"
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTIONS))
@@ -704,7 +899,7 @@ def test_local_stack_is_fast():
     short timeouts locally; stream consumers' timeout gates no wait, only how long a batch may
     take on a busy machine."""
     local = PARAMETER_SETS["samconfig-default"]
-    for name in ("IngestFunctionTimeout", "NotifierFunctionTimeout"):
+    for name in ("IngestFunctionTimeout", "NotifierFunctionTimeout", "ChangeQueueFunctionTimeout"):
         assert int(local[name]) <= 10, name
     for name in (
         "IngestBatchingWindowSeconds",
@@ -744,8 +939,13 @@ def translated():
         return transform(template, {}, Loader())
 
 
-def test_translated_roles_are_scoped(translated):
-    roles = {k: v for k, v in translated["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+@pytest.mark.parametrize("mode", FAN_OUT_MODES)
+def test_translated_roles_are_scoped(translated, mode):
+    roles = {
+        k: chosen(v, conditions({"FanOut": mode}))
+        for k, v in translated["Resources"].items()
+        if v["Type"] == "AWS::IAM::Role" and k != "ChangePipeRole"
+    }
     assert len(roles) == len(FUNCTIONS)
     for name, role in roles.items():
         assert set(role["Properties"].get("ManagedPolicyArns", [])) <= SAM_MANAGED_POLICIES, name

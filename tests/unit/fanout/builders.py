@@ -62,6 +62,11 @@ def stream_record(new_image: dict, event_name: str = "INSERT", old_image=None) -
         dynamodb["NewImage"] = typed_new
     if old_image is not None:
         dynamodb["OldImage"] = {k: _serializer.serialize(v) for k, v in old_image.items()}
+    return record_of(event_name, dynamodb)
+
+
+def record_of(event_name: str, dynamodb: dict) -> dict:
+    """The stream record of a `dynamodb` part (its SequenceNumber gives the eventID)."""
     return {
         "eventID": hashlib.md5(dynamodb["SequenceNumber"].encode()).hexdigest(),
         "eventName": event_name,

@@ -1,17 +1,17 @@
 """The sample events in events/: each consumer's template filter admits exactly the records it
 should, and each event drives its function as `sam local invoke -e` would."""
 
+import hashlib
 import json
 
 import pytest
-from cfnlint.decode import cfn_yaml
 
 from emulator.filters import FilterCriteria
 from tests.unit.conftest import ROOT
+from tests.unit.fanout.fanout_template import selections
 from tests.unit.fanout.helpers import cold_start, enqueued
 
 EVENTS = ROOT / "events"
-CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
 # Which stream consumer must see each sample record.
 ADMITTED = {
     "dynamodb-insert-contact-resolved-optin.json": {"LastAgentFunction", "SurveyFunction"},
@@ -32,15 +32,7 @@ def load(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def stream_filters() -> dict[str, FilterCriteria]:
-    resources = cfn_yaml.load(str(ROOT / "template.yaml"))["Resources"]
-    return {
-        name: FilterCriteria.from_mapping(
-            resources[name]["Properties"]["Events"]["ContactsStream"]["Properties"][
-                "FilterCriteria"
-            ]
-        )
-        for name in CONSUMERS
-    }
+    return {name: selection.stream for name, selection in selections().items()}
 
 
 def test_every_stream_sample_is_covered():
@@ -96,3 +88,35 @@ def test_notifier_samples(stack, monkeypatch, lambda_context):
 
     with pytest.raises(Exception, match="All records failed"):
         notifier.lambda_handler(load("sqs-notification-poison.json"), lambda_context)
+
+
+# The queue samples (FanOut pipe or router): a consumer's queue delivers stream records as JSON.
+CHANGE = "sqs-change-contact-resolved-optin.json"
+POISON = "sqs-change-poison.json"
+
+
+def test_the_queue_samples_carry_the_stream_sample():
+    (record,) = load("dynamodb-insert-contact-resolved-optin.json")["Records"]
+    (message,) = load(CHANGE)["Records"]
+    good, poison = load(POISON)["Records"]
+    for sample in (message, good, poison):
+        assert sample["eventSource"] == "aws:sqs"
+        assert sample["md5OfBody"] == hashlib.md5(sample["body"].encode()).hexdigest()
+    assert json.loads(message["body"]) == json.loads(good["body"]) == record
+    assert json.loads(poison["body"])["detail"] == record  # a bus event, not a stream record
+
+
+@pytest.mark.parametrize(
+    ("function", "kinds"),
+    [("survey", ["SURVEY"]), ("last_agent", []), ("goodwill", [])],
+)
+def test_the_queue_samples_drive_each_consumer(stack, monkeypatch, lambda_context, function, kinds):
+    consumer = cold_start(function, monkeypatch)
+    assert consumer.lambda_handler(load(CHANGE), lambda_context) == {"batchItemFailures": []}
+    assert [n["kind"] for n in enqueued(stack)] == kinds
+
+    _, poison = load(POISON)["Records"]
+    assert consumer.lambda_handler(load(POISON), lambda_context) == {
+        "batchItemFailures": [{"itemIdentifier": poison["messageId"]}]
+    }
+    assert [n["kind"] for n in enqueued(stack)] == kinds  # the good message of the batch

@@ -70,9 +70,11 @@ OPERATIONS = {
 @functools.cache
 def stream_filters() -> dict[str, FilterCriteria]:
     resources = load_template(ROOT / "template.yaml")["Resources"]
+    # FanOut=lambda: each consumer's stream mapping (the other modes are proven equivalent by
+    # tests/unit/fanout/test_change_filters.py)
     return {
         name: FilterCriteria.from_mapping(
-            resources[name]["Properties"]["Events"]["ContactsStream"]["Properties"][
+            resources[name.removesuffix("Function") + "StreamMapping"]["Properties"][
                 "FilterCriteria"
             ]
         )

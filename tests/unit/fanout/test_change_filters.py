@@ -1,0 +1,99 @@
+"""The key proof of the fan-out modes: whatever the mode, each consumer gets exactly the changes
+its stream filter admits. For arbitrary stream records (any event name, either image or none,
+CONTACT and other items, every tested field present, absent or of another DynamoDB type, with
+values on both sides of the filters), as template.yaml declares the selections:
+
+- router: a consumer's subscription filter policy matches the record's message attributes
+  (shared.contacts.change_attributes) iff its stream mapping's FilterCriteria match the record;
+- pipe: its rule's event pattern matches the event ChangePipe puts on ChangeBus iff its
+  FilterCriteria match the record; the pipe's own filter admits a record iff some consumer's does;
+- the router's mapping admits every record some subscription takes (it drops none a consumer needs).
+
+Matched with the local stack's matchers (emulator/filters.py, emulator/moto_sns_filters.py),
+which implement the pattern language Lambda, EventBridge and SNS document."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from hypothesis import Phase, example, find, given, settings
+from shared import contacts
+
+from tests.unit.fanout.fanout_template import (
+    CONSUMERS,
+    bus_event,
+    pipe_filter,
+    publish_attributes,
+    router_filter,
+    selections,
+)
+from tests.unit.fanout.strategies import stream_records
+
+EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "1"))  # a multiplier for long searches
+EVENTS = Path(__file__).resolve().parents[3] / "events"
+SAMPLES = [
+    json.loads(path.read_text())["Records"][0] for path in sorted(EVENTS.glob("dynamodb-*.json"))
+]
+
+
+def admitted(record: dict) -> dict[str, dict[str, bool]]:
+    """Consumer -> mode -> whether that mode's selection gives the consumer the record."""
+    attributes = publish_attributes(contacts.change_attributes(DynamoDBRecord(record)))
+    event = bus_event(record)
+    return {
+        consumer: {
+            "lambda": selection.stream.matches(record),
+            "router": selection.subscription.matches(attributes, json.dumps(record)),
+            "pipe": selection.rule.matches(event),
+        }
+        for consumer, selection in selections().items()
+    }
+
+
+def with_examples(test):
+    for sample in SAMPLES:
+        test = example(sample)(test)
+    return test
+
+
+@settings(max_examples=1500 * EXAMPLES, deadline=None)
+@with_examples
+@given(stream_records())
+def test_every_mode_gives_each_consumer_exactly_its_stream_filters_records(record):
+    modes = admitted(record)
+    for consumer, by_mode in modes.items():
+        assert by_mode["router"] == by_mode["lambda"], (consumer, "router", record)
+        assert by_mode["pipe"] == by_mode["lambda"], (consumer, "pipe", record)
+
+    anyone = any(by_mode["lambda"] for by_mode in modes.values())
+    assert pipe_filter().matches(record) == anyone
+    if anyone:
+        assert router_filter().matches(record)
+
+
+def test_the_search_reaches_both_sides_of_every_filter():
+    """The strategy is worth its examples: it yields records each consumer's filter admits and
+    records it refuses (so the equivalence above is not vacuous)."""
+    for consumer in CONSUMERS:
+        for wanted in (True, False):
+            find(  # the first found is enough: no shrinking
+                stream_records(),
+                lambda r, c=consumer, w=wanted: selections()[c].stream.matches(r) is w,
+                settings=settings(max_examples=2000, database=None, phases=[Phase.generate]),
+            )
+
+
+@pytest.mark.parametrize("record", SAMPLES, ids=[r["eventID"] for r in SAMPLES])
+def test_the_sample_records_reach_the_same_consumers_in_every_mode(record):
+    for by_mode in admitted(record).values():
+        assert len(set(by_mode.values())) == 1, by_mode
+
+
+def test_the_subscriptions_are_within_what_sns_allows():
+    """At most 5 keys per policy (or per $or branch), as the contract says."""
+    for selection in selections().values():
+        policy = selection.subscription_policy
+        branches = policy.get("$or", [policy])
+        assert all(len(branch) <= 5 for branch in branches)
