@@ -22,10 +22,18 @@ CHECKOV_VERSION := 3.3.30
 AWSCLI_VERSION := 1.45.11
 STAMP := .tools/.installed-$(SAM_CLI_VERSION)-$(CHECKOV_VERSION)-$(AWSCLI_VERSION)
 
-.PHONY: help setup lint unit integration sam-local test up run chaos bench build clean iam-report
+# The fan-out mode of the local stack that up, run, chaos and integration start (template
+# parameter FanOut, docs/design.md "Fan-out modes"): lambda, pipe or router. `make test` runs the
+# integration suite in each of FANOUT_MODES. A deployed stack (AWS_SAM_STACK_NAME) runs in the
+# mode it was deployed with.
+FANOUT ?= lambda
+FANOUT_MODES := lambda pipe router
+
+.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos bench build clean iam-report
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@echo "FANOUT=lambda|pipe|router (default lambda): the local stack's fan-out mode for up, run, chaos, integration"
 
 setup: $(STAMP) ## install the test environment and the tools
 	$(UV) sync --frozen
@@ -55,32 +63,46 @@ unit: setup ## unit tests (moto in-process, no network; one worker per core)
 
 # The local stack runs the built functions and layer (sam build), as Lambda would: nothing from
 # the test environment is on their path.
-integration: setup build ## integration tests: the local stack, or a deployed one (AWS_SAM_STACK_NAME)
-	$(UV) run pytest tests/integration
+integration: setup build ## integration tests: the local stack (FANOUT=lambda|pipe|router), or a deployed one (AWS_SAM_STACK_NAME)
+	FANOUT=$(FANOUT) $(UV) run pytest tests/integration
+
+# Fail-fast, one mode after another (never two suites at once: each starts its own local stack).
+integration-modes: setup build ## the integration suite once per fan-out mode (FANOUT_MODES): what make test runs
+	@if [ -n "$${AWS_SAM_STACK_NAME:-}" ] && [ -z "$${AWS_ENDPOINT_URL:-}" ]; then \
+		echo "== integration tests against $$AWS_SAM_STACK_NAME (deployed: its own fan-out mode)"; \
+		$(UV) run pytest tests/integration; \
+		exit 0; \
+	fi; \
+	for mode in $(FANOUT_MODES); do \
+		echo "== integration tests, FANOUT=$$mode"; \
+		started=$$(date +%s); \
+		FANOUT=$$mode $(UV) run pytest tests/integration; \
+		echo "== FANOUT=$$mode passed in $$(( $$(date +%s) - started )) s"; \
+	done
 
 sam-local: setup build ## the real `sam local invoke` / `start-lambda` on every function and sample event
 	$(UV) run pytest tests/samlocal
 
-test: lint unit integration sam-local ## every check and test (what .ci/run calls)
+test: lint unit integration-modes sam-local ## every check and test, the integration suite in every fan-out mode (what .ci/run calls)
 
 build: setup ## sam build (python3.13, arm64 layer, no container)
 	sam build
 
-up: setup build ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides)
-	$(UV) run python -m emulator up
+up: setup build ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides; FANOUT=lambda|pipe|router)
+	$(UV) run python -m emulator up --parameter-overrides FanOut=$(FANOUT)
 
-run: setup build ## demo: local stack, demo files in, summary out
-	$(UV) run python -m harness.demo
+run: setup build ## demo: local stack, demo files in, summary out (FANOUT=lambda|pipe|router)
+	$(UV) run python -m harness.demo --fan-out $(FANOUT)
 
 CHAOS_CONTACTS ?= 10000
-chaos: setup build ## exactly-once under duplicates, crashes and throttles (CHAOS_CONTACTS=10000)
-	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS)
+chaos: setup build ## exactly-once under duplicates, crashes and throttles (CHAOS_CONTACTS=10000, FANOUT=lambda|pipe|router)
+	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $(FANOUT)
 
 iam-report: setup ## grants no call used and calls denied, from the last integration run and demo
 	$(UV) run python -m emulator iam-report
 
-bench: setup build ## performance figures against their budgets -> bench/results.json
-	$(UV) run python -m bench
+bench: setup build ## performance figures against their budgets -> bench/results.json (P5 in every fan-out mode)
+	BENCH_P5_MODES="$(FANOUT_MODES)" $(UV) run python -m bench
 
 # Local state and caches only. Not .venv or .tools: they are installs, not state (make setup
 # would download them again); remove them by hand to start from scratch.

@@ -3,7 +3,7 @@
 import os
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,9 +29,19 @@ class Figure:
     budget: str
     holds: bool | None  # None: reported, no budget
     detail: str = ""
+    mode: str | None = None  # the local stack's fan-out mode, for figures measured per mode
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        figure = asdict(self)
+        if figure["mode"] is None:
+            del figure["mode"]
+        return figure
+
+    def for_mode(self, mode: str | None) -> "Figure":
+        """This figure as measured in fan-out mode ``mode`` (None: the stack's default)."""
+        if mode is None:
+            return self
+        return replace(self, name=f"{self.name} [{mode}]", mode=mode)
 
 
 def layer_path() -> Path:

@@ -11,6 +11,13 @@ would load the local stack they measure. Throughput is contacts over the time fr
 to the poll that saw done (polls are ~1 s apart); latency is each notification's receive time
 against its file's put time. The wait is bounded (DONE_WITHIN_SECONDS); the stack is stopped at
 the end either way.
+
+Per fan-out mode: BENCH_P5_MODES (`make bench`: "lambda pipe router") runs all of it once per
+mode, each on a stack of its own deployed in that mode (`--parameter-overrides FanOut=<mode>`),
+its figures named and tagged with the mode; unset, once on samconfig's. Before the load, each run
+also measures the latency of single contacts on the idle stack (PROBES files of one abandoned
+contact, one after another, each until its gift card notification arrives): the path without
+any backlog, where the fan-out's own added latency shows.
 """
 
 import collections
@@ -22,8 +29,9 @@ from pathlib import Path
 
 from bench.common import ROOT, Figure, percentile
 from bench.inprocess import generate_contacts, jsonl_lines
-from emulator.process import LocalStackProcess, free_port
+from emulator.process import LocalStackProcess, fan_out_args, free_port
 from harness import expected
+from harness.builders import contact, jsonl, new_caller
 from harness.stack import StackClient
 from harness.topic import TopicCapture
 
@@ -38,6 +46,9 @@ IDLE_SECONDS = 10
 CONFIG_FILE = os.environ.get("BENCH_P5_SAMCONFIG")
 PREFIX = "incoming/bench/"
 LOG = ROOT / "bench" / "out" / "p5-local-stack.log"  # the stack's output, for a post-mortem
+MODES = os.environ.get("BENCH_P5_MODES", "").split()  # fan-out modes; none: samconfig's
+PROBES = 5  # single contacts on the idle stack, before the load
+PROBE_WITHIN_SECONDS = 60
 
 
 def failures(stack: StackClient) -> str:
@@ -101,6 +112,28 @@ class Collector(threading.Thread):
         return first, again
 
 
+def _probe_latencies(stack: StackClient, collector: Collector) -> tuple[list[float], set]:
+    """Put-to-notification seconds of PROBES single abandoned contacts (a gift card each), one
+    at a time on the idle stack; and their notifications' keys (not the load's)."""
+    from shared import keys  # noqa: PLC0415 (the layer is on sys.path: harness put it there)
+
+    latencies, probes = [], set()
+    for index in range(PROBES):
+        row = contact(new_caller(), disposition="ABANDONED", agent_id=None)
+        key = (keys.GIFT_CARD, row["contact_id"])
+        probes.add(key)
+        put = time.monotonic()
+        stack.s3.put_object(
+            Bucket=stack.bucket, Key=f"{PREFIX}probe-{index}.jsonl", Body=jsonl([row])
+        )
+        while time.monotonic() - put < PROBE_WITHIN_SECONDS:
+            if key in (arrived := collector.received()[0]):
+                latencies.append(arrived[key] - put)
+                break
+            time.sleep(0.05)
+    return latencies, probes
+
+
 def _not_measured(reason: str) -> list[Figure]:
     return [
         Figure(
@@ -116,7 +149,18 @@ def _not_measured(reason: str) -> list[Figure]:
 
 
 def run() -> list[Figure]:
-    stack = LocalStackProcess(free_port(PORTS), config_file=CONFIG_FILE, log_path=LOG)
+    """P5 once per mode of BENCH_P5_MODES (once on samconfig's without)."""
+    figures: list[Figure] = []
+    for mode in MODES or [None]:
+        figures += [figure.for_mode(mode) for figure in run_mode(mode)]
+    return figures
+
+
+def run_mode(mode: str | None) -> list[Figure]:
+    log = LOG if mode is None else LOG.with_name(f"{LOG.stem}-{mode}.log")
+    stack = LocalStackProcess(
+        free_port(PORTS), config_file=CONFIG_FILE, log_path=log, up_args=fan_out_args(mode)
+    )
     try:
         try:
             stack.start(READY_WITHIN_SECONDS)
@@ -141,6 +185,7 @@ def _measure(process: LocalStackProcess) -> list[Figure]:
     bodies = [b"".join(jsonl_lines(iter(contacts))) for contacts in files]
     collector = Collector(TopicCapture(stack, "bench-topic-capture"))
     collector.start()
+    probe_latencies, probes = _probe_latencies(stack, collector)
 
     put_times, file_ids = [], []
     cpu_before = cpu(process)
@@ -154,17 +199,25 @@ def _measure(process: LocalStackProcess) -> list[Figure]:
 
     # Done is watched without scans: a Scan of the 20k-item table costs the local stack (one
     # interpreter) seconds of CPU, a third of its time when polled every 5 s (py-spy). Contacts:
-    # each file's PROCESSING_LOG item (written after all its rows) and its rows_ok; last agents:
+    # each file's PROCESSING_LOG item and its rows_ok (final once its outcome is); last agents:
     # BatchGetItem of the expected keys, only once everything else is done.
     state = {"contacts": 0, "last_agents_ok": 0, "notifications": 0}
     logged: dict[str, int] = {}
     stages: dict[str, float] = {}
 
     def contacts_in() -> int:
+        """Rows of the files done so far, plus the progress of those still IN_PROGRESS (a
+        file's log exists from its first step on; only a final one is kept, not read again)."""
+        progress = 0
         for file_id in set(file_ids) - logged.keys():
-            if item := stack.file_log(file_id, projection="rows_ok"):
+            item = stack.file_log(file_id)
+            if item is None:
+                continue
+            if item["outcome"]["S"] == "IN_PROGRESS":
+                progress += int(item.get("rows_ok", {}).get("N", 0))
+            else:
                 logged[file_id] = int(item["rows_ok"]["N"])
-        return sum(logged.values())
+        return sum(logged.values()) + progress
 
     def last_agents_right() -> bool:
         stored = stack.last_agents(want_last_agents)
@@ -206,7 +259,7 @@ def _measure(process: LocalStackProcess) -> list[Figure]:
 
     want_n = len(want)
     latencies = [at - put_times[want[key]] for key, at in received.items() if key in want]
-    extra = len(received.keys() - want.keys()) + duplicates
+    extra = len(received.keys() - want.keys() - probes) + duplicates
     recent = sum(1 for at in received.values() if at > started + wall - 60)
     ingested = (
         f" (all ingested {stages['ingested_at']:.0f} s after the first put)"
@@ -247,7 +300,7 @@ def _measure(process: LocalStackProcess) -> list[Figure]:
                 f"{failures(stack)}; {load}"
             ),
         )
-    figures = [throughput]
+    figures = [throughput, _probe_figure(probe_latencies)]
     if latencies:
         for name, fraction in (("p50", 0.5), ("p95", 0.95)):
             figures.append(
@@ -268,6 +321,24 @@ def _measure(process: LocalStackProcess) -> list[Figure]:
     if finished is not None:
         figures.append(idle_cpu(process))
     return figures
+
+
+def _probe_figure(latencies: list[float]) -> Figure:
+    detail = (
+        f"{len(latencies)} of {PROBES} single abandoned contacts, put one at a time on the idle "
+        f"stack before the load, to their gift card notification at the capture queue"
+    )
+    if not latencies:
+        return Figure("P5", "put-to-notification latency, idle", 0, "s", "-", None, detail)
+    return Figure(
+        "P5",
+        "put-to-notification latency, idle",
+        round(statistics.median(latencies), 2),
+        "s",
+        "-",
+        None,
+        f"median; {detail}; min {min(latencies):.2f} s, max {max(latencies):.2f} s",
+    )
 
 
 def idle_cpu(stack: LocalStackProcess) -> Figure:

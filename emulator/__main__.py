@@ -42,6 +42,35 @@ def _positive(value: str) -> int:
     return number
 
 
+def _parameter_overrides(text: str) -> list[tuple[str, str]]:
+    """One `--parameter-overrides` argument, as SAM CLI reads it: space-separated (shell-quoted)
+    `Key=Value` or `ParameterKey=Key,ParameterValue=Value` entries."""
+    import shlex
+
+    try:
+        entries = shlex.split(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    pairs = []
+    for entry in entries:
+        if entry.startswith("ParameterKey="):
+            key_part, sep, value_part = entry.partition(",")
+            key = key_part.removeprefix("ParameterKey=")
+            if not sep or not value_part.startswith("ParameterValue="):
+                raise argparse.ArgumentTypeError(
+                    f"{entry!r}: expected ParameterKey=Key,ParameterValue=Value"
+                )
+            value = value_part.removeprefix("ParameterValue=")
+        else:
+            key, sep, value = entry.partition("=")
+            if not sep:
+                raise argparse.ArgumentTypeError(f"{entry!r}: expected Key=Value")
+        if not key:
+            raise argparse.ArgumentTypeError(f"{entry!r}: no parameter name")
+        pairs.append((key, value))
+    return pairs
+
+
 def _fault_flags(up: argparse.ArgumentParser) -> None:
     """The `up` flag of every fault switch that has one (emulator/faults.py): its value is the
     switch's start-up value, as JSON; not given, the switch keeps its default."""
@@ -91,6 +120,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--template", default=DEFAULT_TEMPLATE)
     up.add_argument("--config-file", default=None, help="samconfig.toml (default: beside it)")
+    up.add_argument(
+        "--parameter-overrides",
+        nargs="+",
+        action="extend",
+        default=None,
+        type=_parameter_overrides,
+        metavar="Key=Value",
+        help="template parameters over samconfig's parameter_overrides, as SAM CLI takes them: "
+        "Key=Value or ParameterKey=Key,ParameterValue=Value, several per argument or several "
+        "arguments (e.g. FanOut=pipe)",
+    )
     _fault_flags(up)
     up.add_argument(
         "--account-concurrency",
@@ -204,6 +244,9 @@ def up(args: argparse.Namespace) -> int:
                 server.endpoint_url,
                 template,
                 samconfig_path=Path(args.config_file) if args.config_file else None,
+                parameter_overrides=dict(
+                    pair for pairs in args.parameter_overrides or () for pair in pairs
+                ),
                 region=region,
             )
         except DeployError as exc:

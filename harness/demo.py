@@ -15,12 +15,17 @@ message and stream batch delivered 3 times, two pollers per SQS mapping, a crash
 AWS call in 5% of invocations and random throttles, and ends with a verdict table (contacts lost,
 duplicate and missing notifications, wrong last agents, dead-letter and failure queue depths,
 each expected 0).
+
+`--fan-out lambda|pipe|router` (`make run FANOUT=pipe`; default: the FANOUT environment variable,
+else samconfig's) deploys the local stack in that fan-out mode; the summary and the verdict then
+count the consumers' own DLQs too.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,10 +35,10 @@ from typing import Any
 
 from shared import keys
 
-from emulator.process import LocalStackProcess, free_port
+from emulator.process import FAN_OUT_MODES, LocalStackProcess, fan_out_args, free_port
 from harness.demo_data import DEMO_PREFIX, DemoData, DemoFile, generate
 from harness.metrics import FunctionMetrics
-from harness.stack import FAILURE_QUEUES, StackClient
+from harness.stack import StackClient
 from harness.topic import TopicCapture
 
 PORTS = range(4800, 4900)
@@ -109,7 +114,15 @@ def main(argv: list[str] | None = None) -> int:
         help="duplicates, two pollers, crashes and throttles inside the functions; a verdict",
     )
     parser.add_argument("--chaos-seed", type=int, default=1, help="the faults' random seed")
+    parser.add_argument(
+        "--fan-out",
+        choices=FAN_OUT_MODES,
+        default=os.environ.get("FANOUT") or None,
+        help="the stack's fan-out mode (default: FANOUT, else samconfig's)",
+    )
     args = parser.parse_args(argv)
+    if args.fan_out and args.fan_out not in FAN_OUT_MODES:  # a default from FANOUT
+        parser.error(f"FANOUT={args.fan_out}: not one of {', '.join(FAN_OUT_MODES)}")
     if args.timeout is None:
         args.timeout = 900.0 if args.chaos else 150.0
     if args.callers is None:
@@ -118,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     echo = (lambda line: say("  | " + line)) if args.stack_output else None
     with tempfile.TemporaryDirectory(prefix="demo-logs-") as log_dir:
         local = LocalStackProcess(
-            args.port or free_port(PORTS), up_args=["--log-dir", log_dir], echo=echo
+            args.port or free_port(PORTS),
+            up_args=["--log-dir", log_dir, *fan_out_args(args.fan_out)],
+            echo=echo,
         )
         say(f"Starting the local stack on {local.endpoint} ...")
         began = time.monotonic()
@@ -129,9 +144,13 @@ def main(argv: list[str] | None = None) -> int:
             say("\n".join(local.lines()))
             local.stop()
             return 1
-        say(f"  ready in {time.monotonic() - began:.1f} s (stack {local.stack_name})")
         try:
-            return run(StackClient.local_stack(local), Path(log_dir), args)
+            stack = StackClient.local_stack(local)
+            say(
+                f"  ready in {time.monotonic() - began:.1f} s (stack {local.stack_name}, "
+                f"fan-out {stack.fan_out})"
+            )
+            return run(stack, Path(log_dir), args)
         except Exception as error:  # the summary of a broken run: what and where
             say(f"FAILED: {type(error).__name__}: {error}")
             say("  last lines of the local stack:")
@@ -363,7 +382,9 @@ def verdict(demo: Run) -> int:
         "missing notifications": max(0, data.surveys - kinds[keys.SURVEY])
         + max(0, data.gift_cards - kinds[keys.GIFT_CARD]),
         "wrong last agents": len(demo.wrong_last_agents),
-        **{output.removesuffix("Url"): stack.queue_depth(output) for output in FAILURE_QUEUES},
+        **{
+            output.removesuffix("Url"): stack.queue_depth(output) for output in stack.failure_queues
+        },
     }
     say("\nChaos verdict")
     say(f"  {'':<30} {'found':>7} {'expected':>9}")
@@ -452,7 +473,7 @@ def show_failed_invocations(stack: StackClient) -> None:
 
 def show_dead_letters(stack: StackClient, report: Report) -> None:
     say("\n  Dead-letter and failure queues:")
-    for output in FAILURE_QUEUES:
+    for output in stack.failure_queues:
         depth = stack.queue_depth(output)
         if depth:
             report.problems.append(f"{output}: {depth} messages")

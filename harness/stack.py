@@ -9,11 +9,12 @@ the failed invocations its engine logged) are there only when ``local`` is set.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import tomllib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import boto3
 from botocore.config import Config
 from shared import keys
 
-from emulator.process import FailedInvocation, LocalStackProcess
+from emulator.process import FAN_OUT_MODES, FailedInvocation, LocalStackProcess
 from harness import ROOT  # (and the layer on sys.path)
 from harness.builders import connect_event
 from harness.polling import eventually, stable
@@ -39,12 +40,22 @@ OUTPUT_NAMES = (
     "NotificationsTopicArn",
     "RouteFunctionName",
 )
+# The queues of every stack; a pipe or router stack adds a queue and a DLQ per consumer
+# (StackClient.work_queues, .failure_queues).
 WORK_QUEUES = ("IngestQueueUrl", "NotificationQueueUrl")
 FAILURE_QUEUES = (
     "IngestDeadLetterQueueUrl",
     "NotificationDeadLetterQueueUrl",
     "StreamFailureQueueUrl",
 )
+# The stream's consumers (LogicalIds). The fan-out mode (template parameter FanOut, the stack
+# output FanOut, emulator.process.FAN_OUT_MODES) brings them the table's changes: lambda (a stream
+# mapping each), pipe (EventBridge Pipe -> bus -> a queue each), router (RouterFunction -> SNS
+# topic -> a queue each).
+CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
+# A failure record of a stream mapping reaches StreamFailureQueue within this (the mapping's
+# retries of a batch that fails at once, with a margin).
+STREAM_FAILURE_SECONDS = 120
 RETRIES = Config(retries={"max_attempts": 8, "mode": "standard"})
 SAMCONFIG = ROOT / "samconfig.toml"
 
@@ -53,6 +64,33 @@ def samconfig_stack_name(path: Path = SAMCONFIG, environment: str = "default") -
     """The stack name samconfig.toml gives an environment ([<env>.global.parameters])."""
     with path.open("rb") as config:
         return tomllib.load(config)[environment]["global"]["parameters"]["stack_name"]
+
+
+@dataclass(frozen=True)
+class FailureRoute:
+    """Where the changes a stream consumer keeps failing on end up, in the stack's fan-out mode,
+    and how an operator delivers them again (docs/design.md, "Fan-out modes").
+
+    - lambda: StreamFailureQueue gets the mapping's failure record (DDBStreamBatchInfo: shard and
+      sequence numbers, not the records; requestContext.functionArn names the consumer), once
+      the retries are spent; ``python -m ops stream replay`` reads the batch back and invokes
+      the consumer with it.
+    - pipe, router: the consumer's own <X>DeadLetterQueue gets the message itself (its body is
+      the stream record) after maxReceiveCount receives; ``python -m ops dlq redrive
+      <X>DeadLetterQueue`` moves it back to the consumer's queue.
+    """
+
+    function: str  # the consumer's LogicalId
+    output: str  # the stack output of the queue the failures end in
+    holds_records: bool  # True: each message is a stream record; False: a batch's failure record
+    bound_seconds: float  # how long a change that fails every time takes to get there (margin)
+    recover: tuple[str, ...]  # `python -m ops` arguments that deliver them again
+    dry_run: tuple[str, ...] | None  # the same, showing only what it would do (None: no dry run)
+
+    @property
+    def queue(self) -> str:
+        """The queue's name as ops and the docs call it (StreamFailureQueue, <X>DeadLetterQueue)."""
+        return self.output.removesuffix("Url")
 
 
 @dataclass
@@ -130,6 +168,126 @@ class StackClient:
     def goodwill_wait_seconds(self) -> int:
         return int(self.parameters["GoodwillWaitSeconds"])
 
+    # -- fan-out ---------------------------------------------------------------------------------
+    @property
+    def fan_out(self) -> str:
+        """How the table's changes reach the consumers: the FanOut output (lambda, pipe or
+        router); lambda for a stack from before the fan-out modes (no such output)."""
+        mode = self.outputs.get("FanOut", "lambda")
+        assert mode in FAN_OUT_MODES, f"stack {self.name}: unknown FanOut output {mode!r}"
+        return mode
+
+    @property
+    def consumers_read_queues(self) -> bool:
+        """pipe and router: each consumer reads its own queue (+DLQ), not the stream."""
+        return self.fan_out != "lambda"
+
+    @staticmethod
+    def consumer_queue(function: str) -> str:
+        """The output of a consumer's queue in pipe/router mode: LastAgentFunction ->
+        LastAgentQueueUrl."""
+        return f"{function.removesuffix('Function')}QueueUrl"
+
+    @staticmethod
+    def consumer_dead_letter_queue(function: str) -> str:
+        return f"{function.removesuffix('Function')}DeadLetterQueueUrl"
+
+    @property
+    def work_queues(self) -> tuple[str, ...]:
+        """Outputs of the queues functions consume (the consumers' own ones when they have)."""
+        if not self.consumers_read_queues:
+            return WORK_QUEUES
+        return WORK_QUEUES + tuple(self.consumer_queue(f) for f in CONSUMERS)
+
+    @property
+    def failure_queues(self) -> tuple[str, ...]:
+        """Outputs of the queues nothing consumes: anything in them is work for the operator."""
+        if not self.consumers_read_queues:
+            return FAILURE_QUEUES
+        return FAILURE_QUEUES + tuple(self.consumer_dead_letter_queue(f) for f in CONSUMERS)
+
+    @property
+    def dead_letter_queues(self) -> tuple[str, ...]:
+        """Names of the DLQs `ops dlq redrive` takes (IngestDeadLetterQueue, ...)."""
+        return tuple(
+            output.removesuffix("Url")
+            for output in self.failure_queues
+            if output.endswith("DeadLetterQueueUrl")
+        )
+
+    def failure_route(self, function: str) -> FailureRoute:
+        """Where ``function``'s (a consumer's) failed changes end up, and how to recover them."""
+        assert function in CONSUMERS, f"{function} is not a stream consumer ({CONSUMERS})"
+        if not self.consumers_read_queues:
+            return FailureRoute(
+                function,
+                "StreamFailureQueueUrl",
+                holds_records=False,
+                bound_seconds=STREAM_FAILURE_SECONDS,
+                recover=("stream", "replay", "--function", function),
+                dry_run=("stream", "replay", "--dry-run", "--function", function),
+            )
+        queue = self.consumer_queue(function)
+        attributes = self.queue_attributes(queue, "VisibilityTimeout", "RedrivePolicy")
+        receives = int(json.loads(attributes["RedrivePolicy"])["maxReceiveCount"])
+        dead_letters = self.consumer_dead_letter_queue(function)
+        return FailureRoute(
+            function,
+            dead_letters,
+            holds_records=True,
+            bound_seconds=int(attributes["VisibilityTimeout"]) * receives + 60,
+            recover=("dlq", "redrive", dead_letters.removesuffix("Url")),
+            dry_run=None,
+        )
+
+    @contextlib.contextmanager
+    def failing_consumer(self, function: str) -> Iterator[FailureRoute]:
+        """The failure route of a consumer a test is about to make fail. On the local stack in
+        pipe/router mode the consumer's queue redelivers after 1 s meanwhile (its visibility
+        timeout is set back at the end), so the receives that dead-letter a message take
+        seconds rather than maxReceiveCount x the visibility timeout."""
+        if not (self.is_local and self.consumers_read_queues):
+            yield self.failure_route(function)
+            return
+        queue = self.consumer_queue(function)
+        visibility = self.queue_attributes(queue, "VisibilityTimeout")
+        self.sqs.set_queue_attributes(
+            QueueUrl=self.outputs[queue], Attributes={"VisibilityTimeout": "1"}
+        )
+        try:
+            yield self.failure_route(function)
+        finally:
+            self.sqs.set_queue_attributes(QueueUrl=self.outputs[queue], Attributes=visibility)
+
+    def failed_changes(self, route: FailureRoute, marker: str, since: float) -> list[dict]:
+        """The messages (peeked, not consumed) at ``route``'s queue that stand for a test's
+        failed change: the stream record itself, holding ``marker`` (pipe, router), or a failure
+        record of the consumer's mapping sent since ``since`` (lambda: it names a batch, not
+        the records)."""
+        found = []
+        for message in self.peek(route.output):
+            if route.holds_records:
+                mine = marker in message["Body"]
+            else:
+                try:
+                    body = json.loads(message["Body"])
+                    function_arn = body["requestContext"]["functionArn"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                mine = (
+                    "DDBStreamBatchInfo" in body
+                    and route.function in function_arn
+                    and int(message["Attributes"]["SentTimestamp"]) / 1000 >= since - 5
+                )
+            if mine:
+                found.append(message)
+        return found
+
+    def delete_failed_changes(self, route: FailureRoute, marker: str, since: float) -> None:
+        """Remove a test's failed changes from ``route``'s queue (see ``failed_changes``)."""
+        ids = {m["MessageId"] for m in self.failed_changes(route, marker, since)}
+        self.delete_where(route.output, lambda message: message["MessageId"] in ids)
+
     # -- the local stack's controls --------------------------------------------------------------
     def _local(self) -> LocalStackProcess:
         assert self.local, "the local stack's controls exist only on the local stack"
@@ -159,7 +317,7 @@ class StackClient:
     def idle(self) -> bool:
         """Nothing left to do: the work queues empty (in flight included) and, on the local
         stack, its engine idle (no batch being delivered)."""
-        if any(self.queue_depth(output) for output in WORK_QUEUES):
+        if any(self.queue_depth(output) for output in self.work_queues):
             return False
         return not self.local or bool(self._local().control("/_emulator/status").get("idle"))
 

@@ -42,13 +42,21 @@ def parser() -> argparse.ArgumentParser:
 
     dlq = group(commands, "dlq", "dead-letter queues")
     move = dlq.add_parser("redrive", help="move a DLQ's messages back to their source queue")
-    move.add_argument("queue", help=" | ".join(redrive.DEAD_LETTER_QUEUES))
+    move.add_argument(
+        "queue",
+        help="IngestDeadLetterQueue | NotificationDeadLetterQueue; fan-out modes pipe and router: "
+        "also LastAgentDeadLetterQueue | SurveyDeadLetterQueue | GoodwillDeadLetterQueue",
+    )
     move.add_argument("--rate", type=int, help="messages per second (1-500; default: fastest)")
 
     stream = group(commands, "stream", "stream consumers")
     again = stream.add_parser("replay", help="replay the batches in StreamFailureQueue")
     again.add_argument("--dry-run", action="store_true", help="show what would be replayed")
-    again.add_argument("--function", help="only the failures of this consumer (LogicalId)")
+    again.add_argument(
+        "--function",
+        help="only the failures of this stream reader: a function's LogicalId (a consumer's, or "
+        "RouterFunction) or ChangePipe",
+    )
 
     claim_actions = group(commands, "idempotency", "Powertools idempotency records")
     for action, text in (("show", "show a record"), ("purge", "delete a record")):

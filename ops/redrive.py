@@ -1,6 +1,11 @@
 """`ops dlq redrive <queue>`: SQS's own redrive (StartMessageMoveTask) of a dead-letter queue back
 to the queue each message came from, followed to its end (ListMessageMoveTasks) with a progress
-bar on stderr. Ctrl-C cancels the task (CancelMessageMoveTask): what moved stays moved."""
+bar on stderr. Ctrl-C cancels the task (CancelMessageMoveTask): what moved stays moved.
+
+The queues are the stack's DLQs by their outputs (StackClient.dead_letter_queues):
+IngestDeadLetterQueue and NotificationDeadLetterQueue always, and in fan-out modes pipe and
+router each consumer's <X>DeadLetterQueue, whose messages are the stream records the consumer
+failed on: redriven, the consumer gets them again from its queue."""
 
 from __future__ import annotations
 
@@ -12,7 +17,6 @@ from harness.stack import StackClient
 
 from ops.errors import OpsError
 
-DEAD_LETTER_QUEUES = ("IngestDeadLetterQueue", "NotificationDeadLetterQueue")
 FINAL = ("COMPLETED", "CANCELLED", "FAILED")
 POLL_SECONDS = 0.5
 
@@ -20,8 +24,10 @@ POLL_SECONDS = 0.5
 def redrive(
     stack: StackClient, queue: str, rate: int | None, *, progress: bool
 ) -> tuple[dict[str, Any], str, bool]:
-    if queue not in DEAD_LETTER_QUEUES:
-        raise OpsError(f"unknown dead-letter queue {queue!r}: {' | '.join(DEAD_LETTER_QUEUES)}")
+    if queue not in stack.dead_letter_queues:
+        raise OpsError(
+            f"unknown dead-letter queue {queue!r}: {' | '.join(stack.dead_letter_queues)}"
+        )
     if rate is not None and not 1 <= rate <= 500:
         raise OpsError("--rate must be 1-500 messages per second")
     source_arn = stack.queue_arn(f"{queue}Url")

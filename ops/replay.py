@@ -12,6 +12,19 @@ records it already handled repeats nothing.
 
 A batch whose records the stream no longer holds (past its 24 hours, trimmed, or the shard gone)
 is reported and its failure record kept: it is never dropped without the operator seeing it.
+
+The stream readers of every fan-out mode send their failures here, and each is replayed through
+the reader that failed, so every consumer behind it gets the records again:
+- a consumer's mapping (lambda mode) or RouterFunction's (router mode: the router publishes the
+  records to ChangeTopic again, and each consumer's subscription filter picks its own);
+- ChangePipe (pipe mode; ``requestContext.functionArn`` is the pipe's ARN, as the local stack's
+  pipes write it): the records are put on the pipe's target bus as the pipe puts them (its
+  Source and DetailType, one event per record, the record as ``detail``), and the rules send
+  each to the consumers whose pattern it matches. Records the pipe's filter would have dropped
+  match no rule either (every rule's pattern is one of the consumers' filters the pipe's filter
+  unites); `--function ChangePipe` (its LogicalId) picks them.
+A failure record of any other shape is reported `unreadable` and kept. In pipe and router mode
+a consumer's own failures are not here but in its <X>DeadLetterQueue: `ops dlq redrive`.
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ParamValidationError
-from harness.stack import StackClient
+from harness.stack import CONSUMERS, StackClient
 
 from ops import table
 from ops.errors import OpsError
@@ -37,12 +50,15 @@ class PastRetention(Exception):
     """The stream no longer holds the batch's records."""
 
 
+PUT_EVENTS_LIMIT = 10  # entries per PutEvents request
+
+
 def replay(
     stack: StackClient, *, dry_run: bool, function: str | None
 ) -> tuple[dict[str, Any], str, bool]:
-    functions = stack.functions()
+    functions = stack.functions() | stack.resources("AWS::Pipes::Pipe")
     if function is not None and function not in functions:
-        raise OpsError(f"unknown function {function!r}: {' | '.join(sorted(functions))}")
+        raise OpsError(f"unknown function or pipe {function!r}: {' | '.join(sorted(functions))}")
     logical_ids = {name: logical_id for logical_id, name in functions.items()}
     url = stack.outputs["StreamFailureQueueUrl"]
     results: list[dict[str, Any]] = []
@@ -66,7 +82,14 @@ def replay(
     release(stack, url, results)
     shown = [r for r in results if r["outcome"] != "skipped"]
     ok = all(r["outcome"] in ("replayed", "would replay") for r in shown)
-    return {"dry_run": dry_run, "batches": shown}, render(shown, dry_run), ok
+    text = render(shown, dry_run)
+    if stack.consumers_read_queues and function in CONSUMERS:
+        dead_letters = stack.failure_route(function).queue
+        text += (
+            f"\n(fan-out mode {stack.fan_out}: {function}'s own failures are in {dead_letters}, "
+            f"not here: python -m ops dlq redrive {dead_letters})"
+        )
+    return {"dry_run": dry_run, "batches": shown}, text, ok
 
 
 def release(stack: StackClient, url: str, results: list[dict[str, Any]]) -> None:
@@ -93,8 +116,10 @@ def handle(
     try:
         body = json.loads(message["Body"])
         info = body["DDBStreamBatchInfo"]
-        function_name = body["requestContext"]["functionArn"].split(":")[6]
-    except (ValueError, KeyError, IndexError, TypeError):
+        reader = body["requestContext"]["functionArn"]
+        pipe = pipe_name(reader)
+        function_name = pipe or reader.split(":")[6]
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return result | {"outcome": "unreadable", "detail": "not a stream failure record"}
     function = logical_ids.get(function_name, function_name)
     result |= {
@@ -115,7 +140,17 @@ def handle(
     result["records"] = len(records)
     if dry_run:
         return result | {"outcome": "would replay"}
-    return result | invoke(stack, function_name, records)
+    return result | (
+        put_on_bus(stack, pipe, records) if pipe else invoke(stack, function_name, records)
+    )
+
+
+def pipe_name(arn: str) -> str | None:
+    """arn:aws:pipes:<region>:<account>:pipe/<name> -> name; None for any other ARN."""
+    parts = arn.split(":", 5)
+    if len(parts) == 6 and parts[2] == "pipes" and parts[5].startswith("pipe/"):
+        return parts[5].removeprefix("pipe/")
+    return None
 
 
 def read_range(stack: StackClient, info: dict) -> list[dict]:
@@ -184,6 +219,35 @@ def invoke(stack: StackClient, function_name: str, records: list[dict]) -> dict[
     return {"outcome": "replayed"}
 
 
+def put_on_bus(stack: StackClient, pipe: str, records: list[dict]) -> dict[str, Any]:
+    """The records on the pipe's target bus, as the pipe puts them (PutEvents, 10 a request)."""
+    described = stack.client("pipes").describe_pipe(Name=pipe)
+    target = described["Target"]
+    if ":events:" not in target:
+        return {"outcome": "failed", "detail": f"the pipe's target {target} is not an event bus"}
+    bus = (described.get("TargetParameters") or {}).get("EventBridgeEventBusParameters") or {}
+    entries = [
+        {
+            "Source": bus.get("Source") or f"Pipe {pipe}",
+            "DetailType": bus.get("DetailType") or "Event from aws:dynamodb",
+            "Resources": bus.get("Resources") or [],
+            "Detail": json.dumps(record),
+            "EventBusName": target,
+        }
+        for record in records
+    ]
+    events = stack.client("events")
+    for start in range(0, len(entries), PUT_EVENTS_LIMIT):
+        response = events.put_events(Entries=entries[start : start + PUT_EVENTS_LIMIT])
+        if response.get("FailedEntryCount"):
+            failed = next(e for e in response["Entries"] if e.get("ErrorCode"))
+            return {
+                "outcome": "failed",
+                "detail": f"PutEvents: {failed['ErrorCode']} (records from {start + 1} on not put)",
+            }
+    return {"outcome": "replayed"}
+
+
 def render(results: list[dict[str, Any]], dry_run: bool) -> str:
     if not results:
         return "StreamFailureQueue: no failed batch to replay"
@@ -204,5 +268,5 @@ def render(results: list[dict[str, Any]], dry_run: bool) -> str:
     ]
     heading = "dry run: nothing invoked, nothing deleted\n" if dry_run else ""
     return heading + table.render(
-        ("FUNCTION", "SHARD", "SEQUENCE NUMBERS", "RECORDS", "AGE", "OUTCOME"), rows
+        ("READER", "SHARD", "SEQUENCE NUMBERS", "RECORDS", "AGE", "OUTCOME"), rows
     )

@@ -1,5 +1,7 @@
 """`ops status`: every queue's depth and oldest message, each event source mapping's state and last
-result with its consumer's iterator age, and the stack's alarms in ALARM.
+result with its consumer's iterator age, the stack's pipe (fan-out mode pipe) and the stack's
+alarms in ALARM. In fan-out modes pipe and router every consumer's queue and DLQ are listed too
+(StackClient.work_queues, .failure_queues), its DLQ flagged like the others.
 
 Ages come from CloudWatch (SQS ApproximateAgeOfOldestMessage, Lambda IteratorAge: the maximum
 of the last 5 minutes). Where CloudWatch has none (a queue idle for a while; the local stack,
@@ -14,7 +16,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from harness.stack import FAILURE_QUEUES, WORK_QUEUES, StackClient
+from harness.stack import StackClient
 
 from ops import table
 
@@ -26,14 +28,21 @@ def queue_label(output: str) -> str:
 
 
 def report(stack: StackClient) -> tuple[dict[str, Any], str, bool]:
-    queues = [queue_status(stack, output) for output in WORK_QUEUES + FAILURE_QUEUES]
+    queues = [queue_status(stack, output) for output in stack.work_queues + stack.failure_queues]
     mappings = [mapping_status(stack, logical_id, m) for logical_id, m in stack.mappings()]
     alarming = [
         {"name": a["AlarmName"], "reason": a.get("StateReason", "")}
         for a in stack.alarms()
         if a.get("StateValue") == "ALARM"
     ]
-    data = {"stack": stack.name, "queues": queues, "mappings": mappings, "alarms": alarming}
+    data = {
+        "stack": stack.name,
+        "fan_out": stack.fan_out,
+        "queues": queues,
+        "mappings": mappings,
+        "pipes": pipe_status(stack),
+        "alarms": alarming,
+    }
     return data, render(data), True
 
 
@@ -49,7 +58,7 @@ def queue_status(stack: StackClient, output: str) -> dict[str, Any]:
     delayed = int(attributes["ApproximateNumberOfMessagesDelayed"])
     name = stack.outputs[output].rstrip("/").rsplit("/", 1)[-1]
     oldest = latest_maximum(stack, "AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": name})
-    is_failure_queue = output in FAILURE_QUEUES
+    is_failure_queue = output in stack.failure_queues
     if oldest is None and is_failure_queue and visible + in_flight:
         sent = [int(m["Attributes"]["SentTimestamp"]) / 1000 for m in stack.peek(output)]
         oldest = time.time() - min(sent) if sent else None
@@ -85,6 +94,24 @@ def mapping_status(stack: StackClient, logical_id: str, mapping: dict) -> dict[s
         "last_result": mapping.get("LastProcessingResult"),
         "iterator_age_seconds": None if iterator_age_ms is None else round(iterator_age_ms / 1000),
     }
+
+
+def pipe_status(stack: StackClient) -> list[dict[str, Any]]:
+    """The stack's pipe (the ChangePipeName output, fan-out mode pipe): one DescribePipe."""
+    name = stack.outputs.get("ChangePipeName")
+    if not name:
+        return []
+    pipe = stack.client("pipes").describe_pipe(Name=name)
+    return [
+        {
+            "pipe": name,
+            "source": source_label(pipe["Source"]),
+            "target": pipe["Target"].rsplit("/", 1)[-1],
+            "state": pipe.get("CurrentState"),
+            "desired_state": pipe.get("DesiredState"),
+            "reason": pipe.get("StateReason") or None,
+        }
+    ]
 
 
 def source_label(arn: str) -> str:
@@ -142,9 +169,24 @@ def render(data: dict[str, Any]) -> str:
             for m in data["mappings"]
         ],
     )
+    pipes = (
+        "\n\n"
+        + table.render(
+            ("PIPE", "SOURCE", "TARGET", "STATE", "REASON"),
+            [
+                (p["pipe"], p["source"], p["target"], p["state"], p["reason"] or "")
+                for p in data["pipes"]
+            ],
+        )
+        if data["pipes"]
+        else ""
+    )
     alarms = (
         "\n".join(f"  {a['name']}: {a['reason']}" for a in data["alarms"])
         if data["alarms"]
         else "  none"
     )
-    return f"stack {data['stack']}\n\n{queues}\n\n{mappings}\n\nalarms in ALARM:\n{alarms}"
+    return (
+        f"stack {data['stack']} (fan-out: {data['fan_out']})\n\n{queues}\n\n{mappings}{pipes}"
+        f"\n\nalarms in ALARM:\n{alarms}"
+    )

@@ -5,7 +5,14 @@
   boto3 chain.
 - Local (everything else): a session fixture starts the local stack
   (`python -m emulator up --port <free port in 4800-4899> --duplicate-rate 0.05`: some batches
-  are delivered twice in every run, see DUPLICATE_RATE) and waits for its `ready` line.
+  are delivered twice in every run, see DUPLICATE_RATE) and waits for its `ready` line. The
+  environment variable FANOUT (lambda, pipe or router; `make integration FANOUT=pipe`) deploys it
+  in that fan-out mode (`--parameter-overrides FanOut=<mode>`); unset, samconfig's (lambda).
+  A deployed stack runs in the mode it was deployed with (its FanOut output): FANOUT does not
+  apply to it.
+
+The tests are the same in every mode: where a mode differs (where a consumer's failed changes
+end up, how they are recovered) they ask the stack (StackClient.failure_route).
 
 Both are driven through the one stack client (harness.stack). Every test creates its own data
 (unique prefix, contact ids and callers), waits with bounded polling and removes what it created,
@@ -20,7 +27,7 @@ from collections.abc import Iterator
 import pytest
 from shared import keys
 
-from emulator.process import LocalStackProcess, free_port
+from emulator.process import LocalStackProcess, fan_out_args, free_port
 from harness.stack import StackClient
 from harness.topic import TopicCapture
 from tests.integration.support import Files
@@ -35,6 +42,13 @@ DUPLICATE_RATE = 0.05
 
 # The local stack this session started (its output tail is shown when something failed).
 _LOCAL_STACKS: list[LocalStackProcess] = []
+
+
+def pytest_report_header(config):
+    stack_name = os.environ.get("AWS_SAM_STACK_NAME")
+    if stack_name and not os.environ.get("AWS_ENDPOINT_URL"):
+        return f"stack: {stack_name} (deployed; its own fan-out mode)"
+    return f"stack: the local stack, fan-out mode {os.environ.get('FANOUT') or 'samconfig default'}"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -57,9 +71,13 @@ def stack() -> Iterator[StackClient]:
         yield StackClient.deployed(stack_name)
         return
 
+    try:
+        mode = fan_out_args(os.environ.get("FANOUT"))
+    except ValueError as error:
+        pytest.exit(f"FANOUT: {error}", returncode=4)
     local = LocalStackProcess(
         free_port(LOCAL_PORTS),
-        up_args=["--duplicate-rate", str(DUPLICATE_RATE)],
+        up_args=["--duplicate-rate", str(DUPLICATE_RATE), *mode],
         tail_lines=80,
     )
     _LOCAL_STACKS.append(local)

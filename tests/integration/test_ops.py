@@ -1,11 +1,13 @@
 """The operator's CLI (`python -m ops`) through real failures: a notification dead-lettered while
-its consumer was broken, then redriven; a stream consumer failing until fixed, then its batch
-replayed; a file's lost contacts reprocessed; idempotency records shown and purged. Each ends with
-the effect happening exactly once."""
+its consumer was broken, then redriven; a stream consumer failing until fixed, then what it failed
+on recovered as the fan-out mode says (its batch replayed, or its DLQ redriven); a file's lost
+contacts reprocessed; idempotency records shown and purged. Each ends with the effect happening
+exactly once."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -111,44 +113,43 @@ def test_dead_lettered_notification_is_redriven_and_sent_once(local_stack: Stack
     assert not any(contact_id in m["Body"] for m in stack.peek("NotificationDeadLetterQueueUrl"))
 
 
-def test_failed_stream_batch_is_replayed_once_fixed(
+def test_changes_a_consumer_failed_on_are_recovered_once_it_is_fixed(
     local_stack: StackClient, ops, files, topic, contact_cleanup
 ):
     """GoodwillFunction issues the card, then dies before enqueuing its notification, on every
-    retry, until fixed: the batch ends in StreamFailureQueue. `ops stream replay` delivers the
-    batch's records again and the customer gets the one gift card notification."""
+    retry, until fixed: the change ends where the stack's fan-out mode puts a consumer's
+    failures (lambda: the batch's failure record in StreamFailureQueue; pipe, router: the stream
+    record in GoodwillDeadLetterQueue). The mode's ops command (`ops stream replay`, `ops dlq
+    redrive`) delivers it again, and the customer gets the one gift card notification."""
     stack = local_stack
     caller = new_caller()
     contact_cleanup.append(caller)
     row = contact(caller, disposition="ABANDONED", agent_id=None, wait_seconds=30)
     started = time.time()
-    stack.faults(
-        crash_after_call=[{"function": "GoodwillFunction", "operation": "dynamodb:PutItem"}]
-    )
-    try:
-        files.put_jsonl("goodwill.jsonl", [row])
 
-        def reported():
-            return [
-                m
-                for m in stack.peek("StreamFailureQueueUrl")
-                if "GoodwillFunction" in m["Body"]
-                and int(m["Attributes"]["SentTimestamp"]) / 1000 >= started - 1
-            ]
+    def reported():
+        return stack.failed_changes(route, row["contact_id"], started)
 
-        eventually(reported, timeout=75, interval=1)
-    finally:
-        stack.reset_faults()
+    with stack.failing_consumer("GoodwillFunction") as route:
+        stack.faults(
+            crash_after_call=[{"function": "GoodwillFunction", "operation": "dynamodb:PutItem"}]
+        )
+        try:
+            files.put_jsonl("goodwill.jsonl", [row])
+            eventually(reported, timeout=route.bound_seconds, interval=1)
+        finally:
+            stack.reset_faults()
     assert stack.get_item(keys.gift_card_key(row["contact_id"]))  # issued before the crash
     assert not topic.for_contacts([row["contact_id"]])
 
-    dry = run_json(ops, "stream", "replay", "--dry-run", "--function", "GoodwillFunction")
-    assert dry["batches"] and {b["outcome"] for b in dry["batches"]} == {"would replay"}
-    assert reported(), "a dry run deletes nothing"
+    if route.dry_run:
+        dry = run_json(ops, *route.dry_run)
+        assert dry["batches"] and {b["outcome"] for b in dry["batches"]} == {"would replay"}
+        assert reported(), "a dry run deletes nothing"
 
-    code, out, err = ops("stream", "replay", "--function", "GoodwillFunction")
+    code, out, err = ops(*route.recover)
     assert code == 0, out + err
-    assert "replayed" in out
+    assert re.search(r"replayed|COMPLETED", out), out
 
     eventually(lambda: topic.for_contacts([row["contact_id"]]), timeout=30)
     assert stable(lambda: topic.counts([row["contact_id"]])) == {

@@ -9,8 +9,9 @@ import pytest
 from shared import keys, notifications
 
 from harness.stack import StackClient
-from ops import callers, records, replay
+from ops import callers, records, redrive, replay, status
 from ops.cli import main
+from ops.errors import OpsError
 from tests.resources import REGION, client
 from tests.unit.conftest import load_handler
 
@@ -147,3 +148,150 @@ def test_malformed_commands_exit_2_with_usage(argv, capsys):
         main(argv)
     assert exit_.value.code == 2
     assert "usage:" in capsys.readouterr().err
+
+
+def queue_stack(ops_stack: StackClient, mode: str) -> StackClient:
+    """``ops_stack`` as a stack of fan-out mode ``mode``: with its consumers' queues and DLQs."""
+    sqs = client("sqs")
+    outputs = dict(ops_stack.outputs, FanOut=mode)
+    for queue in ("IngestDeadLetterQueue", "NotificationDeadLetterQueue"):
+        outputs[f"{queue}Url"] = sqs.create_queue(QueueName=f"unit-{queue}")["QueueUrl"]
+    for consumer in ("LastAgent", "Survey", "Goodwill"):
+        dlq = sqs.create_queue(QueueName=f"unit-{consumer}-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        queue = sqs.create_queue(
+            QueueName=f"unit-{consumer}",
+            Attributes={
+                "VisibilityTimeout": "18",
+                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
+            },
+        )["QueueUrl"]
+        outputs |= {f"{consumer}QueueUrl": queue, f"{consumer}DeadLetterQueueUrl": dlq}
+    return StackClient("unit", ops_stack.session, outputs, {})
+
+
+def test_the_consumers_dead_letter_queues_are_redriven_in_queue_modes(ops_stack):
+    assert ops_stack.dead_letter_queues == ("IngestDeadLetterQueue", "NotificationDeadLetterQueue")
+    with pytest.raises(OpsError, match="unknown dead-letter queue 'GoodwillDeadLetterQueue'"):
+        redrive.redrive(ops_stack, "GoodwillDeadLetterQueue", None, progress=False)
+    piped = queue_stack(ops_stack, "pipe")
+    assert "GoodwillDeadLetterQueue" in piped.dead_letter_queues
+    assert "GoodwillDeadLetterQueueUrl" in piped.failure_queues
+    assert "GoodwillQueueUrl" in piped.work_queues
+
+    data, _, _ = status.report(piped)
+    flagged = {q["queue"]: q["flagged"] for q in data["queues"]}
+    assert flagged["GoodwillDeadLetterQueue"] is False and "GoodwillQueue" in flagged
+    piped.sqs.send_message(
+        QueueUrl=piped.outputs["GoodwillDeadLetterQueueUrl"], MessageBody=json.dumps({})
+    )
+    data, text, _ = status.report(piped)
+    [dlq] = [q for q in data["queues"] if q["queue"] == "GoodwillDeadLetterQueue"]
+    assert dlq["flagged"] and "fan-out: pipe" in text
+
+
+def stream_records(table: str, count: int) -> tuple[str, dict, list[dict]]:
+    """Writes ``count`` CONTACT items of one caller; the stream ARN, the shard that holds them
+    and their records."""
+    dynamodb = client("dynamodb")
+    for n in range(count):
+        dynamodb.put_item(
+            TableName=table,
+            Item={
+                "pk": {"S": "CALLER#+15550000001"},
+                "sk": {"S": f"CONTACT#2026-11-02T09:0{n}:00.000Z#c-{n}"},
+                "type": {"S": keys.CONTACT},
+            },
+        )
+    stream_arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    streams = client("dynamodbstreams")
+    for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        if records := streams.get_records(ShardIterator=iterator)["Records"]:
+            assert len(records) == count
+            return stream_arn, shard, records
+    raise AssertionError("no shard holds the records")
+
+
+def test_a_pipe_failure_record_is_replayed_onto_the_pipes_bus(ops_stack):
+    """ChangePipe's failure record (the pipe's ARN in place of a function's) is replayed as the
+    pipe would have delivered it: one event per record on its target bus, the record as detail,
+    the pipe's Source and DetailType; the rules take it from there."""
+    stream_arn, shard, records = stream_records(ops_stack.contacts_table, 3)
+    events = client("events")
+    bus_arn = events.create_event_bus(Name="unit-changes")["EventBusArn"]
+    sqs = client("sqs")
+    target = sqs.create_queue(QueueName="unit-bus-target")["QueueUrl"]
+    target_arn = sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    events.put_rule(
+        Name="unit-rule",
+        EventBusName="unit-changes",
+        EventPattern=json.dumps({"source": ["unit.changes"], "detail": {"eventName": ["INSERT"]}}),
+    )
+    events.put_targets(
+        Rule="unit-rule",
+        EventBusName="unit-changes",
+        Targets=[{"Id": "queue", "Arn": target_arn, "InputPath": "$.detail"}],
+    )
+    pipe = client("pipes").create_pipe(
+        Name="unit-ChangePipe",
+        RoleArn="arn:aws:iam::123456789012:role/unit-pipe",
+        Source=stream_arn,
+        SourceParameters={"DynamoDBStreamParameters": {"StartingPosition": "TRIM_HORIZON"}},
+        Target=bus_arn,
+        TargetParameters={
+            "EventBridgeEventBusParameters": {"Source": "unit.changes", "DetailType": "change"}
+        },
+    )
+    # records 2 and 3 of the stream: the batch that failed
+    failure = json.loads(failure_record(stream_arn, datetime.now(UTC)))
+    failure["requestContext"]["functionArn"] = pipe["Arn"]
+    failure["DDBStreamBatchInfo"] |= {
+        "shardId": shard["ShardId"],
+        "startSequenceNumber": records[1]["dynamodb"]["SequenceNumber"],
+        "endSequenceNumber": records[2]["dynamodb"]["SequenceNumber"],
+    }
+    failures = ops_stack.outputs["StreamFailureQueueUrl"]
+    ops_stack.sqs.send_message(QueueUrl=failures, MessageBody=json.dumps(failure))
+
+    dry, _, ok = replay.replay(ops_stack, dry_run=True, function=None)
+    [batch] = dry["batches"]
+    assert ok and (batch["function"], batch["records"]) == ("unit-ChangePipe", 2)
+    assert batch["outcome"] == "would replay"
+
+    data, _, ok = replay.replay(ops_stack, dry_run=False, function=None)
+    assert ok and [b["outcome"] for b in data["batches"]] == ["replayed"]
+    delivered = [json.loads(m["Body"]) for m in stack_drain(target)]
+    assert [r["dynamodb"]["Keys"]["sk"]["S"] for r in delivered] == [
+        r["dynamodb"]["Keys"]["sk"]["S"] for r in records[1:]
+    ]
+    assert all(r["eventSourceARN"] == stream_arn for r in delivered)
+    assert ops_stack.queue_depth("StreamFailureQueueUrl") == 0
+
+
+def stack_drain(queue_url: str) -> list[dict]:
+    sqs = client("sqs")
+    found = []
+    while batch := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get(
+        "Messages", []
+    ):
+        found += batch
+        for message in batch:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    return found
+
+
+def test_a_consumers_replay_in_a_queue_mode_points_at_its_dead_letter_queue(ops_stack, monkeypatch):
+    piped = queue_stack(ops_stack, "router")
+    monkeypatch.setattr(
+        StackClient, "functions", lambda self: {"GoodwillFunction": "unit-GoodwillFunction"}
+    )
+    data, text, ok = replay.replay(piped, dry_run=True, function="GoodwillFunction")
+    assert ok and data["batches"] == []
+    assert "GoodwillDeadLetterQueue" in text and "ops dlq redrive GoodwillDeadLetterQueue" in text

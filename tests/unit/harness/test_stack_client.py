@@ -1,0 +1,95 @@
+"""The stack client's view of the fan-out modes (moto in process): where a consumer's failed
+changes end up, how they are told apart from others', and how they are recovered."""
+
+import json
+import time
+
+import boto3
+import pytest
+
+from harness.stack import CONSUMERS, StackClient
+from tests.resources import REGION, client
+
+
+def stack_of(mode: str | None) -> StackClient:
+    """A stack client of fan-out mode ``mode`` (None: a stack from before the modes)."""
+    sqs = client("sqs")
+    outputs = {
+        "StreamFailureQueueUrl": sqs.create_queue(QueueName="failures")["QueueUrl"],
+        **({"FanOut": mode} if mode else {}),
+    }
+    for consumer in ("LastAgent", "Survey", "Goodwill"):
+        dlq = sqs.create_queue(QueueName=f"{consumer}-dlq")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        redrive = {"deadLetterTargetArn": arn, "maxReceiveCount": 5}
+        queue = sqs.create_queue(
+            QueueName=consumer,
+            Attributes={"VisibilityTimeout": "18", "RedrivePolicy": json.dumps(redrive)},
+        )["QueueUrl"]
+        outputs |= {f"{consumer}QueueUrl": queue, f"{consumer}DeadLetterQueueUrl": dlq}
+    return StackClient("unit", boto3.session.Session(region_name=REGION), outputs, {})
+
+
+@pytest.mark.parametrize("mode", [None, "lambda"])
+def test_stream_mode_failures_are_batch_records_in_the_stream_failure_queue(stack, mode):
+    fan_out = stack_of(mode)
+    assert fan_out.fan_out == "lambda" and not fan_out.consumers_read_queues
+    route = fan_out.failure_route("GoodwillFunction")
+    assert (route.output, route.queue, route.holds_records) == (
+        "StreamFailureQueueUrl",
+        "StreamFailureQueue",
+        False,
+    )
+    assert route.recover == ("stream", "replay", "--function", "GoodwillFunction")
+    assert route.dry_run and "--dry-run" in route.dry_run
+
+    started = time.time()
+    url = fan_out.outputs["StreamFailureQueueUrl"]
+    for function in ("GoodwillFunction", "SurveyFunction"):
+        record = {
+            "requestContext": {"functionArn": f"arn:aws:lambda:{REGION}:1:function:u-{function}"},
+            "DDBStreamBatchInfo": {"shardId": "s", "batchSize": 1},
+        }
+        fan_out.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+    fan_out.sqs.send_message(QueueUrl=url, MessageBody="GoodwillFunction, not a record")
+    [mine] = fan_out.failed_changes(route, "marker unused here", started)
+    assert "u-GoodwillFunction" in mine["Body"]
+    assert not fan_out.failed_changes(route, "", started + 60)  # sent before `since`
+    fan_out.delete_failed_changes(route, "", started)
+    assert fan_out.queue_depth("StreamFailureQueueUrl") == 2
+
+
+@pytest.mark.parametrize("mode", ["pipe", "router"])
+def test_queue_mode_failures_are_the_records_in_the_consumers_dead_letter_queue(stack, mode):
+    fan_out = stack_of(mode)
+    assert fan_out.consumers_read_queues
+    for consumer in CONSUMERS:
+        route = fan_out.failure_route(consumer)
+        name = consumer.removesuffix("Function")
+        assert (route.queue, route.holds_records) == (f"{name}DeadLetterQueue", True)
+        assert route.recover == ("dlq", "redrive", f"{name}DeadLetterQueue")
+        assert route.dry_run is None
+        assert route.bound_seconds == 18 * 5 + 60  # maxReceiveCount x visibility, a margin
+    assert fan_out.work_queues[-3:] == ("LastAgentQueueUrl", "SurveyQueueUrl", "GoodwillQueueUrl")
+
+    route = fan_out.failure_route("LastAgentFunction")
+    url = fan_out.outputs[route.output]
+    for key in ("CONTACT#poison-1", "CONTACT#other"):
+        record = {"eventName": "INSERT", "dynamodb": {"Keys": {"sk": {"S": key}}}}
+        fan_out.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+    [mine] = fan_out.failed_changes(route, "poison-1", time.time())
+    assert "poison-1" in mine["Body"]
+    fan_out.delete_failed_changes(route, "poison-1", time.time())
+    assert fan_out.queue_depth(route.output) == 1
+
+
+def test_a_failing_consumer_keeps_its_queue_settings_on_aws(stack):
+    """Only the local stack's queue is hastened; a deployed stack's is left as it is."""
+    fan_out = stack_of("pipe")
+    with fan_out.failing_consumer("SurveyFunction") as route:
+        assert route.bound_seconds == 18 * 5 + 60
+        assert fan_out.queue_attributes("SurveyQueueUrl", "VisibilityTimeout") == {
+            "VisibilityTimeout": "18"
+        }
