@@ -4,11 +4,12 @@ ingest identifies it (its file id: bucket/key#version, s3_events.S3Object.file_i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
 from harness.stack import StackClient
 
 from ops.errors import OpsError
+
+S3_SCHEME = "s3://"
 
 
 @dataclass(frozen=True)
@@ -23,15 +24,21 @@ class FileRef:
 
     @property
     def url(self) -> str:
-        return f"s3://{self.bucket}/{self.key}"
+        return f"{S3_SCHEME}{self.bucket}/{self.key}"
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """s3://bucket/key -> (bucket, key), split by hand: a key is any text, so `#` and `?` are part
+    of it (urlparse cuts them off as fragment and query) and `%` is itself, never an escape."""
+    bucket, slash, key = url.removeprefix(S3_SCHEME).partition("/")
+    if not url.startswith(S3_SCHEME) or not bucket or not slash or not key:
+        raise OpsError(f"{url!r} is not s3://bucket/key")
+    return bucket, key
 
 
 def resolve(stack: StackClient, url: str, version_id: str | None) -> FileRef:
     """The file of the stack's bucket; without a version, the object's current one."""
-    parsed = urlparse(url)
-    bucket, key = parsed.netloc, parsed.path.removeprefix("/")
-    if parsed.scheme != "s3" or not bucket or not key:
-        raise OpsError(f"{url!r} is not s3://bucket/key")
+    bucket, key = split_url(url)
     if bucket != stack.bucket:
         raise OpsError(f"{bucket} is not the stack's contacts bucket ({stack.bucket})")
     if version_id:

@@ -4,7 +4,6 @@ stream failures past retention kept and reported, and bad input refused without 
 import json
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
 from shared import keys, notifications
 
@@ -12,35 +11,9 @@ from harness.stack import StackClient
 from ops import callers, records, redrive, replay, status
 from ops.cli import main
 from ops.errors import OpsError
-from tests.resources import REGION, client
+from tests.resources import client
 from tests.unit.conftest import load_handler
-
-TEMPLATE = {
-    "Resources": {"StreamFailureQueue": {"Type": "AWS::SQS::Queue"}},
-}
-
-
-@pytest.fixture
-def ops_stack(stack, lambda_context) -> StackClient:
-    """The unit resources seen through the stack client, with a StreamFailureQueue."""
-    cloudformation = client("cloudformation")
-    cloudformation.create_stack(StackName="unit", TemplateBody=json.dumps(TEMPLATE))
-    [queue] = cloudformation.describe_stack_resources(StackName="unit")["StackResources"]
-    failure_url = queue["PhysicalResourceId"]  # a queue's physical id is its URL
-    outputs = {
-        "ContactsBucketName": stack.bucket,
-        "ContactsTableName": stack.contacts_table,
-        "IdempotencyTableName": stack.idempotency_table,
-        "IngestQueueUrl": stack.ingest_queue_url,
-        "NotificationQueueUrl": stack.notification_queue_url,
-        "StreamFailureQueueUrl": failure_url,
-    }
-    return StackClient("unit", boto3.session.Session(region_name=REGION), outputs, {})
-
-
-def args(**values):
-    defaults = dict.fromkeys(("file", "version_id", "notification_id", "kind", "contact_id"))
-    return type("Args", (), {**defaults, **values})()
+from tests.unit.ops.conftest import args
 
 
 def test_the_notifier_record_is_found_and_purged_by_its_business_key(

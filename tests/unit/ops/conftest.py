@@ -1,0 +1,37 @@
+"""What the ops tests share: the unit stack (tests/unit/conftest.py) seen through the stack client,
+and the parsed arguments of an `ops idempotency` command."""
+
+import json
+
+import boto3
+import pytest
+
+from harness.stack import StackClient
+from tests.resources import REGION, client
+
+TEMPLATE = {
+    "Resources": {"StreamFailureQueue": {"Type": "AWS::SQS::Queue"}},
+}
+
+
+@pytest.fixture
+def ops_stack(stack, lambda_context) -> StackClient:
+    """The unit resources seen through the stack client, with a StreamFailureQueue."""
+    cloudformation = client("cloudformation")
+    cloudformation.create_stack(StackName="unit", TemplateBody=json.dumps(TEMPLATE))
+    [queue] = cloudformation.describe_stack_resources(StackName="unit")["StackResources"]
+    failure_url = queue["PhysicalResourceId"]  # a queue's physical id is its URL
+    outputs = {
+        "ContactsBucketName": stack.bucket,
+        "ContactsTableName": stack.contacts_table,
+        "IdempotencyTableName": stack.idempotency_table,
+        "IngestQueueUrl": stack.ingest_queue_url,
+        "NotificationQueueUrl": stack.notification_queue_url,
+        "StreamFailureQueueUrl": failure_url,
+    }
+    return StackClient("unit", boto3.session.Session(region_name=REGION), outputs, {})
+
+
+def args(**values):
+    defaults = dict.fromkeys(("file", "version_id", "notification_id", "kind", "contact_id"))
+    return type("Args", (), {**defaults, **values})()
