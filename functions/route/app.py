@@ -1,7 +1,8 @@
 """RouteFunction: Amazon Connect contact flow -> the caller's last agent, as a flat map of strings.
 
 It runs inside a live call, so cold start and latency matter: only boto3 and the Powertools
-Logger are imported, the raw event dict is read directly, and DynamoDB calls are bounded.
+Logger are imported, the raw event is read directly (any JSON: a malformed one is answered
+not-found, never an error), and DynamoDB calls are bounded.
 """
 
 import os
@@ -25,12 +26,22 @@ CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
 NOT_FOUND = {"found": "false"}
 
 
+def field(value: object, name: str) -> object:
+    """``value[name]`` of a JSON object, None for anything else: a malformed event (a list,
+    ``Details: "x"``) has no caller, so the flow gets not-found rather than an error."""
+    return value.get(name) if isinstance(value, dict) else None
+
+
 @logger.inject_lambda_context
-def lambda_handler(event: dict, context) -> dict[str, str]:
-    contact_data = (event.get("Details") or {}).get("ContactData") or {}
-    # The live contact's id, not personal data: it ties this log line to the call.
-    logger.append_keys(connect_contact_id=contact_data.get("ContactId"))
-    caller = (contact_data.get("CustomerEndpoint") or {}).get("Address")
+def lambda_handler(event: object, context) -> dict[str, str]:
+    contact_data = field(field(event, "Details"), "ContactData")
+    contact_id = field(contact_data, "ContactId")
+    # The live contact's id, not personal data: it ties this log line to the call. Set on every
+    # invocation (a warm logger keeps the last one), and only to an id: a hostile event puts
+    # nothing else into the log.
+    is_id = isinstance(contact_id, str) and model.CONTACT_ID.fullmatch(contact_id)
+    logger.append_keys(connect_contact_id=contact_id if is_id else None)
+    caller = field(field(contact_data, "CustomerEndpoint"), "Address")
     # Callers are stored as the input contract's E.164: anything else has no last agent.
     if not isinstance(caller, str) or not model.E164.fullmatch(caller):
         logger.warning("caller is missing or not E.164: no last agent")

@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from shared.aws import table
 
 from tests.unit.conftest import ROOT
@@ -75,3 +77,67 @@ def test_every_result_is_a_flat_map_of_strings(stack, route, lambda_context, pat
     seed_last_agent(stack)
     result = route.lambda_handler(json.loads(path.read_text()), lambda_context)
     assert all(isinstance(v, str) for v in result.values())
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=12), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def hostile_events():
+    """Any JSON as the event, or the contact flow's event with any JSON at one of the levels on
+    the way to the caller's number."""
+
+    def at(path: tuple[str, ...]):
+        def put(value):
+            event = connect_event("+14155550101")
+            parent = event
+            for name in path[:-1]:
+                parent = parent[name]
+            parent[path[-1]] = value
+            return event
+
+        return JSON.filter(lambda v: not isinstance(v, str) or path[-1] != "Address").map(put)
+
+    levels = [
+        ("Details",),
+        ("Details", "ContactData"),
+        ("Details", "ContactData", "CustomerEndpoint"),
+        ("Details", "ContactData", "CustomerEndpoint", "Address"),
+    ]
+    return JSON | st.one_of([at(path) for path in levels])
+
+
+@pytest.mark.parametrize(
+    "event", [[], ["Details"], "x", 7, None, {"Details": "x"}, {"Details": {"ContactData": []}}]
+)
+def test_a_malformed_connect_event_is_not_found(stack, route, lambda_context, event):
+    seed_last_agent(stack)
+    assert route.lambda_handler(event, lambda_context) == {"found": "false"}
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(event=hostile_events())
+def test_any_hostile_event_shape_is_answered_not_found(stack, route, lambda_context, event):
+    seed_last_agent(stack)
+    assert route.lambda_handler(event, lambda_context) == {"found": "false"}
+
+
+@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(contact_id=JSON | st.text(min_size=65))
+def test_a_hostile_contact_id_neither_stops_the_route_nor_reaches_the_log(
+    stack, monkeypatch, lambda_context, capsys, contact_id
+):
+    seed_last_agent(stack)
+    route = cold_start("route", monkeypatch)
+    event = connect_event("+14155550101")
+    event["Details"]["ContactData"]["ContactId"] = contact_id
+    capsys.readouterr()
+
+    assert route.lambda_handler(event, lambda_context)["agent_id"] == "agent-7"
+    logged = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert logged and all(line.get("connect_contact_id") is None for line in logged)
