@@ -25,7 +25,7 @@ import botocore.session
 from moto import mock_aws
 
 from bench.common import FUNCTIONS, REGION, ROOT, function_env, layer_path
-from emulator import moto_patches
+from emulator.services import moto_patches
 from tests.resources import import_handler
 
 ACCOUNT = "123456789012"

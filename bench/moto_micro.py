@@ -8,7 +8,7 @@
   the handler, the response serializer), no sockets: server ms per call (inside the WSGI app)
   and client ms (botocore's side) for the operations the app uses most.
 - ``sources``: what the event-source-mapping engine pays per record: boto3 ReceiveMessage /
-  GetRecords through the WSGI app against emulator.backends' SqsSource / StreamSource (when
+  GetRecords through the WSGI app against emulator.delivery.sources' SqsSource / StreamSource (when
   that module exists).
 
 The numbers are CPU time of the benchmark thread (time.thread_time: steady under other load);
@@ -42,7 +42,7 @@ from moto.moto_server.werkzeug_app import (  # noqa: E402
 from moto.sqs.models import Message, sqs_backends  # noqa: E402
 from werkzeug.test import Client  # noqa: E402
 
-from emulator import moto_patches  # noqa: E402
+from emulator.services import moto_patches  # noqa: E402
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -100,7 +100,8 @@ def timed(wsgi: Wsgi, fn: Callable[[], Any], n: int) -> tuple[float, float]:
 def fill(queue: Any, depth: int) -> None:
     """depth visible messages, appended directly (what SendMessage stores, without its cost)."""
     now = int(time.time() * 1000)
-    indexed = isinstance(type(queue).__dict__.get("_messages"), property)  # patched: moto_sqs
+    # patched by emulator.services.sqs
+    indexed = isinstance(type(queue).__dict__.get("_messages"), property)
     for i in range(depth):
         message = Message(f"m{i}-{time.monotonic_ns()}", f'{{"n": {i}}}')
         message.sent_timestamp = now  # type: ignore[assignment]
@@ -259,13 +260,13 @@ def sources(quick: bool) -> None:
     count = 500 if quick else 2000
     print("\nEngine reads (ms per record)")
     try:
-        from emulator import backends  # noqa: PLC0415
+        from emulator.delivery import sources as in_process  # noqa: PLC0415
     except ImportError:
-        backends = None  # type: ignore[assignment]
+        in_process = None  # type: ignore[assignment]
 
     # SQS: boto3 through the app vs SqsSource
     for label in ("boto3", "SqsSource"):
-        if label == "SqsSource" and backends is None:
+        if label == "SqsSource" and in_process is None:
             continue
         url = sqs.create_queue(QueueName=f"src-{time.monotonic_ns()}")["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
@@ -296,7 +297,7 @@ def sources(quick: bool) -> None:
                     ],
                 )
         else:
-            source = backends.SqsSource(arn)
+            source = in_process.SqsSource(arn)
             while batch := source.receive(10):
                 got += len(batch)
                 source.delete([m["ReceiptHandle"] for m in batch])
@@ -333,8 +334,8 @@ def sources(quick: bool) -> None:
             iterator = response.get("NextShardIterator")
     elapsed = time.thread_time() - started
     print(f"  stream records via boto3        {elapsed / max(1, got) * 1000:8.4f}  ({got})")
-    if backends is not None:
-        source = backends.StreamSource(stream_arn)
+    if in_process is not None:
+        source = in_process.StreamSource(stream_arn)
         got = 0
         started = time.thread_time()
         for shard in source.shards():

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from emulator.faults import Flag, Switch
+    from emulator.core.faults import Flag, Switch
 
 DEFAULT_TEMPLATE = "template.yaml"
 PROCESS_START = time.monotonic()  # the `ready` line's time counts imports too
@@ -72,9 +72,9 @@ def _parameter_overrides(text: str) -> list[tuple[str, str]]:
 
 
 def _fault_flags(up: argparse.ArgumentParser) -> None:
-    """The `up` flag of every fault switch that has one (emulator/faults.py): its value is the
+    """The `up` flag of every fault switch that has one (emulator/core/faults.py): its value is the
     switch's start-up value, as JSON; not given, the switch keeps its default."""
-    from emulator.faults import SWITCHES
+    from emulator.core.faults import SWITCHES
 
     for name, switch in SWITCHES.items():
         flag = switch.flag
@@ -176,14 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # filter-test takes its own arguments: dispatch before parsing (and import lazily).
     if argv and argv[0] == "filter-test":
-        from emulator import filter_cli
+        from emulator.cli import filter_test
 
-        return int(filter_cli.main(argv[1:]) or 0)
+        return int(filter_test.main(argv[1:]) or 0)
     args = _parser().parse_args(argv)
     if args.command == "up":
         return up(args)
     if args.command == "iam-report":
-        from emulator import iam_report
+        from emulator.cli import iam_report
 
         return iam_report.main(Path(args.template))
     return invoke(args)
@@ -192,15 +192,15 @@ def main(argv: list[str] | None = None) -> int:
 # --- up ------------------------------------------------------------------------------------------
 def _faults(args: argparse.Namespace) -> Any:
     """The fault switches of the `up` flags (ValueError naming the switch when one is invalid)."""
-    from emulator.faults import SWITCHES, Faults
+    from emulator.core.faults import SWITCHES, Faults
 
     flags = {name: getattr(args, name, None) for name in SWITCHES}
     return Faults.from_json({name: value for name, value in flags.items() if value is not None})
 
 
 def up(args: argparse.Namespace) -> int:
-    from emulator import access
-    from emulator.runtime import DEFAULT_ACCOUNT_CONCURRENCY, Runtime
+    from emulator.iam import access
+    from emulator.lambda_.workers import DEFAULT_ACCOUNT_CONCURRENCY, Runtime
     from emulator.server import EmulatorServer
     from emulator.stack import DeployError, deploy, load_samconfig
 
@@ -306,7 +306,7 @@ def _wait_enabled(engine: Any, stop: threading.Event, timeout: float = 60) -> bo
 
 
 def _start_engine(endpoint_url: str, region: str, runtime: Any, faults: Any) -> Any:
-    from emulator.esm import EventSourceMappingEngine
+    from emulator.delivery.engine import EventSourceMappingEngine
 
     engine = EventSourceMappingEngine(runtime, faults, region=region, endpoint_url=endpoint_url)
     engine.start()
@@ -315,7 +315,7 @@ def _start_engine(endpoint_url: str, region: str, runtime: Any, faults: Any) -> 
 
 # --- invoke --------------------------------------------------------------------------------------
 def invoke(args: argparse.Namespace) -> int:
-    from emulator.runtime import Runtime
+    from emulator.lambda_.workers import Runtime
     from emulator.stack import (
         SERVERLESS_FUNCTION,
         DeployError,

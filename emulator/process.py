@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 REGION = "us-east-1"
-# The engine logs every invocation that did not end ok (emulator.esm_common.log_invocation).
+# The engine logs every invocation that did not end ok (emulator.delivery.mappings.log_invocation).
 FAILED_INVOCATION = re.compile(
     r"esm \S+ fn=(?P<function>\S+) records=\d+ outcome=(?P<outcome>(?!ok\b)\w+).*? (?P<ms>\d+)ms"
 )

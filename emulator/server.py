@@ -6,10 +6,10 @@
 - Control endpoints on the same port (docs/local-stack.md):
   GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status,
   GET /_emulator/iam.
-- IAM (emulator/access.py): each call of a function worker is decided against that function's
+- IAM (emulator/iam/access.py): each call of a function worker is decided against that function's
   role, recorded, and refused with the service's AccessDenied unless its role allows it.
-- Call faults (``crash_after_call``, ``throttle``: emulator/faults.py) injected into the AWS calls
-  of function workers, which the middleware recognises by their own access key ids
+- Call faults (``crash_after_call``, ``throttle``: emulator/core/faults.py) injected into the AWS
+  calls of function workers, which the middleware recognises by their own access key ids
   (Runtime.caller); calls of anything else are never faulted.
 
 One server per process: moto's backends (and the patches) are process-global.
@@ -34,13 +34,14 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
-from emulator import calls, moto_patches
-from emulator.faults import Faults
-from emulator.runtime import Runtime
+from emulator.core import calls
+from emulator.core.faults import Faults
+from emulator.lambda_.workers import Runtime
+from emulator.services import moto_patches
 
 if TYPE_CHECKING:
-    from emulator.access import Access
-    from emulator.esm import EventSourceMappingEngine
+    from emulator.delivery.engine import EventSourceMappingEngine
+    from emulator.iam.access import Access
 
 DEFAULT_PORT = 4566
 CONTROL_PREFIX = "/_emulator/"

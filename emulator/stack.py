@@ -36,7 +36,7 @@ from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
-from emulator.runtime import FunctionSpec
+from emulator.lambda_.workers import FunctionSpec
 
 ARTIFACTS_BUCKET = "emulator-sam-artifacts"
 DUMMY_CREDENTIALS = {

@@ -1,5 +1,5 @@
 """Faults inside a handler's AWS calls, in process (the local stack has its own, server-side:
-emulator/faults.py). A handler module's calls go through its module-level boto3 clients (the
+emulator/core/faults.py). A handler module's calls go through its module-level boto3 clients (the
 Powertools persistence layers are built on them), so hooks on those clients see every call.
 
 - `crash_after_call(module, k)`: the k-th call takes effect, then the execution environment dies

@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 from moto import mock_aws
 
-from emulator import moto_patches
+from emulator.services import moto_patches
 from tests.resources import (
     REGION,
     FakeLambdaContext,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from emulator import moto_patches
-from emulator.faults import Faults
-from emulator.runtime import Runtime
+from emulator.core.faults import Faults
+from emulator.lambda_.workers import Runtime
 from emulator.server import EmulatorServer
+from emulator.services import moto_patches
 from emulator.stack import Deployment, deploy
 
 REGION = "us-east-1"

@@ -1,7 +1,8 @@
 """The fan-out's selections as template.yaml declares them, in every FanOut mode: each consumer's
 stream mapping filter (lambda), its rule's event pattern (pipe), its subscription's filter policy
 (router), and the pipe's and the router mapping's own filters; compiled with the local stack's
-matchers (emulator/filters.py, emulator/moto_sns_filters.py: the same language AWS documents)."""
+matchers (emulator/core/filters.py, emulator/services/sns_filter_policies.py: the same language
+AWS documents)."""
 
 import functools
 import json
@@ -9,8 +10,8 @@ from dataclasses import dataclass
 
 from cfnlint.decode import cfn_yaml
 
-from emulator.filters import FilterCriteria, Pattern, compile_event_pattern
-from emulator.moto_sns_filters import FilterPolicy
+from emulator.core.filters import FilterCriteria, Pattern, compile_event_pattern
+from emulator.services.sns_filter_policies import FilterPolicy
 from tests.unit.conftest import ROOT
 
 CONSUMERS = {

@@ -9,8 +9,9 @@ values on both sides of the filters), as template.yaml declares the selections:
   FilterCriteria match the record; the pipe's own filter admits a record iff some consumer's does;
 - the router's mapping admits every record some subscription takes (it drops none a consumer needs).
 
-Matched with the local stack's matchers (emulator/filters.py, emulator/moto_sns_filters.py),
-which implement the pattern language Lambda, EventBridge and SNS document."""
+Matched with the local stack's matchers (emulator/core/filters.py,
+emulator/services/sns_filter_policies.py), which implement the pattern language Lambda,
+EventBridge and SNS document."""
 
 import json
 import os

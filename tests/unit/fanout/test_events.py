@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from emulator.filters import FilterCriteria
+from emulator.core.filters import FilterCriteria
 from tests.unit.conftest import ROOT
 from tests.unit.fanout.fanout_template import selections
 from tests.unit.fanout.helpers import cold_start, enqueued

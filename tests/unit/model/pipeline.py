@@ -30,8 +30,8 @@ from urllib.parse import quote_plus
 
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-from emulator.esm_streams import lambda_record as stream_lambda_record
-from emulator.filters import FilterCriteria
+from emulator.core.filters import FilterCriteria
+from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
 from emulator.stack import load_template
 from tests.faults import CallLog, Crash, Throttle, record_calls, throttle
 from tests.resources import REGION, ShrinkingClock, client

@@ -1,0 +1,172 @@
+"""A fast path through moto 5.2.5's response serializer for the JSON protocols' hottest operations.
+
+Gap: moto/core/responses.py ``BaseResponse.serialized`` hands every result to the generic,
+shape-driven serializer (moto/core/serialize.py ``JSONSerializer``): for every member of every
+value it builds an ``AttributePickerContext``, tries each alias provider, keeps a key path, then
+``json.dumps`` the copy. That is about half of the server's CPU for PutItem, GetItem and
+GetRecords, where a response is an item or a list of records in the wire's own JSON shape already.
+
+For the operations in FAST_OPERATIONS (DynamoDB PutItem, GetItem, Query, UpdateItem, DeleteItem,
+BatchWriteItem, TransactWriteItems; SQS SendMessage, SendMessageBatch, ReceiveMessage,
+DeleteMessage, DeleteMessageBatch, ChangeMessageVisibility, GetQueueAttributes; DynamoDB Streams
+GetRecords), a successful result of the JSON protocol is dumped directly: bytes (blob members)
+as base64, datetimes (timestamp members) as epoch seconds with milliseconds, enums by value,
+``None`` members left out as the serializer leaves them out. What botocore parses from it is
+what it parses from the serializer's body (tests compare both through boto3); the
+``Content-Type`` is the protocol's, and handlers' own headers (DynamoDB's x-amz-crc32, computed
+over this body) are kept. Errors, other operations, SQS's query (XML) protocol and any value the
+dump does not know go through moto's serializer as before.
+
+Two lookups moto repeats on every request, memoised (their answers never change in a process):
+``moto.backends.list_of_moto_modules`` lists moto's package directory (a listdir and ~50 stats;
+the server's request router calls it twice per request) and
+``moto.core.utils.method_names_from_class`` (``inspect.getmembers`` of the handler class, from
+``BaseResponse.call_action``). And moto's random identifiers (``MotoRandom.get_random_string``:
+the 52-character request id of every response; ``get_random_hex``) draw one ``choice`` per
+character: one ``choices`` call instead, same alphabet and random source (seedable as before).
+"""
+
+from __future__ import annotations
+
+import base64
+import calendar
+import datetime as dt
+import functools
+import json
+import string
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+from moto import backends as moto_backends
+from moto.core import responses as moto_responses
+from moto.core.common_types import TYPE_RESPONSE
+from moto.core.responses import ActionResult, BaseResponse, EmptyResult, PaginatedResult
+from moto.moto_api._internal.moto_random import HEX_CHARS, MotoRandom
+
+from emulator.services.patching import original, replace
+
+FAST_OPERATIONS: dict[str, frozenset[str]] = {
+    "dynamodb": frozenset(
+        {
+            "PutItem",
+            "GetItem",
+            "Query",
+            "UpdateItem",
+            "DeleteItem",
+            "BatchWriteItem",
+            "TransactWriteItems",
+        }
+    ),
+    "sqs": frozenset(
+        {
+            "SendMessage",
+            "SendMessageBatch",
+            "ReceiveMessage",
+            "DeleteMessage",
+            "DeleteMessageBatch",
+            "ChangeMessageVisibility",
+            "GetQueueAttributes",
+        }
+    ),
+    "dynamodbstreams": frozenset({"GetRecords"}),
+}
+CONTENT_TYPE = "application/x-amz-json-1.0"  # DynamoDB, DynamoDB Streams and SQS: awsJson1_0
+
+stats = {"fast": 0, "generic": 0}  # responses of FAST_OPERATIONS each way (tests look)
+
+
+class _Unknown(TypeError):
+    pass
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        seconds = calendar.timegm(value.timetuple())
+        return seconds + (value.microsecond // 1000) / 1000.0 if value.microsecond else seconds
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise _Unknown(type(value).__name__)
+
+
+def dumps(result: Any) -> str:
+    if result is None:
+        return "{}"
+    return json.dumps(result, default=_default, separators=(",", ":"))
+
+
+def _json_protocol(response: BaseResponse) -> bool:
+    content_type = response.headers.get("Content-Type", "") or ""
+    return content_type.startswith("application/x-amz-json")
+
+
+def serialized(self: BaseResponse, action_result: ActionResult) -> TYPE_RESPONSE:
+    """BaseResponse.serialized with the fast path (see the module docstring)."""
+    operations = FAST_OPERATIONS.get(self.service_name or "")
+    if (
+        operations is not None
+        and not isinstance(action_result, PaginatedResult)
+        and not isinstance(action_result.result, Exception)
+    ):
+        action = self._get_action()
+        if action in operations and _json_protocol(self):
+            try:
+                body = (
+                    "{}" if isinstance(action_result, EmptyResult) else dumps(action_result.result)
+                )
+            except (_Unknown, ValueError):
+                body = None
+            if body is not None:
+                stats["fast"] += 1
+                headers = {"Content-Type": CONTENT_TYPE}
+                headers.update(self.response_headers)
+                return 200, headers, body
+            stats["generic"] += 1
+    return _original_serialized(self, action_result)
+
+
+_original_serialized: Any = BaseResponse.serialized
+
+
+@functools.cache
+def list_of_moto_modules() -> tuple[str, ...]:
+    return tuple(_original_list_of_moto_modules())
+
+
+@functools.cache
+def method_names_from_class(clazz: object) -> list[str]:
+    return _original_method_names(clazz)
+
+
+def get_random_string(
+    self: MotoRandom, length: int = 20, include_digits: bool = True, lower_case: bool = False
+) -> str:
+    pool = string.ascii_letters + (string.digits if include_digits else "")
+    text = "".join(self.choices(pool, k=length))
+    return text.lower() if lower_case else text
+
+
+def get_random_hex(self: MotoRandom, length: int = 8) -> str:
+    return "".join(map(str, self.choices(HEX_CHARS, k=length)))
+
+
+_original_list_of_moto_modules: Any = moto_backends.list_of_moto_modules
+_original_method_names: Any = moto_responses.method_names_from_class
+
+
+def install() -> None:
+    global _original_serialized, _original_list_of_moto_modules, _original_method_names  # noqa: PLW0603
+    _original_serialized = original(BaseResponse, "serialized")
+    _original_list_of_moto_modules = original(moto_backends, "list_of_moto_modules")
+    _original_method_names = original(moto_responses, "method_names_from_class")
+    replace(BaseResponse, "serialized", serialized)
+    replace(moto_backends, "list_of_moto_modules", list_of_moto_modules)
+    replace(moto_responses, "method_names_from_class", method_names_from_class)
+    replace(MotoRandom, "get_random_string", get_random_string)
+    replace(MotoRandom, "get_random_hex", get_random_hex)

@@ -1,0 +1,317 @@
+"""EventBridge Pipes, rules and SNS filter policies on the in-process local stack: a CloudFormation
+template with a table and its stream, a pipe (filtered) to a bus, two rules each to a queue of its
+own, and a topic with two filtered queue subscriptions."""
+
+import json
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+from moto.events.models import EventsBackend
+
+from emulator.delivery.engine import EventSourceMappingEngine
+from harness.polling import eventually, stable
+from tests.unit.emulator.conftest import ACCOUNT, REGION, deployed_stack
+
+TEMPLATE = """
+AWSTemplateFormatVersion: "2010-09-09"
+Resources:
+  Table:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+      StreamSpecification: {StreamViewType: NEW_AND_OLD_IMAGES}
+  Bus:
+    Type: AWS::Events::EventBus
+    Properties: {Name: fanout-bus}
+  PipeRole:
+    Type: AWS::IAM::Role
+    Properties:
+      AssumeRolePolicyDocument: {Version: "2012-10-17", Statement: []}
+  PipeDeadLetterQueue:
+    Type: AWS::SQS::Queue
+  Pipe:
+    Type: AWS::Pipes::Pipe
+    Properties:
+      RoleArn: !GetAtt PipeRole.Arn
+      Source: !GetAtt Table.StreamArn
+      SourceParameters:
+        DynamoDBStreamParameters:
+          StartingPosition: LATEST
+          BatchSize: 10
+          MaximumRetryAttempts: 1
+          DeadLetterConfig: {Arn: !GetAtt PipeDeadLetterQueue.Arn}
+        FilterCriteria:
+          Filters:
+            - Pattern: '{"dynamodb": {"NewImage": {"kind": {"S": ["a", "b"]}}}}'
+      Target: !GetAtt Bus.Arn
+  QueueA:
+    Type: AWS::SQS::Queue
+  QueueAB:
+    Type: AWS::SQS::Queue
+  RuleA:
+    Type: AWS::Events::Rule
+    Properties:
+      EventBusName: !Ref Bus
+      EventPattern:
+        detail:
+          eventName: [INSERT]
+          dynamodb: {NewImage: {kind: {S: [a]}}}
+      Targets: [{Id: a, Arn: !GetAtt QueueA.Arn}]
+  RuleAB:
+    Type: AWS::Events::Rule
+    Properties:
+      EventBusName: !Ref Bus
+      EventPattern:
+        source: [{prefix: "Pipe "}]
+        detail:
+          dynamodb: {NewImage: {kind: {S: [a, b]}}}
+      Targets: [{Id: ab, Arn: !GetAtt QueueAB.Arn, InputPath: $.detail.dynamodb.NewImage}]
+  Topic:
+    Type: AWS::SNS::Topic
+  QueueSurvey:
+    Type: AWS::SQS::Queue
+  QueueGift:
+    Type: AWS::SQS::Queue
+  SurveySubscription:
+    Type: AWS::SNS::Subscription
+    Properties:
+      TopicArn: !Ref Topic
+      Protocol: sqs
+      Endpoint: !GetAtt QueueSurvey.Arn
+      RawMessageDelivery: true
+      FilterPolicy: {kind: [SURVEY]}
+  GiftSubscription:
+    Type: AWS::SNS::Subscription
+    Properties:
+      TopicArn: !Ref Topic
+      Protocol: sqs
+      Endpoint: !GetAtt QueueGift.Arn
+      FilterPolicyScope: MessageBody
+      FilterPolicy:
+        $or:
+          - kind: [GIFT_CARD]
+          - wait_seconds: [{numeric: [">=", 600]}]
+Outputs:
+  TableName: {Value: !Ref Table}
+  PipeName: {Value: !Ref Pipe}
+  PipeArn: {Value: !GetAtt Pipe.Arn}
+  QueueA: {Value: !Ref QueueA}
+  QueueAB: {Value: !Ref QueueAB}
+  DeadLetterQueue: {Value: !Ref PipeDeadLetterQueue}
+  TopicArn: {Value: !Ref Topic}
+  QueueSurvey: {Value: !Ref QueueSurvey}
+  QueueGift: {Value: !Ref QueueGift}
+"""
+
+
+class Local:
+    def __init__(self, endpoint_url, outputs, engine):
+        self.endpoint_url = endpoint_url
+        self.outputs = outputs
+        self.engine = engine
+
+    def client(self, service):
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"max_attempts": 1}, account_id_endpoint_mode="disabled"),
+        )
+
+    def drain(self, output):
+        sqs = self.client("sqs")
+        messages = []
+        while True:
+            batch = sqs.receive_message(
+                QueueUrl=self.outputs[output], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+            ).get("Messages", [])
+            if not batch:
+                return messages
+            for message in batch:
+                sqs.delete_message(
+                    QueueUrl=self.outputs[output], ReceiptHandle=message["ReceiptHandle"]
+                )
+            messages.extend(batch)
+
+    def depth(self, output):
+        attributes = self.client("sqs").get_queue_attributes(
+            QueueUrl=self.outputs[output], AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"])
+
+    def settle(self, timeout=10.0):
+        eventually(self.engine.idle, timeout=timeout, interval=0.05)
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    project: Path = tmp_path_factory.mktemp("pipes")
+    template = project / "template.yaml"
+    template.write_text(TEMPLATE)
+    with deployed_stack(template, project / "logs") as (server, runtime, deployment):
+        engine = EventSourceMappingEngine(
+            runtime,
+            server.faults,
+            region=REGION,
+            endpoint_url=server.endpoint_url,
+            retry_delay=0.01,
+        )
+        engine.start()
+        try:
+            eventually(engine.all_enabled, timeout=10, interval=0.05)
+            yield Local(server.endpoint_url, deployment.outputs, engine)
+        finally:
+            engine.stop()
+
+
+def _put(local, pk, kind, **extra):
+    item = {"pk": {"S": pk}, "kind": {"S": kind}, **extra}
+    local.client("dynamodb").put_item(TableName=local.outputs["TableName"], Item=item)
+
+
+def test_pipe_is_created_by_cloudformation_and_runs(local):
+    pipe = local.client("pipes").describe_pipe(Name=local.outputs["PipeName"])
+    assert pipe["Arn"] == local.outputs["PipeArn"]
+    assert pipe["DesiredState"] == "RUNNING"
+    stats = local.engine.stats()[f"pipe:{local.outputs['PipeName']}"]
+    assert stats["kind"] == "dynamodb"
+    assert stats["state"] == "Enabled"
+
+
+def test_each_record_reaches_exactly_the_matching_rules_queues(local):
+    _put(local, "1", "a", items={"L": [{"M": {"k": {"S": "x"}}}]})
+    _put(local, "2", "b")
+    _put(local, "3", "c")  # the pipe's filter drops it
+    local.settle()
+    in_a = local.drain("QueueA")
+    in_ab = local.drain("QueueAB")
+    assert len(in_a) == 1
+    assert len(in_ab) == 2
+    event = json.loads(in_a[0]["Body"])
+    assert list(event) == [
+        "version", "id", "detail-type", "source", "account", "time", "region", "resources",
+        "detail",
+    ]  # fmt: skip
+    assert event["version"] == "0"
+    assert event["source"] == f"Pipe {local.outputs['PipeName']}"
+    assert event["detail-type"] == "Event from aws:dynamodb"
+    assert event["account"] == ACCOUNT
+    assert event["region"] == REGION
+    assert event["resources"] == []
+    assert time.strptime(event["time"], "%Y-%m-%dT%H:%M:%SZ")
+    detail = event["detail"]
+    assert detail["eventName"] == "INSERT"
+    assert detail["eventSource"] == "aws:dynamodb"
+    assert detail["eventSourceARN"].startswith(f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/")
+    assert detail["dynamodb"]["NewImage"]["kind"] == {"S": "a"}
+    assert detail["dynamodb"]["Keys"] == {"pk": {"S": "1"}}
+    # InputPath: the target gets only what the path selects
+    kinds = sorted(json.loads(m["Body"])["kind"]["S"] for m in in_ab)
+    assert kinds == ["a", "b"]
+
+
+def test_a_record_the_bus_refuses_goes_to_the_dead_letter_queue(local, monkeypatch):
+    def refuse(self, events):
+        return [{"ErrorCode": "InternalFailure", "ErrorMessage": "down"} for _ in events]
+
+    monkeypatch.setattr(EventsBackend, "put_events", refuse)
+    _put(local, "4", "a")
+    local.settle()
+    monkeypatch.undo()
+    assert local.drain("QueueA") == []
+    dead = local.drain("DeadLetterQueue")
+    assert len(dead) == 1
+    record = json.loads(dead[0]["Body"])
+    assert record["requestContext"]["functionArn"] == local.outputs["PipeArn"]
+    assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert record["requestContext"]["approximateInvokeCount"] == 2  # MaximumRetryAttempts 1
+    assert record["DDBStreamBatchInfo"]["batchSize"] == 1
+
+
+def test_stopped_pipe_delivers_nothing_until_started(local):
+    pipes = local.client("pipes")
+    name = local.outputs["PipeName"]
+    pipes.stop_pipe(Name=name)
+    local.engine.refresh()
+    _put(local, "5", "a")
+    # bounded: the record would reach QueueA within a few polls if the stopped pipe delivered
+    assert stable(lambda: local.depth("QueueA"), polls=4, timeout=5, interval=0.1) == 0
+    pipes.start_pipe(Name=name)
+    local.engine.refresh()
+    local.settle()
+    assert [json.loads(m["Body"])["detail"]["dynamodb"]["Keys"] for m in local.drain("QueueA")] == [
+        {"pk": {"S": "5"}}
+    ]
+    local.drain("QueueAB")
+
+
+def test_sns_filter_policies_route_by_attribute_and_by_body(local):
+    sns = local.client("sns")
+    topic = local.outputs["TopicArn"]
+
+    def publish(body, kind=None):
+        attributes = {"kind": {"DataType": "String", "StringValue": kind}} if kind else {}
+        sns.publish(TopicArn=topic, Message=json.dumps(body), MessageAttributes=attributes)
+
+    publish({"kind": "SURVEY", "n": 1}, "SURVEY")
+    publish({"kind": "GIFT_CARD", "n": 2}, "GIFT_CARD")
+    publish({"kind": "OTHER", "wait_seconds": 900}, "OTHER")
+    publish({"kind": "OTHER", "wait_seconds": 10}, "OTHER")
+    survey = local.drain("QueueSurvey")
+    gift = local.drain("QueueGift")
+    # raw delivery: the body is the message itself
+    assert [json.loads(m["Body"]) for m in survey] == [{"kind": "SURVEY", "n": 1}]
+    # no raw delivery: the SNS envelope, the message in "Message"
+    assert sorted(json.loads(json.loads(m["Body"])["Message"])["kind"] for m in gift) == [
+        "GIFT_CARD",
+        "OTHER",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"Enrichment": "arn:aws:lambda:us-east-1:123456789012:function:f"}, "Enrichment"),
+        ({"Target": "arn:aws:sqs:us-east-1:123456789012:q"}, "event buses only"),
+        (
+            {"TargetParameters": {"InputTemplate": "{}"}},
+            "TargetParameters.InputTemplate is not emulated",
+        ),
+        (
+            {
+                "SourceParameters": {
+                    "DynamoDBStreamParameters": {"StartingPosition": "LATEST", "BatchSize": 20000}
+                }
+            },
+            "BatchSize must be between 1 and 10000",
+        ),
+        (
+            {
+                "SourceParameters": {
+                    "DynamoDBStreamParameters": {"StartingPosition": "LATEST"},
+                    "FilterCriteria": {"Filters": [{"Pattern": '{"a": "x"}'}]},
+                }
+            },
+            r"SourceParameters.FilterCriteria.Filters\[0\].Pattern.a: must be an object",
+        ),
+    ],
+)
+def test_what_the_local_stack_does_not_run_is_refused(local, change, message):
+    pipe = local.client("pipes").describe_pipe(Name=local.outputs["PipeName"])
+    request = {
+        "Name": "refused",
+        "RoleArn": pipe["RoleArn"],
+        "Source": pipe["Source"],
+        "Target": pipe["Target"],
+        "SourceParameters": {"DynamoDBStreamParameters": {"StartingPosition": "LATEST"}},
+        **change,
+    }
+    with pytest.raises(local.client("pipes").exceptions.ValidationException, match=message):
+        local.client("pipes").create_pipe(**request)

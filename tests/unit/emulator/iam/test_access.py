@@ -1,0 +1,211 @@
+"""Least privilege at run time on the local server: a small SAM template deployed, its function run
+in a real worker, each AWS call decided against the function's role as deployed; what the role
+does not allow fails with the service's own AccessDenied and is not applied; the record and the
+report list denied calls and unused grants."""
+
+import json
+import textwrap
+import urllib.request
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from emulator.cli import iam_report
+from emulator.iam.access import Access, deployed_roles
+from emulator.stack import load_template
+from tests.unit.emulator.conftest import deployed_stack
+
+REGION = "us-east-1"
+
+TEMPLATE = """
+AWSTemplateFormatVersion: "2010-09-09"
+Transform: AWS::Serverless-2016-10-31
+Metadata:
+  UnusedGrants:
+    - Actions: ["logs:*"]
+      Reason: Lambda writes the logs.
+Resources:
+  Table:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+  Queue:
+    Type: AWS::SQS::Queue
+  Topic:
+    Type: AWS::SNS::Topic
+  Bucket:
+    Type: AWS::S3::Bucket
+  Fn:
+    Type: AWS::Serverless::Function
+    Metadata:
+      UnusedGrants:
+        - Actions: [s3:ListBucket]
+          Reason: never called here.
+    Properties:
+      Runtime: python3.13
+      Handler: app.lambda_handler
+      CodeUri: fn/
+      Timeout: 30
+      Environment:
+        Variables:
+          TABLE: !Ref Table
+          QUEUE_URL: !Ref Queue
+          TOPIC_ARN: !Ref Topic
+          BUCKET: !Ref Bucket
+      Policies:
+        - Statement:
+            - Sid: OwnItems
+              Effect: Allow
+              Action: [dynamodb:GetItem, dynamodb:UpdateItem]
+              Resource: !GetAtt Table.Arn
+              Condition:
+                ForAllValues:StringLike:
+                  dynamodb:LeadingKeys: ["own#*"]
+            - Sid: ReadIncoming
+              Effect: Allow
+              Action: [s3:GetObject, s3:ListBucket]
+              Resource: [!Sub "${Bucket.Arn}/incoming/*", !GetAtt Bucket.Arn]
+        - SQSSendMessagePolicy:
+            QueueName: !GetAtt Queue.QueueName
+"""
+
+HANDLER = textwrap.dedent(
+    """
+    import os
+    import boto3
+
+    CLIENTS = {}
+
+    def lambda_handler(event, context):
+        results = []
+        for service, method, kwargs in event["calls"]:
+            client = CLIENTS.setdefault(service, boto3.client(service))
+            kwargs = {k: os.environ.get(v[1:], v) if isinstance(v, str) and v.startswith("$")
+                      else v for k, v in kwargs.items()}
+            try:
+                getattr(client, method)(**kwargs)
+                results.append("ok")
+            except Exception as error:
+                results.append(error.response["Error"]["Code"])
+        return results
+    """
+)
+
+
+class Local:
+    def __init__(self, server, runtime, deployment, template):
+        self.server, self.runtime, self.deployment = server, runtime, deployment
+        self.template = template
+        self.env = {k: v for spec in deployment.functions for k, v in spec.environment.items()}
+
+    def client(self, service):
+        return boto3.client(
+            service,
+            endpoint_url=self.server.endpoint_url,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(account_id_endpoint_mode="disabled"),
+        )
+
+    def run(self, *calls):
+        result = self.runtime.invoke("Fn", {"calls": [list(c) for c in calls]})
+        assert result.ok, result.error
+        return result.payload
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    project = tmp_path_factory.mktemp("project")
+    (project / "fn").mkdir()
+    (project / "fn" / "app.py").write_text(HANDLER)
+    template = project / "template.yaml"
+    template.write_text(TEMPLATE)
+    (project / "samconfig.toml").write_text(
+        'version = 0.1\n[default.global.parameters]\nstack_name = "iam"\n'
+    )
+    with deployed_stack(template, project / "logs") as (server, runtime, deployment):
+        for spec in deployment.functions:
+            runtime.register(spec)
+        server.access = Access(deployed_roles(deployment), region=REGION)
+        yield Local(server, runtime, deployment, template)
+
+
+def test_calls_the_role_allows_go_through(local):
+    local.client("s3").put_object(Bucket=local.env["BUCKET"], Key="incoming/a", Body=b"x")
+    assert local.run(
+        ("dynamodb", "get_item", {"TableName": "$TABLE", "Key": {"pk": {"S": "own#1"}}}),
+        ("s3", "get_object", {"Bucket": "$BUCKET", "Key": "incoming/a"}),
+        ("sqs", "send_message", {"QueueUrl": "$QUEUE_URL", "MessageBody": "m"}),
+    ) == ["ok", "ok", "ok"]
+
+
+def test_calls_the_role_does_not_allow_fail_with_the_services_access_denied(local):
+    other = {"pk": {"S": "other#1"}}
+    assert local.run(
+        ("dynamodb", "get_item", {"TableName": "$TABLE", "Key": other}),  # LeadingKeys
+        ("dynamodb", "put_item", {"TableName": "$TABLE", "Item": {"pk": {"S": "own#2"}}}),
+        ("s3", "put_object", {"Bucket": "$BUCKET", "Key": "incoming/b", "Body": "x"}),
+        ("s3", "get_object", {"Bucket": "$BUCKET", "Key": "rejected/a"}),
+        ("sns", "publish", {"TopicArn": "$TOPIC_ARN", "Message": "m"}),
+        ("sqs", "purge_queue", {"QueueUrl": "$QUEUE_URL"}),
+    ) == [
+        "AccessDeniedException",
+        "AccessDeniedException",
+        "AccessDenied",
+        "AccessDenied",
+        "AuthorizationError",
+        "AccessDenied",
+    ]
+    table = local.client("dynamodb")
+    assert "Item" not in table.get_item(TableName=local.env["TABLE"], Key={"pk": {"S": "own#2"}})
+
+
+def test_with_enforcement_off_a_denied_call_is_applied_and_recorded(local):
+    local.server.access.enforce = False
+    try:
+        item = {"pk": {"S": "own#3"}}
+        assert local.run(("dynamodb", "put_item", {"TableName": "$TABLE", "Item": item})) == ["ok"]
+    finally:
+        local.server.access.enforce = True
+    table = local.client("dynamodb")
+    assert "Item" in table.get_item(TableName=local.env["TABLE"], Key=item)
+    calls = local.server.access.snapshot()["functions"]["Fn"]["calls"]
+    denied = [c for c in calls if c["action"] == "dynamodb:PutItem"]
+    assert {c["allowed"] for c in denied} == {False}
+    assert sum(c["count"] for c in denied) >= 1  # this call, and the refused one of another test
+
+
+# Each test makes the calls it looks at (the worker running it may not have run the others).
+def own_and_others_reads(local) -> None:
+    local.run(
+        ("dynamodb", "get_item", {"TableName": "$TABLE", "Key": {"pk": {"S": "own#1"}}}),
+        ("dynamodb", "get_item", {"TableName": "$TABLE", "Key": {"pk": {"S": "other#1"}}}),
+        ("sns", "publish", {"TopicArn": "$TOPIC_ARN", "Message": "m"}),
+    )
+
+
+def test_the_record_keeps_no_item_data_and_the_control_endpoint_serves_it(local):
+    own_and_others_reads(local)
+    with urllib.request.urlopen(local.server.endpoint_url + "/_emulator/iam") as response:
+        record = json.loads(response.read())
+    calls = record["functions"]["Fn"]["calls"]
+    leading = {k for c in calls for k in c["context"].get("dynamodb:leadingkeys", [])}
+    assert leading == {"own#*", "other#*"}
+
+
+def test_the_report_lists_unused_grants_and_denied_calls(local):
+    own_and_others_reads(local)
+    report = iam_report.build([local.server.access.snapshot()], load_template(local.template))
+    [function] = report.functions
+    unexplained = {action for _, action, why in function.unused if why is None}
+    explained = {action for _, action, why in function.unused if why is not None}
+    assert "dynamodb:UpdateItem" in unexplained  # granted, never called
+    assert "dynamodb:GetItem" not in unexplained | explained  # used
+    assert {"s3:ListBucket", "logs:CreateLogGroup"} <= explained
+    assert {c["action"] for c in function.denied} >= {"dynamodb:GetItem", "sns:Publish"}
+    assert report.failed
+    assert "NOT EXPLAINED" in iam_report.render(report)

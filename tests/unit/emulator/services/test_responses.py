@@ -1,0 +1,263 @@
+"""emulator/services/responses.py: the JSON fast path gives botocore what moto's serializer gives
+it.
+
+Every response of a fast operation is serialized both ways (the fast dump and moto's generic
+serializer, from the same result) and both bodies go through botocore's own JSON parser: the
+parsed responses must be equal, for DynamoDB items with every attribute type (binary and binary
+sets included), SQS messages with string and binary message attributes, and stream records."""
+
+import base64
+import datetime as dt
+
+import boto3
+import pytest
+from botocore import parsers
+from moto import mock_aws
+from moto.core.responses import BaseResponse
+from moto.core.utils import get_service_model
+
+from emulator.services import responses
+from tests.unit.emulator.conftest import REGION, fake_credentials
+
+pytestmark = pytest.mark.usefixtures("moto_patched")
+
+
+@pytest.fixture
+def compared(monkeypatch):
+    """Every fast response, serialized both ways: [(service, operation, fast, generic)]."""
+    seen = []
+
+    def both(self, action_result):
+        fast = responses.serialized(self, action_result)
+        generic = responses._original_serialized(self, action_result)
+        seen.append((self.service_name, self._get_action(), fast, generic))
+        return fast
+
+    monkeypatch.setattr(BaseResponse, "serialized", both)
+    fake_credentials(monkeypatch)
+    with mock_aws():
+        yield seen
+
+
+def parse(service: str, operation: str, body: str) -> dict:
+    botocore_name = {"dynamodbstreams": "dynamodbstreams"}.get(service, service)
+    model = get_service_model(botocore_name).operation_model(operation)
+    parser = parsers.create_parser("json")
+    return parser.parse(
+        {"body": body.encode(), "headers": {}, "status_code": 200}, model.output_shape
+    )
+
+
+def check(seen: list, operations: set[str]) -> None:
+    fast_ops = set()
+    for service, operation, fast, generic in seen:
+        if operation not in responses.FAST_OPERATIONS.get(service, ()):
+            continue
+        assert fast[0] == generic[0] == 200, operation
+        assert fast[1]["Content-Type"] == generic[1]["Content-Type"], operation
+        assert parse(service, operation, fast[2]) == parse(service, operation, generic[2]), (
+            operation
+        )
+        assert fast[2] != generic[2] or fast[2] == "{}", operation  # the fast dump made it
+        fast_ops.add(operation)
+    assert operations <= fast_ops
+
+
+ITEM = {
+    "pk": {"S": "contact#1"},
+    "sk": {"N": "7"},
+    "s": {"S": "héllo"},
+    "n": {"N": "-12.50"},
+    "b": {"B": b"\x00\x01binary"},
+    "bool": {"BOOL": False},
+    "null": {"NULL": True},
+    "ss": {"SS": ["a", "b"]},
+    "ns": {"NS": ["1", "2.5"]},
+    "bs": {"BS": [b"\x01", b"\x02\x03"]},
+    "l": {"L": [{"S": "x"}, {"N": "1"}, {"B": b"\xff"}, {"M": {"deep": {"BOOL": True}}}]},
+    "m": {"M": {"k": {"S": "v"}, "bin": {"B": b"\x10"}, "list": {"L": []}}},
+}
+
+
+def test_dynamodb_operations_parse_the_same_both_ways(compared):
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    ddb.create_table(
+        TableName="t",
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "N"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
+    ddb.put_item(TableName="t", Item=ITEM, ReturnConsumedCapacity="TOTAL")
+    ddb.put_item(TableName="t", Item=ITEM, ReturnValues="ALL_OLD")
+    got = ddb.get_item(TableName="t", Key=key, ReturnConsumedCapacity="INDEXES")
+    assert got["Item"]["b"] == {"B": b"\x00\x01binary"}
+    assert got["Item"]["bs"]["BS"] == [b"\x01", b"\x02\x03"]
+    assert got["ConsumedCapacity"]["CapacityUnits"] == 0.5
+    assert ddb.get_item(TableName="t", Key={"pk": {"S": "none"}, "sk": {"N": "1"}}) is not None
+    for i in range(5):
+        ddb.put_item(TableName="t", Item={**ITEM, "sk": {"N": str(100 + i)}})
+    page = ddb.query(
+        TableName="t",
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": "contact#1"}},
+        Limit=3,
+        ReturnConsumedCapacity="TOTAL",
+    )
+    assert page["Count"] == 3 and "LastEvaluatedKey" in page
+    ddb.query(
+        TableName="t",
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": "contact#1"}},
+        Select="COUNT",
+    )
+    ddb.update_item(
+        TableName="t",
+        Key=key,
+        UpdateExpression="SET s = :s ADD n :one",
+        ExpressionAttributeValues={":s": {"S": "new"}, ":one": {"N": "1"}},
+        ReturnValues="ALL_NEW",
+    )
+    ddb.update_item(
+        TableName="t",
+        Key=key,
+        UpdateExpression="SET s = :s",
+        ExpressionAttributeValues={":s": {"S": "newer"}},
+        ReturnValues="UPDATED_OLD",
+    )
+    ddb.batch_write_item(
+        RequestItems={
+            "t": [
+                {"PutRequest": {"Item": {**ITEM, "sk": {"N": "200"}}}},
+                {"DeleteRequest": {"Key": {"pk": ITEM["pk"], "sk": {"N": "100"}}}},
+            ]
+        }
+    )
+    ddb.transact_write_items(
+        TransactItems=[
+            {"Put": {"TableName": "t", "Item": {**ITEM, "sk": {"N": "300"}}}},
+            {"Delete": {"TableName": "t", "Key": {"pk": ITEM["pk"], "sk": {"N": "101"}}}},
+        ]
+    )
+    ddb.delete_item(TableName="t", Key=key, ReturnValues="ALL_OLD")
+    ddb.delete_item(TableName="t", Key=key)
+    check(
+        compared,
+        {
+            "PutItem",
+            "GetItem",
+            "Query",
+            "UpdateItem",
+            "DeleteItem",
+            "BatchWriteItem",
+            "TransactWriteItems",
+        },
+    )
+
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    arn = ddb.describe_table(TableName="t")["Table"]["LatestStreamArn"]
+    records = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        records += streams.get_records(ShardIterator=iterator)["Records"]
+        streams.get_records(ShardIterator=iterator, Limit=1)
+    assert records
+    image = records[0]["dynamodb"]["NewImage"]
+    assert image["b"] == {"B": b"\x00\x01binary"}  # base64 once on the wire, bytes again here
+    assert image["l"]["L"][2] == {"B": b"\xff"}
+    check(compared, {"GetRecords"})
+
+
+def test_sqs_operations_parse_the_same_both_ways(compared):
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    fifo = sqs.create_queue(
+        QueueName="q.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    attributes = {
+        "text": {"DataType": "String", "StringValue": "héllo"},
+        "number": {"DataType": "Number", "StringValue": "12"},
+        "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xffdata"},
+    }
+    sqs.send_message(QueueUrl=url, MessageBody="plain")
+    sqs.send_message(QueueUrl=url, MessageBody='{"json": 1}', MessageAttributes=attributes)
+    sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "a", "MessageBody": "one", "MessageAttributes": attributes},
+            {"Id": "b", "MessageBody": "two", "DelaySeconds": 1},
+        ],
+    )
+    sqs.send_message(QueueUrl=fifo, MessageBody="f", MessageGroupId="g")
+    sqs.send_message_batch(
+        QueueUrl=fifo, Entries=[{"Id": "x", "MessageBody": "f2", "MessageGroupId": "g"}]
+    )
+    received = sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        MessageSystemAttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    blob = next(m for m in received if m["Body"] == '{"json": 1}')
+    assert blob["MessageAttributes"]["blob"]["BinaryValue"] == b"\x00\xffdata"
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages") is None
+    sqs.receive_message(QueueUrl=fifo, AttributeNames=["All"], MessageAttributeNames=["text"])
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=received[0]["ReceiptHandle"], VisibilityTimeout=0
+    )
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=received[1]["ReceiptHandle"])
+    result = sqs.delete_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "ok", "ReceiptHandle": received[2]["ReceiptHandle"]},
+            {"Id": "bad", "ReceiptHandle": "not-a-handle"},
+        ],
+    )
+    assert [f["Id"] for f in result["Failed"]] == ["bad"]
+    sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+    sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["ApproximateNumberOfMessages"])
+    sqs.get_queue_attributes(QueueUrl=url)  # no names: an empty result
+    check(
+        compared,
+        {
+            "SendMessage",
+            "SendMessageBatch",
+            "ReceiveMessage",
+            "DeleteMessage",
+            "DeleteMessageBatch",
+            "ChangeMessageVisibility",
+            "GetQueueAttributes",
+        },
+    )
+
+
+def test_errors_and_other_operations_keep_moto_serializer(compared):
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="errors")["QueueUrl"]
+    before = dict(responses.stats)
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+        sqs.send_message(QueueUrl=url + "-missing", MessageBody="x")
+    with pytest.raises(sqs.exceptions.ClientError) as invalid:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle="nope")
+    assert invalid.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
+    sqs.list_queues()
+    assert responses.stats == before  # neither path counted: errors and ListQueues are moto's
+
+
+def test_fast_dump_values():
+    assert responses.dumps(None) == "{}"
+    encoded = base64.b64encode(b"\x01\x02").decode()
+    assert responses.dumps({"b": b"\x01\x02"}) == f'{{"b":"{encoded}"}}'
+    moment = dt.datetime(2026, 11, 30, 12, 0, 0, 250_000)
+    assert responses.dumps({"t": moment}) == '{"t":1796040000.25}'
+    with pytest.raises(TypeError):
+        responses.dumps({"x": object()})

@@ -1,0 +1,358 @@
+"""emulator/services/sqs.py: moto's SQS indexed (send and receive in O(batch)) with every semantic
+kept (visibility, delays, receive counts, redrive at receive time, FIFO groups and deduplication,
+retention, long polling), and a wake-up for every message added, however it arrives."""
+
+import json
+import threading
+import time
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.sqs import models as sqs_models
+from moto.sqs.models import Queue, sqs_backends
+
+from emulator.core import wakeups
+from emulator.services import moto_patches, sqs
+from tests.unit.emulator.conftest import ACCOUNT, REGION, fake_credentials
+
+pytestmark = pytest.mark.usefixtures("moto_patched")
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    fake_credentials(monkeypatch)
+    with mock_aws():
+        yield boto3.client("sqs", region_name=REGION)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The SQS clock (epoch ms), moved by hand: emulator.services.sqs's and moto's own (sent
+    timestamps, visibility, delays)."""
+    now = [time.time() * 1000]
+    monkeypatch.setattr(sqs, "now_ms", lambda: now[0])
+    monkeypatch.setattr(sqs_models, "unix_time_millis", lambda dt=None: now[0])
+    monkeypatch.setattr(sqs_models, "unix_time", lambda dt=None: now[0] / 1000)
+    return now
+
+
+def make(sqs, name: str, **attributes: str) -> tuple[str, str]:
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    return url, arn["QueueArn"]
+
+
+def receive(sqs, url: str, count: int = 10, **extra) -> list[dict]:
+    return sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=count, MessageSystemAttributeNames=["All"], **extra
+    ).get("Messages", [])
+
+
+def counts(sqs, url: str) -> tuple[int, int, int]:
+    attrs = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    return (
+        int(attrs["ApproximateNumberOfMessages"]),
+        int(attrs["ApproximateNumberOfMessagesNotVisible"]),
+        int(attrs["ApproximateNumberOfMessagesDelayed"]),
+    )
+
+
+def model(name: str) -> Queue:
+    return sqs_backends[ACCOUNT][REGION].queues[name]
+
+
+# --- cost: O(batch), not O(queue depth)
+
+
+def test_receive_and_send_do_not_scan_the_queue(aws, monkeypatch):
+    """moto built Queue.attributes (three scans of the queue) for every message received and
+    every message sent, and checked each message's visibility in a walk of the whole queue."""
+    url, _ = make(aws, "deep", VisibilityTimeout="60")
+    queue = model("deep")
+    backend = sqs_backends[ACCOUNT][REGION]
+    for i in range(3000):
+        backend.send_message("deep", f"m{i}")
+    receive(aws, url)  # 10 in flight at the front of the queue
+    looked_at = []  # a message's visibility or delay checked: what moto's scans do per message
+    for name in ("visible", "delayed"):
+        check = getattr(sqs.Message, name)
+        monkeypatch.setattr(
+            sqs.Message,
+            name,
+            property(lambda m, check=check: looked_at.append(1) or check.fget(m)),
+        )
+    started = time.thread_time()
+    for _ in range(20):
+        assert len(backend.receive_message("deep", 10, 0, 60)) == 10
+        backend.send_message("deep", "more")
+        aws.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+    spent = time.thread_time() - started
+    assert looked_at == []
+    assert spent < 1.0  # moto: ~1 s per receive at this depth
+    assert len(queue._messages) == 3020
+
+
+# --- semantics kept
+
+
+def test_visibility_timeout_receive_counts_and_first_receive(aws, clock):
+    url, _ = make(aws, "vis", VisibilityTimeout="30")
+    aws.send_message(QueueUrl=url, MessageBody="a")
+    first = receive(aws, url)
+    assert [m["Body"] for m in first] == ["a"]
+    assert first[0]["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert receive(aws, url) == []
+    assert counts(aws, url) == (0, 1, 0)
+    clock[0] += 31_000
+    assert counts(aws, url) == (1, 0, 0)
+    again = receive(aws, url)
+    assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    stamp = "ApproximateFirstReceiveTimestamp"
+    assert again[0]["Attributes"][stamp] == first[0]["Attributes"][stamp]
+    assert again[0]["ReceiptHandle"] != first[0]["ReceiptHandle"]
+    aws.delete_message(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"])  # an old handle
+    assert counts(aws, url) == (0, 0, 0)
+    aws.delete_message(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"])  # again: fine
+    with pytest.raises(ClientError, match="ReceiptHandleIsInvalid"):
+        aws.delete_message(QueueUrl=url, ReceiptHandle="never-issued")
+
+
+def test_messages_come_in_send_order_and_a_timed_out_one_first(aws, clock):
+    url, _ = make(aws, "order", VisibilityTimeout="10")
+    for body in "abc":
+        aws.send_message(QueueUrl=url, MessageBody=body)
+    assert [m["Body"] for m in receive(aws, url, 1)] == ["a"]
+    aws.send_message(QueueUrl=url, MessageBody="d")
+    clock[0] += 11_000
+    assert [m["Body"] for m in receive(aws, url)] == ["a", "b", "c", "d"]
+
+
+def test_delay_seconds_and_a_per_message_delay(aws, clock):
+    url, _ = make(aws, "delays", DelaySeconds="5")
+    aws.send_message(QueueUrl=url, MessageBody="queue-delay")
+    aws.send_message(QueueUrl=url, MessageBody="none", DelaySeconds=0)
+    aws.send_message(QueueUrl=url, MessageBody="long", DelaySeconds=20)
+    assert counts(aws, url) == (1, 0, 2)
+    assert [m["Body"] for m in receive(aws, url)] == ["none"]
+    clock[0] += 6_000
+    assert [m["Body"] for m in receive(aws, url)] == ["queue-delay"]
+    clock[0] += 15_000
+    assert [m["Body"] for m in receive(aws, url)] == ["long"]
+
+
+def test_change_visibility_zero_and_longer(aws, clock):
+    url, _ = make(aws, "change", VisibilityTimeout="30")
+    aws.send_message(QueueUrl=url, MessageBody="a")
+    handle = receive(aws, url)[0]["ReceiptHandle"]
+    aws.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+    handle = receive(aws, url)[0]["ReceiptHandle"]
+    aws.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=100)
+    clock[0] += 50_000
+    assert receive(aws, url) == []
+    clock[0] += 51_000
+    assert len(receive(aws, url)) == 1
+    with pytest.raises(ClientError, match="ReceiptHandleIsInvalid"):
+        aws.change_message_visibility(QueueUrl=url, ReceiptHandle="nope", VisibilityTimeout=1)
+
+
+def test_redrive_to_the_dead_letter_queue_at_receive_time(aws, clock):
+    _, dlq_arn = make(aws, "dlq")
+    url, _ = make(
+        aws,
+        "source",
+        VisibilityTimeout="1",
+        RedrivePolicy=json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2}),
+    )
+    aws.send_message(QueueUrl=url, MessageBody="poison")
+    seen = wakeups.version(dlq_arn)
+    for _ in range(2):
+        assert len(receive(aws, url)) == 1
+        clock[0] += 2_000
+    assert receive(aws, url) == []  # the third receive moves it
+    assert counts(aws, url) == (0, 0, 0)
+    moved = receive(aws, aws.get_queue_url(QueueName="dlq")["QueueUrl"])
+    assert [m["Body"] for m in moved] == ["poison"]
+    assert wakeups.version(dlq_arn) == seen + 1  # the DLQ's pollers are told
+
+
+def test_a_message_past_the_retention_period_is_deleted_when_reached(aws, clock):
+    """AWS deletes a message older than MessageRetentionPeriod. moto marked it received (a
+    receive count, in flight) and stopped the receive."""
+    url, _ = make(aws, "retention", MessageRetentionPeriod="60")
+    aws.send_message(QueueUrl=url, MessageBody="old")
+    clock[0] += 30_000
+    aws.send_message(QueueUrl=url, MessageBody="young")
+    clock[0] += 31_000
+    assert counts(aws, url) == (2, 0, 0)  # approximate: SQS deletes the old one lazily too
+    assert [m["Body"] for m in receive(aws, url)] == ["young"]
+    assert counts(aws, url) == (0, 1, 0)
+    assert [m.body for m in model("retention")._messages] == ["young"]
+
+
+def test_message_attributes_filter_and_md5(aws):
+    url, _ = make(aws, "attrs")
+    sent = aws.send_message(
+        QueueUrl=url,
+        MessageBody="x",
+        MessageAttributes={
+            "keep": {"DataType": "String", "StringValue": "1"},
+            "drop": {"DataType": "String", "StringValue": "2"},
+        },
+    )
+    message = receive(aws, url, MessageAttributeNames=["keep"])[0]
+    assert set(message["MessageAttributes"]) == {"keep"}
+    assert message["MD5OfBody"] == sent["MD5OfMessageBody"]
+    assert model("attrs")._messages[0].message_attributes.keys() == {"keep", "drop"}
+
+
+def test_long_polling_returns_when_a_message_arrives(aws):
+    url, _ = make(aws, "long")
+    threading.Timer(0.3, lambda: aws.send_message(QueueUrl=url, MessageBody="late")).start()
+    started = time.monotonic()
+    got = receive(aws, url, WaitTimeSeconds=5)
+    assert [m["Body"] for m in got] == ["late"]
+    assert time.monotonic() - started < 3
+
+
+def test_purge_and_moto_lists(aws):
+    url, _ = make(aws, "purge")
+    for body in "ab":
+        aws.send_message(QueueUrl=url, MessageBody=body)
+    receive(aws, url, 1)
+    queue = model("purge")
+    assert [m.body for m in queue._messages] == ["a", "b"]
+    assert [m.body for m in queue.pending_messages] == ["a"]
+    assert [m.body for m in queue.messages] == ["b"]
+    aws.purge_queue(QueueUrl=url)
+    assert queue._messages == [] and counts(aws, url) == (0, 0, 0)
+    aws.send_message(QueueUrl=url, MessageBody="after")
+    assert [m["Body"] for m in receive(aws, url)] == ["after"]
+
+
+# --- FIFO
+
+
+def fifo(sqs, name: str, **attributes: str) -> str:
+    return make(sqs, f"{name}.fifo", FifoQueue="true", VisibilityTimeout="30", **attributes)[0]
+
+
+def send(sqs, url: str, body: str, group: str, dedup: str | None = None) -> None:
+    sqs.send_message(
+        QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=dedup or body
+    )
+
+
+def test_fifo_groups_block_while_in_flight_and_keep_order(aws, clock):
+    url = fifo(aws, "groups")
+    for body, group in [("a1", "a"), ("b1", "b"), ("a2", "a"), ("b2", "b"), ("c1", "c")]:
+        send(aws, url, body, group)
+    assert [m["Body"] for m in receive(aws, url, 2)] == ["a1", "b1"]
+    # a and b are in flight: only c is receivable
+    assert [m["Body"] for m in receive(aws, url)] == ["c1"]
+    assert receive(aws, url) == []
+    clock[0] += 31_000  # a1, b1 and c1 time out: their groups come back, in order
+    got = receive(aws, url)
+    assert [m["Body"] for m in got] == ["a1", "b1", "a2", "b2", "c1"]  # several of one group
+    handles = {m["Body"]: m["ReceiptHandle"] for m in got}
+    for body in ("a1", "a2"):
+        aws.delete_message(QueueUrl=url, ReceiptHandle=handles[body])
+    aws.change_message_visibility(QueueUrl=url, ReceiptHandle=handles["b1"], VisibilityTimeout=0)
+    assert receive(aws, url) == []  # b1 is visible again, but b2 is in flight: b waits
+    clock[0] += 31_000
+    assert [m["Body"] for m in receive(aws, url)] == ["b1", "b2", "c1"]
+
+
+def test_fifo_deduplication_outlives_the_message_for_five_minutes(aws, clock):
+    """AWS keeps a deduplication id for 5 minutes from its first acceptance, even after the
+    message was deleted; moto compared only with the messages still in the queue."""
+    url = fifo(aws, "dedupe")
+    send(aws, url, "one", "g", dedup="id-1")
+    handle = receive(aws, url)[0]["ReceiptHandle"]
+    aws.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    send(aws, url, "one again", "g", dedup="id-1")
+    assert receive(aws, url) == []
+    clock[0] += 301_000
+    send(aws, url, "one later", "g", dedup="id-1")
+    assert [m["Body"] for m in receive(aws, url)] == ["one later"]
+
+
+def test_fifo_deduplication_scope_message_group(aws):
+    url = fifo(
+        aws, "scoped", DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId"
+    )
+    send(aws, url, "x in a", "a", dedup="same")
+    send(aws, url, "x in b", "b", dedup="same")
+    send(aws, url, "x in a again", "a", dedup="same")
+    assert sorted(m["Body"] for m in receive(aws, url)) == ["x in a", "x in b"]
+
+
+def test_fifo_content_based_deduplication(aws):
+    url = fifo(aws, "content", ContentBasedDeduplication="true")
+    for _ in range(3):
+        aws.send_message(QueueUrl=url, MessageBody="same body", MessageGroupId="g")
+    aws.send_message(QueueUrl=url, MessageBody="other body", MessageGroupId="g")
+    assert [m["Body"] for m in receive(aws, url)] == ["same body", "other body"]
+
+
+# --- wake-ups ---------------------------------------------------------------------------------
+
+
+def test_every_way_a_message_arrives_notifies_the_queue(aws):
+    url, arn = make(aws, "woken")
+    seen = wakeups.version(arn)
+    aws.send_message(QueueUrl=url, MessageBody="send")
+    aws.send_message_batch(
+        QueueUrl=url,
+        Entries=[{"Id": "1", "MessageBody": "b1"}, {"Id": "2", "MessageBody": "b2"}],
+    )
+    assert wakeups.version(arn) == seen + 3
+    sns = boto3.client("sns", region_name=REGION)
+    topic = sns.create_topic(Name="t")["TopicArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+    sns.publish(TopicArn=topic, Message="via sns")
+    assert wakeups.version(arn) == seen + 4
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="woken-bucket")
+    s3.put_bucket_notification_configuration(
+        Bucket="woken-bucket",
+        NotificationConfiguration={
+            "QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]
+        },
+    )  # S3 sends its s3:TestEvent
+    s3.put_object(Bucket="woken-bucket", Key="k", Body=b"x")
+    assert wakeups.version(arn) == seen + 6
+    bodies = [m["Body"] for m in receive(aws, url)]
+    assert bodies[:3] == ["send", "b1", "b2"] and len(bodies) == 6
+
+
+def test_a_wait_on_the_queue_wakes_at_once(aws):
+    url, arn = make(aws, "waiter")
+    seen = wakeups.version(arn)
+    threading.Timer(0.2, lambda: aws.send_message(QueueUrl=url, MessageBody="x")).start()
+    started = time.monotonic()
+    assert wakeups.wait(arn, seen, 5)
+    assert time.monotonic() - started < 2
+
+
+def test_a_queue_with_messages_from_before_the_install_keeps_them(aws):
+    moto_patches.uninstall()
+    try:
+        url, _ = make(aws, "older")
+        for body in "ab":
+            aws.send_message(QueueUrl=url, MessageBody=body)
+        first = receive(aws, url, 1)
+    finally:
+        moto_patches.install()
+    assert [m["Body"] for m in receive(aws, url)] == ["b"]
+    assert counts(aws, url) == (0, 2, 0)
+    aws.delete_message(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"])
+    assert counts(aws, url) == (0, 1, 0)
