@@ -14,7 +14,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from harness.stack import StackClient, samconfig_stack_name
 
-from ops import callers, files, records, redrive, replay, status
+from ops import callers, files, records, redrive, replay, status, table
 from ops.errors import OpsError
 
 
@@ -45,9 +45,19 @@ def parser() -> argparse.ArgumentParser:
     move.add_argument(
         "queue",
         help="IngestDeadLetterQueue | NotificationDeadLetterQueue; fan-out modes pipe and router: "
-        "also LastAgentDeadLetterQueue | SurveyDeadLetterQueue | GoodwillDeadLetterQueue",
+        "also LastAgentDeadLetterQueue | SurveyDeadLetterQueue | GoodwillDeadLetterQueue and "
+        "what the fan-out could not deliver to those consumers' queues: "
+        "LastAgentChangeDeliveryDeadLetterQueue | SurveyChangeDeliveryDeadLetterQueue | "
+        "GoodwillChangeDeliveryDeadLetterQueue",
     )
     move.add_argument("--rate", type=int, help="messages per second (1-500; default: fastest)")
+    move.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"{records.NOTIFICATION_DLQ}: list its messages and which were already published; "
+        "move nothing",
+    )
+    move.add_argument("--yes", action="store_true", help=f"{records.NOTIFICATION_DLQ}: do not ask")
 
     stream = group(commands, "stream", "stream consumers")
     again = stream.add_parser("replay", help="replay the batches in StreamFailureQueue")
@@ -69,6 +79,12 @@ def parser() -> argparse.ArgumentParser:
         command.add_argument("--contact-id", help="NotifierFunction: with --kind")
         if action == "purge":
             command.add_argument("--yes", action="store_true", help="do not ask")
+            command.add_argument(
+                "--resend",
+                action="store_true",
+                help="NotifierFunction: purge a COMPLETED (published) record, so that the "
+                "customer gets the notification again",
+            )
 
     file = group(commands, "file", "contact files")
     for action, text in (
@@ -96,9 +112,7 @@ def group(commands: Any, name: str, text: str) -> Any:
 
 COMMANDS: dict[tuple[str, str | None], Callable[[StackClient, argparse.Namespace], Report]] = {
     ("status", None): lambda stack, args: Report(*status.report(stack)),
-    ("dlq", "redrive"): lambda stack, args: Report(
-        *redrive.redrive(stack, args.queue, args.rate, progress=not args.json)
-    ),
+    ("dlq", "redrive"): lambda stack, args: Report(*dlq_redrive(stack, args)),
     ("stream", "replay"): lambda stack, args: Report(
         *replay.replay(stack, dry_run=args.dry_run, function=args.function)
     ),
@@ -114,6 +128,22 @@ COMMANDS: dict[tuple[str, str | None], Callable[[StackClient, argparse.Namespace
         *callers.show(stack, args.number, args.contacts)
     ),
 }
+
+
+def dlq_redrive(stack: StackClient, args: argparse.Namespace) -> tuple[Any, str, bool]:
+    """NotificationDeadLetterQueue's messages are listed (already published or not) before they
+    move; the other DLQs are redriven as they are."""
+    if args.queue == records.NOTIFICATION_DLQ:
+        return records.redrive_notifications(
+            stack,
+            args.rate,
+            dry_run=args.dry_run,
+            confirm=None if args.yes else confirm,
+            progress=not args.json,
+        )
+    if args.dry_run:
+        raise OpsError(f"--dry-run lists {records.NOTIFICATION_DLQ} only")
+    return redrive.redrive(stack, args.queue, args.rate, progress=not args.json)
 
 
 def confirm(question: str) -> bool:
@@ -141,20 +171,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         stack = connect(args.stack)
         report = COMMANDS[(args.command, getattr(args, "action", None))](stack, args)
     except OpsError as error:
-        print(f"ops: error: {error}", file=sys.stderr)
+        print(table.visible_lines(f"ops: error: {error}"), file=sys.stderr)
         return 2
     except ClientError as error:
         failure = error.response["Error"]
-        print(f"ops: AWS error: {failure['Code']}: {failure.get('Message', '')}", file=sys.stderr)
+        message = f"ops: AWS error: {failure['Code']}: {failure.get('Message', '')}"
+        print(table.visible_lines(message), file=sys.stderr)
         return 1
     except BotoCoreError as error:
-        print(f"ops: AWS error: {error}", file=sys.stderr)
+        print(table.visible_lines(f"ops: AWS error: {error}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("ops: interrupted", file=sys.stderr)
         return 130
     try:
-        print(json.dumps(report.data, indent=2, default=str) if args.json else report.text)
+        # JSON escapes every control character itself; the text is escaped here, for every command
+        print(
+            json.dumps(report.data, indent=2, default=str)
+            if args.json
+            else table.visible_lines(report.text)
+        )
         sys.stdout.flush()
     except BrokenPipeError:  # `ops status | head`: the reader left; no traceback at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -10,20 +10,25 @@ several invocations), so a file's records are found by following that chain.
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemNotFoundError,
 )
-from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
+    STATUS_CONSTANTS,
+    DataRecord,
+)
 from harness.stack import StackClient
 from shared import idempotency, ingest, keys, model
 
-from ops import file_ref, table
+from ops import file_ref, redrive, table
 from ops.errors import Confirm, OpsError
 
 CLAIMS = {"IngestFunction": idempotency.FILE_STEPS, "NotifierFunction": idempotency.NOTIFICATIONS}
+COMPLETED = STATUS_CONSTANTS["COMPLETED"]  # the record of a function that finished
 
 
 class Purged(Exception):
@@ -99,7 +104,8 @@ def notification(args: argparse.Namespace) -> str:
     if not model.CONTACT_ID.fullmatch(contact_id):
         raise OpsError(f"{contact_id!r} is not a contact id (1-64 of A-Z a-z 0-9 _ -)")
     try:
-        return keys.notification_id(kind, contact_id)
+        # the id the ingest stored, whatever the spelling given (a UUID in upper case)
+        return keys.notification_id(kind, model.canonical_id(contact_id))
     except ValueError as error:
         raise OpsError(f"{error} (kinds: {' | '.join(keys.NOTIFICATION_KINDS)})") from None
 
@@ -133,23 +139,114 @@ def show(stack: StackClient, args: argparse.Namespace) -> tuple[Any, str, bool]:
 
 
 def purge(stack: StackClient, args: argparse.Namespace, confirm: Confirm) -> tuple[Any, str, bool]:
+    """A purge makes the function's next delivery of the record's event run again. For a
+    notification that is right only while its record is INPROGRESS (a crashed attempt holding the
+    claim): a COMPLETED one was published, and publishing it again, past SNS FIFO's 5-minute
+    deduplication, reaches the customer twice. That takes --resend, and is said before it asks."""
     label, layer, found = targets(stack, args)
     present = [(data, record) for data, record in found if record is not None]
     if not present:
         return {"target": label, "purged": []}, f"{label}: no idempotency record", True
-    if confirm is not None and not confirm(
-        f"delete {len(present)} idempotency record(s) of {label}"
-    ):
+    published = args.function == "NotifierFunction" and any(
+        record.status == COMPLETED for _, record in present
+    )
+    if published and not args.resend:
+        raise OpsError(
+            f"{label} was published (its record is {COMPLETED}): purging it sends the customer "
+            "this notification again on its next delivery. Purge is for an INPROGRESS record; "
+            "pass --resend to send it again on purpose"
+        )
+    question = f"delete {len(present)} idempotency record(s) of {label}"
+    if published:
+        question = (
+            f"{label} was published: the customer gets it AGAIN on its next delivery; {question}"
+        )
+    if confirm is not None and not confirm(question):
         raise OpsError("not confirmed: nothing deleted")
     purged = release(layer, present)
-    return (
-        {"target": label, "purged": purged},
-        f"{label}: {len(purged)} record(s) deleted; the next delivery runs again",
-        True,
-    )
+    text = f"{label}: {len(purged)} record(s) deleted; the next delivery runs again"
+    if published:
+        text += " and publishes the notification to the customer again"
+    return {"target": label, "purged": purged, "resend": published}, text, True
 
 
 def release(layer: DynamoDBPersistenceLayer, found: list[tuple[dict, DataRecord]]) -> list[str]:
     for data, _ in found:
         layer.delete_record(data, Purged())
     return [record.idempotency_key for _, record in found]
+
+
+NOTIFICATION_DLQ = "NotificationDeadLetterQueue"
+LOOK_SECONDS = 30  # a message looked at is hidden this long, then made visible again at once
+
+
+def dead_letter_notifications(stack: StackClient) -> list[dict[str, Any]]:
+    """Each message of NotificationDeadLetterQueue: its message id, its notification id and the
+    notifier's record of it (COMPLETED: already published). Every message is received once and
+    made visible again: nothing is moved. Never the caller or email the message holds."""
+    url = stack.outputs[f"{NOTIFICATION_DLQ}Url"]
+    layer = persistence(stack, CLAIMS["NotifierFunction"])
+    found: dict[str, dict[str, Any]] = {}
+    handles: list[str] = []
+    while messages := stack.sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        VisibilityTimeout=LOOK_SECONDS,
+        WaitTimeSeconds=0 if stack.is_local else 1,
+    ).get("Messages", []):
+        for message in messages:
+            handles.append(message["ReceiptHandle"])
+            found[message["MessageId"]] = {"message_id": message["MessageId"]} | publication(
+                layer, message["Body"]
+            )
+    for handle in handles:
+        stack.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+    return list(found.values())
+
+
+def publication(layer: DynamoDBPersistenceLayer, body: str) -> dict[str, Any]:
+    """A notification message's id and what the notifier's record says of it."""
+    try:
+        notification_id = json.loads(body)["notification_id"]
+    except (ValueError, KeyError, TypeError):
+        notification_id = None
+    if not isinstance(notification_id, str):
+        return {"notification_id": None, "record": None, "published": False}
+    record = lookup(layer, {"notification_id": notification_id})
+    status = record.status if record is not None else None
+    return {"notification_id": notification_id, "record": status, "published": status == COMPLETED}
+
+
+def redrive_notifications(
+    stack: StackClient, rate: int | None, *, dry_run: bool, confirm: Confirm, progress: bool
+) -> tuple[Any, str, bool]:
+    """`ops dlq redrive NotificationDeadLetterQueue`: which messages' notifications were already
+    published, said before anything moves (a dry run stops there), then SQS's redrive."""
+    listed = dead_letter_notifications(stack)
+    published = [m for m in listed if m["published"]]
+    rows = [
+        (
+            m["message_id"],
+            m["notification_id"] or "(not a notification)",
+            "already published" if m["published"] else (m["record"] or "no record"),
+        )
+        for m in listed
+    ]
+    listing = f"{NOTIFICATION_DLQ}: {len(listed)} message(s), {len(published)} already published"
+    if rows:
+        listing += "\n" + table.render(("MESSAGE", "NOTIFICATION", "NOTIFIER'S RECORD"), rows)
+    if published:
+        listing += (
+            "\nalready published: the notifier acknowledges these without publishing again "
+            "(do not purge their records: the customer would get them twice)"
+        )
+    data: dict[str, Any] = {"dry_run": dry_run, "messages": listed}
+    if dry_run or not listed:
+        heading = "dry run: nothing moved\n" if dry_run else ""
+        return data, heading + listing, True
+    if confirm is not None and not confirm(
+        f"{listing}\nmove these {len(listed)} message(s) back to NotificationQueue"
+    ):
+        raise OpsError("not confirmed: nothing moved")
+    moved, text, ok = redrive.redrive(stack, NOTIFICATION_DLQ, rate, progress=progress)
+    return data | moved, f"{listing}\n{text}", ok

@@ -33,5 +33,7 @@ def ops_stack(stack, lambda_context) -> StackClient:
 
 
 def args(**values):
-    defaults = dict.fromkeys(("file", "version_id", "notification_id", "kind", "contact_id"))
+    defaults = dict.fromkeys(
+        ("file", "version_id", "notification_id", "kind", "contact_id", "resend")
+    )
     return type("Args", (), {**defaults, **values})()

@@ -46,7 +46,7 @@ def test_the_notifier_record_is_found_and_purged_by_its_business_key(
     }
     assert record["key"].startswith("NotifierFunction#") and "COMPLETED" in text and ok
 
-    by_id = args(function="NotifierFunction", notification_id="SURVEY#c-42")
+    by_id = args(function="NotifierFunction", notification_id="SURVEY#c-42", resend=True)
     assert records.purge(ops_stack, by_id, None)[0]["purged"] == [record["key"]]
     assert records.show(ops_stack, by_id)[0]["records"] == []
 
@@ -124,7 +124,8 @@ def test_malformed_commands_exit_2_with_usage(argv, capsys):
 
 
 def queue_stack(ops_stack: StackClient, mode: str) -> StackClient:
-    """``ops_stack`` as a stack of fan-out mode ``mode``: with its consumers' queues and DLQs."""
+    """``ops_stack`` as a stack of fan-out mode ``mode``: with its consumers' queues and DLQs
+    (of their failures and of what the fan-out could not deliver to them)."""
     sqs = client("sqs")
     outputs = dict(ops_stack.outputs, FanOut=mode)
     for queue in ("IngestDeadLetterQueue", "NotificationDeadLetterQueue"):
@@ -142,6 +143,8 @@ def queue_stack(ops_stack: StackClient, mode: str) -> StackClient:
             },
         )["QueueUrl"]
         outputs |= {f"{consumer}QueueUrl": queue, f"{consumer}DeadLetterQueueUrl": dlq}
+        delivery = sqs.create_queue(QueueName=f"unit-{consumer}-delivery-dlq")["QueueUrl"]
+        outputs[f"{consumer}ChangeDeliveryDeadLetterQueueUrl"] = delivery
     return StackClient("unit", ops_stack.session, outputs, {})
 
 
