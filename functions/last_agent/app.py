@@ -1,12 +1,11 @@
 """LastAgentFunction: ContactsTable changes -> the caller's LAST_AGENT item: the newest of the
-caller's contacts that reached an agent. The changes arrive from the table's stream or, in fan-out
-modes pipe and router (template parameter FanOut), from LastAgentQueue as the same stream
-records (shared.aws.table_changes).
+caller's current contacts that reached an agent. The changes arrive from the table's stream or, in
+fan-out modes pipe and router (template parameter FanOut), from LastAgentQueue as the same stream
+records (shared.aws.table_changes), in any order, late or repeated.
 
-No idempotency store: a new contact moves LAST_AGENT forward with one conditional write, which is
-idempotent and order-independent by itself. A corrected export that replaces or removes the
-contact LAST_AGENT names makes it the newest remaining one (conditional on it still naming the
-corrected contact).
+No idempotency store: a change's images only say which items to look at; every write checks, in
+its transaction, that the CONTACT items it relies on are still current, so a late delivery of an
+export a correction has replaced changes nothing, and any order converges.
 """
 
 import os
@@ -24,24 +23,31 @@ metrics = Metrics()
 dynamodb = boto3.client("dynamodb")
 CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
 
+_METRICS = {
+    table.LAST_AGENT_UPDATED: "LastAgentUpdated",
+    table.LAST_AGENT_STALE: "LastAgentStale",
+    table.LAST_AGENT_OUTDATED: "LastAgentStale",
+    table.LAST_AGENT_REPLACED: "LastAgentCorrected",
+    table.LAST_AGENT_REMOVED: "LastAgentCorrected",
+}
+
 
 def record_handler(record: DynamoDBRecord) -> None:
     new, old = contacts.new_contact(record), contacts.old_contact(record)
     if new is not None and not rules.sets_last_agent(new):
         new = None
     if old is not None and rules.sets_last_agent(old) and not rules.same_version(old, new):
-        outcome = table.replace_last_agent(dynamodb, CONTACTS_TABLE_NAME, old)
-        if outcome != "kept":
-            metrics.add_metric(name="LastAgentCorrected", unit=MetricUnit.Count, value=1)
-        logger.info("corrected contact checked", contact_id=old["contact_id"], outcome=outcome)
-    if new is None:
-        return
-    if table.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, new):
-        metrics.add_metric(name="LastAgentUpdated", unit=MetricUnit.Count, value=1)
-        logger.info("last agent updated", contact_id=new["contact_id"])
-    else:
-        metrics.add_metric(name="LastAgentStale", unit=MetricUnit.Count, value=1)
-        logger.info("last agent kept: a newer contact is stored", contact_id=new["contact_id"])
+        count(table.replace_last_agent(dynamodb, CONTACTS_TABLE_NAME, old), old, "corrected")
+    if new is not None:
+        count(table.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, new), new, "new")
+
+
+def count(outcome: str, contact: dict, side: str) -> None:
+    if outcome in _METRICS:
+        metrics.add_metric(name=_METRICS[outcome], unit=MetricUnit.Count, value=1)
+    logger.info(
+        "last agent checked", contact_id=contact["contact_id"], change=side, outcome=outcome
+    )
 
 
 changes = TableChanges(record_handler)

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from boto3.dynamodb.types import TypeSerializer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared.aws import table
@@ -31,11 +32,13 @@ def connect_event(address) -> dict:
 
 
 def seed_last_agent(stack, caller="+14155550101"):
-    table.update_last_agent(
-        stack.dynamodb,
-        stack.contacts_table,
-        contact("c-42", caller, "2026-11-29T10:05:00Z", agent_id="agent-7"),
+    """The caller's contact stored as the ingest leaves it, then LastAgentFunction's write."""
+    seen = contact("c-42", caller, "2026-11-29T10:05:00Z", agent_id="agent-7")
+    stack.dynamodb.put_item(
+        TableName=stack.contacts_table,
+        Item={name: TypeSerializer().serialize(value) for name, value in seen.items()},
     )
+    assert table.update_last_agent(stack.dynamodb, stack.contacts_table, seen) == "updated"
 
 
 def test_a_known_caller_is_routed_to_the_last_agent(stack, route, lambda_context):

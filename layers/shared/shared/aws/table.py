@@ -268,13 +268,25 @@ def write_file_log(
 
 # --- Fan-out consumers: last agent (LastAgentFunction, RouteFunction), gift cards (Goodwill) ---
 
-# Newer means (ended_at, contact_id) is greater, as rules.is_newer orders contacts: ended_at is
-# fixed-width UTC (keys.utc_timestamp), so DynamoDB's string order is time order. The same contact
-# at the same time may also rewrite it: a correction of that contact (its agent, say).
+# LAST_AGENT names the caller's newest current CONTACT item (ended_at, then the higher
+# contact_id: ended_at is fixed-width UTC, so DynamoDB's string order is time order) that has an
+# agent and is not ABANDONED (rules.sets_last_agent), and is absent when there is none. Changes
+# arrive in any order, late and repeated (queue retries, DLQ redrives, stream replays), so an
+# image says only which items to look at: every write is a transaction that checks, as it
+# commits, that the CONTACT item it names still holds that agent, and a write that moves
+# LAST_AGENT back checks that the item it names still does not.
+LAST_AGENT_UPDATED = "updated"
+LAST_AGENT_STALE = "stale"  # a newer current contact is the last agent
+LAST_AGENT_OUTDATED = "outdated"  # the item holds a later export now: that export's change decides
+LAST_AGENT_KEPT = "kept"  # a correction took away a contact that is not the last agent
+LAST_AGENT_REPLACED = "replaced"
+LAST_AGENT_REMOVED = "removed"
+
 _NEWER_THAN_STORED = (
     "attribute_not_exists(pk) OR #ended_at < :ended_at"
     " OR (#ended_at = :ended_at AND #contact_id <= :contact_id)"
 )
+_NAMES = {"#ended_at": "ended_at", "#contact_id": "contact_id"}
 
 
 def _last_agent_item(contact: Mapping[str, Any]) -> dict[str, Any]:
@@ -287,63 +299,168 @@ def _last_agent_item(contact: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def update_last_agent(client, table_name: str, contact: Mapping[str, Any]) -> bool:
-    """Make this contact's agent the caller's last agent if the contact is newer than the stored
-    one, in one conditional write. False when it is not (stale, duplicate or out of order): that
-    is an outcome, not an error, so any delivery order converges without an idempotency store."""
+def _contact_key(caller: str, named: Mapping[str, Any]) -> dict[str, dict]:
+    """The key of the CONTACT item a contact or a LAST_AGENT item names."""
+    return _to_item(
+        {
+            "pk": keys.caller_pk(caller),
+            "sk": keys.contact_sk(named["ended_at"], named["contact_id"]),
+        }
+    )
+
+
+def _names_agent(item: Mapping[str, Any] | None, agent_id: str) -> bool:
+    """The CONTACT item is there, sets a last agent, and it is this agent."""
+    return item is not None and rules.sets_last_agent(item) and item["agent_id"] == agent_id
+
+
+def _check_names_agent(table_name: str, caller: str, named: Mapping[str, Any]) -> dict:
+    return {
+        "ConditionCheck": {
+            "TableName": table_name,
+            "Key": _contact_key(caller, named),
+            "ConditionExpression": "agent_id = :agent AND disposition <> :abandoned",
+            "ExpressionAttributeValues": _to_item(
+                {":agent": named["agent_id"], ":abandoned": rules.ABANDONED}
+            ),
+        }
+    }
+
+
+def _check_no_longer_names_agent(table_name: str, caller: str, named: Mapping[str, Any]) -> dict:
+    return {
+        "ConditionCheck": {
+            "TableName": table_name,
+            "Key": _contact_key(caller, named),
+            "ConditionExpression": "attribute_not_exists(pk) OR attribute_not_exists(agent_id)"
+            " OR agent_id <> :agent OR disposition = :abandoned",
+            "ExpressionAttributeValues": _to_item(
+                {":agent": named["agent_id"], ":abandoned": rules.ABANDONED}
+            ),
+        }
+    }
+
+
+def update_last_agent(client, table_name: str, contact: Mapping[str, Any]) -> str:
+    """Make this contact (one that sets a last agent) the caller's last agent if it is newer
+    than the stored one (or the same contact at the same time), and its CONTACT item still holds
+    this agent: one transaction. When the stored one is newer but no longer current (a
+    correction took it away and its own change is still on the way), the last agent is
+    recomputed at once.
+
+    Returns LAST_AGENT_UPDATED, _STALE, _OUTDATED, or (recomputed) _REPLACED / _REMOVED."""
     item = _last_agent_item(contact)
-    try:
-        client.put_item(
-            TableName=table_name,
-            Item=_to_item(item),
-            ConditionExpression=_NEWER_THAN_STORED,
-            ExpressionAttributeNames={"#ended_at": "ended_at", "#contact_id": "contact_id"},
-            ExpressionAttributeValues=_to_item(
+    put = {
+        "Put": {
+            "TableName": table_name,
+            "Item": _to_item(item),
+            "ConditionExpression": _NEWER_THAN_STORED,
+            "ExpressionAttributeNames": _NAMES,
+            "ExpressionAttributeValues": _to_item(
                 {":ended_at": item["ended_at"], ":contact_id": item["contact_id"]}
             ),
-        )
-    except client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+    for attempt in range(WRITE_ATTEMPTS):
+        try:
+            client.transact_write_items(
+                TransactItems=[_check_names_agent(table_name, contact["caller"], contact), put]
+            )
+            return LAST_AGENT_UPDATED
+        except client.exceptions.TransactionCanceledException as cancelled:
+            current, stored = cancelled.response["CancellationReasons"]
+            if current.get("Code") == "ConditionalCheckFailed":
+                return LAST_AGENT_OUTDATED
+            if stored.get("Code") == "ConditionalCheckFailed":
+                outcome = _correct(
+                    client, table_name, contact["caller"], _from_item(stored["Item"]), attempt
+                )
+                if outcome is not None:
+                    return LAST_AGENT_STALE if outcome == LAST_AGENT_KEPT else outcome
+            else:  # a conflicting transaction or throttling
+                _backoff(attempt + 1)
+    raise WritesThrottled(f"last agent of contact {contact['contact_id']} not written")
+
+
+def replace_last_agent(client, table_name: str, gone: Mapping[str, Any]) -> str:
+    """A change took this contact (one that set a last agent) away: deleted it, moved it,
+    abandoned it or changed its agent. If the stored last agent names it at that time and its
+    CONTACT item no longer holds that agent, make it the newest of the caller's current contacts
+    that reached an agent, or remove it when there is none.
+
+    Returns LAST_AGENT_KEPT (it names another contact, or the contact is current after all),
+    LAST_AGENT_REPLACED or LAST_AGENT_REMOVED."""
+    for attempt in range(WRITE_ATTEMPTS):
+        stored = client.get_item(
+            TableName=table_name,
+            Key=_to_item(keys.last_agent_key(gone["caller"])),
+            ConsistentRead=True,
+        ).get("Item")
+        if stored is None or not rules.same_version(gone, _from_item(stored)):
+            return LAST_AGENT_KEPT
+        outcome = _correct(client, table_name, gone["caller"], _from_item(stored), attempt)
+        if outcome is not None:
+            return outcome
+    raise WritesThrottled(f"last agent after contact {gone['contact_id']} not corrected")
+
+
+def _correct(
+    client, table_name: str, caller: str, stored: Mapping[str, Any], attempt: int
+) -> str | None:
+    """The stored LAST_AGENT item, as read: kept if its CONTACT item still holds its agent,
+    else replaced by the newest current contact with an agent, or removed. One transaction
+    checks what the decision read: LAST_AGENT unchanged, its contact still not holding it, the
+    newest one still holding its agent. None when any changed meanwhile (decide again)."""
+    named = client.get_item(
+        TableName=table_name, Key=_contact_key(caller, stored), ConsistentRead=True
+    ).get("Item")
+    if _names_agent(_from_item(named) if named else None, stored["agent_id"]):
+        return LAST_AGENT_KEPT
+    newest = _newest_with_agent(client, table_name, caller)
+    unchanged = {
+        "ConditionExpression": "agent_id = :agent AND #contact_id = :contact_id"
+        " AND #ended_at = :ended_at",
+        "ExpressionAttributeNames": _NAMES,
+        "ExpressionAttributeValues": _to_item(
+            {
+                ":agent": stored["agent_id"],
+                ":contact_id": stored["contact_id"],
+                ":ended_at": stored["ended_at"],
+            }
+        ),
+    }
+    last_agent_key = _to_item(keys.last_agent_key(caller))
+    if newest is None:
+        actions = [
+            _check_no_longer_names_agent(table_name, caller, stored),
+            {"Delete": {"TableName": table_name, "Key": last_agent_key, **unchanged}},
+        ]
+    else:
+        actions = [
+            _check_names_agent(table_name, caller, newest),
+            {
+                "Put": {
+                    "TableName": table_name,
+                    "Item": _to_item(_last_agent_item(newest)),
+                    **unchanged,
+                }
+            },
+        ]
+        if not rules.same_version(newest, stored):  # else the check above covers the item
+            actions.insert(0, _check_no_longer_names_agent(table_name, caller, stored))
+    try:
+        client.transact_write_items(TransactItems=actions)
+    except client.exceptions.TransactionCanceledException as cancelled:
+        codes = {reason.get("Code") for reason in cancelled.response["CancellationReasons"]}
+        if "ConditionalCheckFailed" not in codes:  # a conflicting transaction or throttling
+            _backoff(attempt + 1)
+        return None
+    return LAST_AGENT_REMOVED if newest is None else LAST_AGENT_REPLACED
 
 
 # Enough for the newest qualifying contact of almost any caller in one page; more pages if not.
 _CALLER_PAGE = 25
-
-
-def replace_last_agent(client, table_name: str, gone: Mapping[str, Any]) -> str:
-    """A contact that was (maybe) the caller's last agent was corrected away (deleted, moved,
-    abandoned). If the stored last agent is that contact at that time, make it the newest of the
-    caller's current contacts that reached an agent, or remove it when there is none; conditional
-    on the stored one being still that contact, so a concurrent newer update wins.
-
-    Returns "kept" (another contact is the last agent), "replaced" or "removed"."""
-    key = keys.last_agent_key(gone["caller"])
-    stored = client.get_item(TableName=table_name, Key=_to_item(key), ConsistentRead=True).get(
-        "Item"
-    )
-    current = _from_item(stored) if stored else {}
-    if (current.get("contact_id"), current.get("ended_at")) != (
-        gone["contact_id"],
-        gone["ended_at"],
-    ):
-        return "kept"
-    newest = _newest_with_agent(client, table_name, gone["caller"])
-    still_gone = {
-        "ConditionExpression": "#contact_id = :contact_id AND #ended_at = :ended_at",
-        "ExpressionAttributeNames": {"#ended_at": "ended_at", "#contact_id": "contact_id"},
-        "ExpressionAttributeValues": _to_item(
-            {":ended_at": gone["ended_at"], ":contact_id": gone["contact_id"]}
-        ),
-    }
-    try:
-        if newest is None:
-            client.delete_item(TableName=table_name, Key=_to_item(key), **still_gone)
-            return "removed"
-        client.put_item(TableName=table_name, Item=_to_item(_last_agent_item(newest)), **still_gone)
-    except client.exceptions.ConditionalCheckFailedException:
-        return "kept"
-    return "replaced"
 
 
 def _newest_with_agent(client, table_name: str, caller: str) -> dict[str, Any] | None:
