@@ -36,6 +36,8 @@ from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
+from emulator.core.arns import parse_arn
+from emulator.core.values import parse_bool
 from emulator.lambda_.workers import FunctionSpec
 
 ARTIFACTS_BUCKET = "emulator-sam-artifacts"
@@ -443,7 +445,7 @@ def bucket_notification(cfn_config: dict[str, Any], resolve: _Resolver) -> dict[
             entries.append(item)
         if entries:
             result[section] = entries
-    if config.get("EventBridgeConfiguration", {}).get("EventBridgeEnabled") in (True, "true"):
+    if parse_bool(config.get("EventBridgeConfiguration", {}).get("EventBridgeEnabled")):
         result["EventBridgeConfiguration"] = {}
     return result
 
@@ -493,7 +495,7 @@ def _function_specs(
                 timeout=float(config.get("Timeout", 3)),
                 memory_size=int(config.get("MemorySize", 128)),
                 region=region,
-                account_id=arn.split(":")[4],
+                account_id=parse_arn(arn).account,
                 runtime=config.get("Runtime") or "python3.13",
             )
         )
@@ -566,8 +568,7 @@ def deploy(
             s3.put_public_access_block(
                 Bucket=bucket,
                 PublicAccessBlockConfiguration={
-                    k: v in (True, "true")
-                    for k, v in props["PublicAccessBlockConfiguration"].items()
+                    k: parse_bool(v) for k, v in props["PublicAccessBlockConfiguration"].items()
                 },
             )
         notification = resource.get("Properties", {}).get("NotificationConfiguration")

@@ -328,6 +328,21 @@ class Faults:
             ),
         ),
     )
+    # Chance that a message of an SQS batch is held back to its poller's next batch; every
+    # batch is shuffled (delivery/sqs_poller.py; standard queues: a FIFO queue keeps its order).
+    reorder_rate: float = field(
+        default=0.0,
+        metadata=_switch(
+            _rate,
+            flag=Flag(
+                "--reorder-rate",
+                "shuffle every SQS batch and hold each message back to a later batch with "
+                "probability P (0-1; FIFO queues keep their order)",
+                "P",
+                float,
+            ),
+        ),
+    )
     # A fixed number of pollers per SQS mapping; None: scaled as Lambda does
     # (delivery/sqs_poller.py).
     sqs_pollers: int | None = field(
@@ -343,6 +358,11 @@ class Faults:
     )
     # Per logical id: the next K invocations run to their end, then fail (Runtime, take_crash).
     crash_after_side_effects: dict[str, int] = field(
+        default_factory=dict, metadata=_switch(_side_effect_crashes, merge=True)
+    )
+    # Per logical id: the next K invocations fail at once with an error, the function not run
+    # and its worker kept warm, as a broken release fails (Runtime, take_failure).
+    fail_invocations: dict[str, int] = field(
         default_factory=dict, metadata=_switch(_side_effect_crashes, merge=True)
     )
     # Call faults (the server's middleware, take_call_fault).
@@ -394,15 +414,36 @@ class Faults:
 
     def take_crash(self, logical_id: str) -> bool:
         """Consume one injected crash for ``logical_id``; True when this invocation must fail."""
+        return self._take(self.crash_after_side_effects, logical_id)
+
+    def take_failure(self, logical_id: str) -> bool:
+        """Consume one injected failure for ``logical_id``; True when this invocation must fail
+        without running (``fail_invocations``)."""
+        return self._take(self.fail_invocations, logical_id)
+
+    def _take(self, counts: dict[str, int], logical_id: str) -> bool:
+        """One of ``logical_id``'s injections of ``counts`` consumed; False when none is left."""
         with self._lock:
-            left = self.crash_after_side_effects.get(logical_id, 0)
+            left = counts.get(logical_id, 0)
             if left <= 0:
                 return False
             if left == 1:
-                del self.crash_after_side_effects[logical_id]
+                del counts[logical_id]
             else:
-                self.crash_after_side_effects[logical_id] = left - 1
+                counts[logical_id] = left - 1
             return True
+
+    def reorder(self, batch: list, held: list) -> tuple[list, list]:
+        """``reorder_rate`` for an SQS batch about to be delivered: (what goes now: ``held``, the
+        poller's messages held back from before, and the rest of ``batch``, shuffled; what is
+        held back for the poller's next batch: each message of ``batch`` with probability p)."""
+        if self.reorder_rate <= 0:
+            return held + batch, []
+        with self._lock:
+            later = [self._random.random() < self.reorder_rate for _ in batch]
+            now = held + [item for item, hold in zip(batch, later, strict=True) if not hold]
+            self._random.shuffle(now)
+        return now, [item for item, hold in zip(batch, later, strict=True) if hold]
 
     def draw_duplicate(self) -> bool:
         """For a batch about to be delivered: whether it goes out once more (``duplicate_rate``)."""

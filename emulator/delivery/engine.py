@@ -36,6 +36,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from emulator.core.arns import parse_arn
 from emulator.delivery import pipes
 from emulator.delivery.mappings import (
     EngineContext,
@@ -73,9 +74,9 @@ def table_hash_key(stream_arn: str) -> str | None:
     from moto.dynamodb.models import dynamodb_backends  # noqa: PLC0415
 
     try:
-        parts = stream_arn.split(":")
-        table = parts[5].split("/")[1]
-        return dynamodb_backends[parts[4]][parts[3]].get_table(table).hash_key_attr
+        stream = parse_arn(stream_arn)
+        table = stream.resource.split("/")[1]
+        return dynamodb_backends[stream.account][stream.region].get_table(table).hash_key_attr
     except Exception:
         return None
 
@@ -202,7 +203,7 @@ class EventSourceMappingEngine:
                     log.info(
                         "esm %s: %s -> %s (%s)",
                         cfg.short,
-                        cfg.source_arn.split(":")[-1],
+                        parse_arn(cfg.source_arn).resource,
                         cfg.function_name,
                         "enabled" if cfg.enabled else "disabled",
                     )

@@ -22,7 +22,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from emulator.core.arns import parse_arn, service_of
 from emulator.core.filters import FilterCriteria
+from emulator.core.values import parse_bool, parse_int
 
 if TYPE_CHECKING:
     from emulator.core.faults import Faults
@@ -52,25 +54,9 @@ STAT_KEYS = (
 )
 
 
-def as_int(value: object, default: int) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return default
-
-
-def _as_bool(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() == "true"
-    return bool(value)
-
-
 def source_kind(arn: str) -> str:
     """ "sqs", "dynamodb" (a DynamoDB stream) or the ARN's service for anything unsupported."""
-    parts = arn.split(":")
-    service = parts[2] if len(parts) > 2 else ""
+    service = service_of(arn)
     if service == "dynamodb" and "/stream/" in arn:
         return "dynamodb"
     return service
@@ -110,17 +96,17 @@ class MappingConfig:
             source_arn=arn,
             kind=kind,
             enabled=m.get("State") == "Enabled",
-            batch_size=max(1, as_int(m.get("BatchSize"), 10 if kind == "sqs" else 100)),
-            window=max(0.0, float(as_int(m.get("MaximumBatchingWindowInSeconds"), 0))),
+            batch_size=max(1, parse_int(m.get("BatchSize"), 10 if kind == "sqs" else 100)),
+            window=max(0.0, float(parse_int(m.get("MaximumBatchingWindowInSeconds"), 0))),
             filter_criteria=m.get("FilterCriteria") or None,
             report_failures=REPORT_BATCH_ITEM_FAILURES in (m.get("FunctionResponseTypes") or []),
-            bisect=_as_bool(m.get("BisectBatchOnFunctionError")),
-            max_retry=as_int(m.get("MaximumRetryAttempts"), -1),
-            max_age=as_int(m.get("MaximumRecordAgeInSeconds"), -1),
+            bisect=parse_bool(m.get("BisectBatchOnFunctionError")),
+            max_retry=parse_int(m.get("MaximumRetryAttempts"), -1),
+            max_age=parse_int(m.get("MaximumRecordAgeInSeconds"), -1),
             on_failure=destination or None,
             starting_position=m.get("StartingPosition") or "TRIM_HORIZON",
-            parallelization=min(10, max(1, as_int(m.get("ParallelizationFactor"), 1))),
-            max_concurrency=(as_int(maximum, 0) or None) if maximum is not None else None,
+            parallelization=min(10, max(1, parse_int(m.get("ParallelizationFactor"), 1))),
+            max_concurrency=(parse_int(maximum, 0) or None) if maximum is not None else None,
         )
 
     @property
@@ -131,8 +117,11 @@ class MappingConfig:
     def function_name(self) -> str:
         """The function's name (what the runtime is invoked with), from its possibly qualified
         ARN ``arn:aws:lambda:<region>:<account>:function:<name>[:<qualifier>]``."""
-        parts = self.function_arn.split(":")
-        return parts[6] if len(parts) > 6 else self.function_arn
+        try:
+            resource = parse_arn(self.function_arn).resource.split(":")
+        except ValueError:
+            return self.function_arn
+        return resource[1] if resource[0] == "function" and len(resource) > 1 else self.function_arn
 
 
 class MappingStats:

@@ -44,8 +44,10 @@ from moto.events.models import events_backends
 from moto.pipes.exceptions import ValidationException
 from moto.pipes.models import EventBridgePipesBackend, Pipe, pipes_backends
 
+from emulator.core.arns import parse_arn, service_of
 from emulator.core.filters import FilterCriteria, InvalidPatternError
-from emulator.delivery.mappings import MappingConfig, as_int, source_kind
+from emulator.core.values import parse_int
+from emulator.delivery.mappings import MappingConfig, source_kind
 from emulator.lambda_.workers import InvokeResult
 from emulator.services import patching
 
@@ -76,8 +78,7 @@ def validate_pipe(
     """Refuse (ValidationException) what AWS refuses or the local stack does not run."""
     if source_kind(source) != "dynamodb":
         _refuse(f"Source {source}: the local stack runs pipes from DynamoDB streams only")
-    parts = target.split(":")
-    if len(parts) != 6 or parts[2] != "events" or not parts[5].startswith("event-bus/"):
+    if service_of(target) != "events" or not parse_arn(target).resource.startswith("event-bus/"):
         _refuse(f"Target {target}: the local stack runs pipes to event buses only")
     if enrichment:
         _refuse("Enrichment is not emulated by the local stack")
@@ -98,21 +99,29 @@ def _validate_stream_parameters(stream: dict[str, Any]) -> None:
     if stream.get("StartingPosition") not in ("TRIM_HORIZON", "LATEST"):
         _refuse(f"{where}.StartingPosition must be TRIM_HORIZON or LATEST")
     for name, (low, high) in _STREAM_SETTINGS.items():
-        if name in stream and not low <= as_int(stream[name], low - 1) <= high:
+        if name in stream and not low <= _setting(stream[name], low - 1) <= high:
             _refuse(f"{where}.{name} must be between {low} and {high}, got {stream[name]!r}")
-    age = as_int(stream.get("MaximumRecordAgeInSeconds"), -1)
+    age = _setting(stream.get("MaximumRecordAgeInSeconds"), -1)
     if 0 <= age < 60:
         _refuse(f"{where}.MaximumRecordAgeInSeconds must be -1 or at least 60, got {age}")
     bisect = stream.get("OnPartialBatchItemFailure")
     if bisect not in (None, "AUTOMATIC_BISECT"):
         _refuse(f"{where}.OnPartialBatchItemFailure must be AUTOMATIC_BISECT, got {bisect!r}")
     dead_letter = (stream.get("DeadLetterConfig") or {}).get("Arn")
-    if dead_letter and dead_letter.split(":")[2:3] not in (["sqs"], ["sns"]):
+    if dead_letter and service_of(dead_letter) not in ("sqs", "sns"):
         _refuse(f"{where}.DeadLetterConfig.Arn must be an SQS queue or SNS topic")
     known = (*_STREAM_SETTINGS, "StartingPosition", "OnPartialBatchItemFailure", "DeadLetterConfig")
     for name in stream:
         if name not in known:
             _refuse(f"{where}.{name} is not emulated by the local stack")
+
+
+def _setting(value: Any, invalid: int) -> int:
+    """An integer setting, ``invalid`` (out of range) when it is not an integer."""
+    try:
+        return parse_int(value, invalid)
+    except ValueError:
+        return invalid
 
 
 def _validate_target_parameters(params: dict[str, Any]) -> None:
@@ -177,16 +186,16 @@ def mapping_config(pipe: Pipe) -> MappingConfig:
         source_arn=pipe.source,
         kind="dynamodb",
         enabled=pipe.desired_state == "RUNNING",
-        batch_size=max(1, as_int(stream.get("BatchSize"), 1)),
-        window=float(as_int(stream.get("MaximumBatchingWindowInSeconds"), 0)),
+        batch_size=max(1, parse_int(stream.get("BatchSize"), 1)),
+        window=float(parse_int(stream.get("MaximumBatchingWindowInSeconds"), 0)),
         filter_criteria=params.get("FilterCriteria") or None,
         report_failures=False,
         bisect=stream.get("OnPartialBatchItemFailure") == "AUTOMATIC_BISECT",
-        max_retry=as_int(stream.get("MaximumRetryAttempts"), -1),
-        max_age=as_int(stream.get("MaximumRecordAgeInSeconds"), -1),
+        max_retry=parse_int(stream.get("MaximumRetryAttempts"), -1),
+        max_age=parse_int(stream.get("MaximumRecordAgeInSeconds"), -1),
         on_failure=(stream.get("DeadLetterConfig") or {}).get("Arn") or None,
         starting_position=stream.get("StartingPosition") or "LATEST",
-        parallelization=min(10, max(1, as_int(stream.get("ParallelizationFactor"), 1))),
+        parallelization=min(10, max(1, parse_int(stream.get("ParallelizationFactor"), 1))),
     )
 
 

@@ -51,20 +51,14 @@ from __future__ import annotations
 
 import bisect
 import json
-from typing import Any, NamedTuple
+from typing import Any
 
 from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import Message, Queue, sqs_backends
 
+from emulator.core.arns import parse_arn
+from emulator.delivery.mappings import Shard
 from emulator.services import dynamodbstreams, sqs
-
-
-def _arn_parts(arn: str) -> tuple[str, str, str]:
-    """(account, region, resource) of an ARN."""
-    parts = arn.split(":", 5)
-    if len(parts) != 6 or parts[0] != "arn":
-        raise ValueError(f"not an ARN: {arn!r}")
-    return parts[4], parts[3], parts[5]
 
 
 def message_dict(message: Message) -> dict[str, Any]:
@@ -104,7 +98,8 @@ class SqsSource:
 
     def __init__(self, queue_arn: str) -> None:
         self.arn = queue_arn
-        self._account, self._region, self._name = _arn_parts(queue_arn)
+        queue = parse_arn(queue_arn)
+        self._account, self._region, self._name = queue.account, queue.region, queue.resource
 
     def _queue(self) -> Queue:
         return sqs_backends[self._account][self._region].get_queue(self._name)
@@ -163,18 +158,13 @@ class SqsSource:
         return None if due is None else due / 1000.0
 
 
-class Shard(NamedTuple):
-    shard_id: str
-    parent_shard_id: str | None
-    closed: bool
-
-
 class StreamSource:
     """One DynamoDB stream, read in process (see the module docstring)."""
 
     def __init__(self, stream_arn: str) -> None:
         self.arn = stream_arn
-        self._account, self._region, resource = _arn_parts(stream_arn)
+        stream = parse_arn(stream_arn)
+        self._account, self._region, resource = stream.account, stream.region, stream.resource
         parts = resource.split("/")  # table/<name>/stream/<label>
         if len(parts) != 4 or parts[0] != "table" or parts[2] != "stream":
             raise ValueError(f"not a DynamoDB stream ARN: {stream_arn!r}")

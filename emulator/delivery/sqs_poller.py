@@ -36,7 +36,9 @@ the other idle pollers wait for the watcher or a busy poller to hand them work.
 
 Faults: ``duplicate_deliveries`` N invokes each batch N times, ``duplicate_rate`` p once more
 with probability p, applying every result (deletes are idempotent: a message is deleted once any
-delivery succeeded for it).
+delivery succeeded for it). ``reorder_rate`` p (standard queues) shuffles every batch and holds
+each of its messages back with probability p, to go out with the poller's next batch (or alone
+when the queue has nothing new): later than messages sent after it, as SQS may deliver them.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 from emulator.core import wakeups
+from emulator.core.arns import parse_arn
 from emulator.core.filters import FilterCriteria
 from emulator.delivery.mappings import (
     BatchOutcome,
@@ -107,16 +110,18 @@ def lambda_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
         "md5OfBody": message.get("MD5OfBody", ""),
         "eventSource": "aws:sqs",
         "eventSourceARN": queue_arn,
-        "awsRegion": queue_arn.split(":")[3],
+        "awsRegion": parse_arn(queue_arn).region,
     }
 
 
 class _Poller:
-    """One poller thread and its stop flag."""
+    """One poller thread, its stop flag and the records it holds back for its next batch (the
+    ``reorder_rate`` switch)."""
 
     def __init__(self, target: Callable[[_Poller], None], name: str):
         self.stop = threading.Event()
         self.thread = threading.Thread(target=target, args=(self,), name=name, daemon=True)
+        self.held: list[dict[str, Any]] = []
 
     def alive(self) -> bool:
         return self.thread.is_alive()
@@ -332,7 +337,9 @@ class SqsMappingPoller:
         asked = min(MAX_RECEIVE, cfg.batch_size)
         messages = source.receive(asked)
         if not messages:
-            return False
+            if not me.held:
+                return False
+            messages = []  # nothing new: what this poller held back goes out alone
         with self._cond:
             self._busy += 1
         try:
@@ -360,6 +367,8 @@ class SqsMappingPoller:
                 batch = [r for r in batch if r["messageId"] not in again] + kept
             if full:
                 self._more_waiting()
+            if not source.arn.endswith(".fifo"):
+                batch, me.held = self.ctx.faults.reorder(batch, me.held)
             if batch and not me.stop.is_set():  # stopped: the messages reappear after the timeout
                 self._deliver(cfg, source, batch)
             return True

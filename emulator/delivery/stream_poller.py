@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.core import wakeups
+from emulator.core.arns import parse_arn
 from emulator.delivery.mappings import (
     MAX_EVENT_BYTES,
     BatchOutcome,
@@ -705,12 +706,14 @@ class Lane(threading.Thread):
         body = json.dumps(document)
         destination = cfg.on_failure
         try:
-            if destination.split(":")[2] == "sns":
+            target = parse_arn(destination)
+            if target.service == "sns":
                 self.ctx.client("sns").publish(TopicArn=destination, Message=body)
             else:
-                parts = destination.split(":")
                 sqs = self.ctx.client("sqs")
-                url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])
+                url = sqs.get_queue_url(
+                    QueueName=target.resource, QueueOwnerAWSAccountId=target.account
+                )
                 sqs.send_message(QueueUrl=url["QueueUrl"], MessageBody=body)
         except Exception as error:
             log.error(
@@ -730,5 +733,5 @@ class Lane(threading.Thread):
             len(items),
             sequence(first),
             sequence(last),
-            destination.split(":")[-1],
+            parse_arn(destination).resource,
         )

@@ -595,6 +595,16 @@ class Runtime:
 
     def _invoke(self, spec: FunctionSpec, body: bytes) -> InvokeResult:
         inv = _Invocation(body, spec.timeout, spec.arn)
+        if self.faults.take_failure(spec.logical_id):
+            error = _error(
+                "Emulator.InjectedFailure",
+                f"RequestId: {inv.request_id} Error: injected failure (fail_invocations): the "
+                "function did not run",
+                inv.request_id,
+            )
+            return InvokeResult(
+                False, None, error, inv.request_id, spec.logical_id, raw=json.dumps(error).encode()
+            )
         started = time.perf_counter()
         try:
             pool = self._pool(spec)

@@ -43,6 +43,7 @@ from moto.events.exceptions import InvalidEventPatternException
 from moto.events.models import EventBus, EventPattern, EventsBackend, Rule
 from moto.sqs.models import sqs_backends
 
+from emulator.core.arns import parse_arn, service_of
 from emulator.core.filters import InvalidPatternError, Pattern, compile_event_pattern
 from emulator.services import patching
 
@@ -106,7 +107,7 @@ def target_body(target: dict[str, Any], event: dict[str, Any]) -> str | None:
 
 
 def _send_to_queue(rule: Rule, target: dict[str, Any], event: dict[str, Any]) -> None:
-    parts = target["Arn"].split(":")
+    queue = parse_arn(target["Arn"])
     body = target_body(target, event)
     if body is None:
         log.warning(
@@ -118,22 +119,21 @@ def _send_to_queue(rule: Rule, target: dict[str, Any], event: dict[str, Any]) ->
         return
     group_id = (target.get("SqsParameters") or {}).get("MessageGroupId")
     try:
-        sqs_backends[parts[4]][parts[3]].send_message(
-            queue_name=parts[5], message_body=body, group_id=group_id
+        sqs_backends[queue.account][queue.region].send_message(
+            queue_name=queue.resource, message_body=body, group_id=group_id
         )
     except Exception as error:
         log.error(
             "events: rule %s could not deliver event %s to %s: %s",
             rule.name,
             event.get("id"),
-            parts[5],
+            queue.resource,
             error,
         )
 
 
 def _is_queue(target: dict[str, Any]) -> bool:
-    parts = str(target.get("Arn", "")).split(":")
-    return len(parts) == 6 and parts[2] == "sqs"
+    return service_of(str(target.get("Arn", ""))) == "sqs"
 
 
 def _validate_pattern(raw: str | None) -> None:

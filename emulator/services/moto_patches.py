@@ -64,7 +64,9 @@ from moto.sns.models import SNSBackend, Topic, sns_backends
 from moto.sns.responses import SNSResponse
 from moto.sqs.models import sqs_backends
 
+from emulator.core.arns import parse_arn, service_of
 from emulator.core.filters import FilterCriteria, InvalidPatternError
+from emulator.core.values import parse_bool, parse_int
 from emulator.delivery import pipes
 from emulator.services import (
     dynamodbstreams,
@@ -267,11 +269,9 @@ _STREAM_ONLY = (
 
 def _int_setting(config: dict[str, Any], name: str, default: int) -> int:
     value = config.get(name)
-    if value is None or value == "":
-        return default
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        return parse_int(value, default)
+    except ValueError:
         raise InvalidParameterValueException(f"{name} must be an integer, got {value!r}") from None
 
 
@@ -296,7 +296,7 @@ def validate_event_source_mapping(backend: Any, config: dict[str, Any]) -> None:
                 f"{what}. Remove {name} to run this mapping locally."
             )
     arn = str(config.get("EventSourceArn") or "")
-    service = arn.split(":")[2] if arn.count(":") >= 5 else ""
+    service = service_of(arn)
     is_stream = service in ("dynamodb", "kinesis")
     fifo = service == "sqs" and arn.endswith(".fifo")
     batch_size = _int_setting(config, "BatchSize", 10 if service == "sqs" else 100)
@@ -361,7 +361,7 @@ def _validate_sqs_mapping(
             "greater than 10"
         )
     queues = sqs_backends[backend.account_id][backend.region_name].queues
-    queue = queues.get(arn.rsplit(":", maxsplit=1)[-1])
+    queue = queues.get(parse_arn(arn).resource)
     function_name = config.get("FunctionName") or config.get("FunctionArn")
     if queue is None or not function_name:
         return  # moto answers a missing queue or function itself
@@ -403,12 +403,10 @@ def _validate_stream_mapping(config: dict[str, Any]) -> None:
             "DestinationConfig OnSuccess is not supported for stream event source mappings"
         )
     target = (destination.get("OnFailure") or {}).get("Destination")
-    if target:
-        service = str(target).split(":")[2] if str(target).count(":") >= 5 else ""
-        if service not in ("sqs", "sns"):
-            raise InvalidParameterValueException(
-                f"OnFailure destination {target!r} must be an SQS queue or SNS topic ARN"
-            )
+    if target and service_of(str(target)) not in ("sqs", "sns"):
+        raise InvalidParameterValueException(
+            f"OnFailure destination {target!r} must be an SQS queue or SNS topic ARN"
+        )
 
 
 def _mapping_view(esm: Any, spec: dict[str, Any]) -> dict[str, Any]:
@@ -717,10 +715,6 @@ _sns_sequences = threading.local()  # message id -> sequence number, for the res
 clock: Callable[[], float] = time.monotonic  # tests move time forward
 
 
-def _true(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
-
-
 class _FifoState:
     """Per FIFO topic: accepted deduplication ids (oldest first) and the sequence counter."""
 
@@ -752,7 +746,7 @@ def _patch_sns_fifo_topic_attributes() -> None:
             attributes = dict(attributes)
             for key in ("FifoTopic", "ContentBasedDeduplication"):
                 if key in attributes:
-                    attributes[key] = _true(attributes[key])
+                    attributes[key] = parse_bool(attributes[key])
         return original_create(self, name, attributes, tags)
 
     _mark(create_topic, original_create)
@@ -764,11 +758,11 @@ def _patch_sns_fifo_topic_attributes() -> None:
         result = original_attributes(self)
         topic = self.backend.get_topic(self._get_param("TopicArn"))
         body = result.result if isinstance(result, ActionResult) else None
-        if _true(topic.fifo_topic) and isinstance(body, dict):
+        if parse_bool(topic.fifo_topic) and isinstance(body, dict):
             attributes = body.setdefault("Attributes", {})
             attributes["FifoTopic"] = "true"
             attributes["ContentBasedDeduplication"] = str(
-                _true(topic.content_based_deduplication)
+                parse_bool(topic.content_based_deduplication)
             ).lower()
             attributes["FifoThroughputScope"] = str(
                 getattr(topic, "fifo_throughput_scope", "Topic")
@@ -802,9 +796,9 @@ def _patch_sns_fifo_deduplication() -> None:
                 message_structure=message_structure,
             )
 
-        if not _true(self.fifo_topic):
+        if not parse_bool(self.fifo_topic):
             return deliver(deduplication_id)
-        if deduplication_id is None and _true(self.content_based_deduplication):
+        if deduplication_id is None and parse_bool(self.content_based_deduplication):
             deduplication_id = hashlib.sha256(message.encode()).hexdigest()
         per_group = str(getattr(self, "fifo_throughput_scope", "Topic")) == "MessageGroup"
         scope_key = (group_id if per_group else None, deduplication_id or "")
@@ -921,7 +915,7 @@ class SnsSubscriptionModel:
         topic_arn = properties["TopicArn"]
         protocol = properties["Protocol"]
         endpoint = properties.get("Endpoint", "")
-        region = topic_arn.split(":")[3] if topic_arn.count(":") >= 5 else region_name
+        region = parse_arn(topic_arn).region
         if protocol == "lambda":
             log.warning(
                 "SNS subscription %s (lambda) not created: the local stack does not deliver "
@@ -936,7 +930,7 @@ class SnsSubscriptionModel:
                 continue
             value = properties[name]
             if name == "RawMessageDelivery":
-                value = _true(value)
+                value = parse_bool(value)
             elif isinstance(value, dict | list):
                 value = json.dumps(value)
             backend.set_subscription_attributes(subscription.arn, name, value)

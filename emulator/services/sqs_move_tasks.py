@@ -34,6 +34,7 @@ from moto.sqs.exceptions import InvalidParameterValue, QueueDoesNotExist, SQSExc
 from moto.sqs.models import Message, Queue, SQSBackend, sqs_backends
 from moto.sqs.responses import SQSResponse
 
+from emulator.core.arns import parse_arn
 from emulator.services.patching import replace
 
 RUNNING, COMPLETED, CANCELLED, FAILED = "RUNNING", "COMPLETED", "CANCELLED", "FAILED"
@@ -89,12 +90,15 @@ _tasks: list[MoveTask] = []  # in start order
 
 
 def _queue(arn: str, parameter: str) -> tuple[SQSBackend, Queue]:
-    parts = arn.split(":") if isinstance(arn, str) else []
-    if len(parts) != 6 or parts[:3] != ["arn", "aws", "sqs"]:
-        raise InvalidParameterValue(f"Value {arn} for parameter {parameter} is invalid.")
-    backend = sqs_backends[parts[4]][parts[3]]
     try:
-        return backend, backend.get_queue(parts[5])
+        queue = parse_arn(arn)
+    except ValueError:
+        queue = None
+    if queue is None or (queue.partition, queue.service) != ("aws", "sqs"):
+        raise InvalidParameterValue(f"Value {arn} for parameter {parameter} is invalid.")
+    backend = sqs_backends[queue.account][queue.region]
+    try:
+        return backend, backend.get_queue(queue.resource)
     except QueueDoesNotExist:
         raise ResourceNotFound(
             f"The resource that you specified for the {parameter} parameter doesn't exist."

@@ -622,6 +622,19 @@ def test_stream_records_carry_source_arn_and_unmatched_ones_are_never_invoked(aw
     assert stats["records_delivered"] == 2
 
 
+def test_a_stream_mapping_is_logged_with_its_table_and_stream(aws, runtime, engine, caplog):
+    """The stream's label is a timestamp with colons: the log names the whole resource."""
+    caplog.set_level(logging.INFO, logger="emulator.esm")
+    stream = aws.table("logged")
+    mapping = aws.mapping(stream, StartingPosition="TRIM_HORIZON")
+    esm = engine()
+    assert wait_for(esm.idle)
+    resource = stream.split(":", 5)[5]
+    assert resource.startswith("table/logged/stream/")
+    lines = [r.getMessage() for r in caplog.records if r.name == "emulator.esm"]
+    assert f"esm {mapping[:8]}: {resource} -> consumer (enabled)" in lines
+
+
 def test_stream_batches_preserve_shard_order(aws, runtime, engine):
     stream = aws.table("ordered")
     for n in range(10):
