@@ -40,8 +40,9 @@ OUTPUT_NAMES = (
     "NotificationsTopicArn",
     "RouteFunctionName",
 )
-# The queues of every stack; a pipe or router stack adds a queue and a DLQ per consumer
-# (StackClient.work_queues, .failure_queues).
+# The queues of every stack; a pipe or router stack adds a queue and a DLQ per consumer, and a DLQ
+# per consumer for what the fan-out could not deliver to its queue (StackClient.work_queues,
+# .failure_queues).
 WORK_QUEUES = ("IngestQueueUrl", "NotificationQueueUrl")
 FAILURE_QUEUES = (
     "IngestDeadLetterQueueUrl",
@@ -192,6 +193,13 @@ class StackClient:
     def consumer_dead_letter_queue(function: str) -> str:
         return f"{function.removesuffix('Function')}DeadLetterQueueUrl"
 
+    @staticmethod
+    def consumer_delivery_dead_letter_queue(function: str) -> str:
+        """pipe/router: the output of the DLQ where the bus (the consumer's rule target) or the
+        topic (its subscription) puts a change it could not deliver to the consumer's queue:
+        LastAgentFunction -> LastAgentChangeDeliveryDeadLetterQueueUrl."""
+        return f"{function.removesuffix('Function')}ChangeDeliveryDeadLetterQueueUrl"
+
     @property
     def work_queues(self) -> tuple[str, ...]:
         """Outputs of the queues functions consume (the consumers' own ones when they have)."""
@@ -204,7 +212,22 @@ class StackClient:
         """Outputs of the queues nothing consumes: anything in them is work for the operator."""
         if not self.consumers_read_queues:
             return FAILURE_QUEUES
-        return FAILURE_QUEUES + tuple(self.consumer_dead_letter_queue(f) for f in CONSUMERS)
+        return FAILURE_QUEUES + tuple(
+            queue(f)
+            for queue in (self.consumer_dead_letter_queue, self.consumer_delivery_dead_letter_queue)
+            for f in CONSUMERS
+        )
+
+    @property
+    def delivery_dead_letter_queues(self) -> dict[str, str]:
+        """pipe/router: each delivery DLQ by name (LastAgentChangeDeliveryDeadLetterQueue) -> the
+        output of the consumer queue its changes belong in; none in lambda mode."""
+        if not self.consumers_read_queues:
+            return {}
+        return {
+            self.consumer_delivery_dead_letter_queue(f).removesuffix("Url"): self.consumer_queue(f)
+            for f in CONSUMERS
+        }
 
     @property
     def dead_letter_queues(self) -> tuple[str, ...]:

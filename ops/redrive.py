@@ -5,7 +5,9 @@ bar on stderr. Ctrl-C cancels the task (CancelMessageMoveTask): what moved stays
 The queues are the stack's DLQs by their outputs (StackClient.dead_letter_queues):
 IngestDeadLetterQueue and NotificationDeadLetterQueue always, and in fan-out modes pipe and
 router each consumer's <X>DeadLetterQueue, whose messages are the stream records the consumer
-failed on: redriven, the consumer gets them again from its queue."""
+failed on: redriven, the consumer gets them again from its queue. Their
+<X>ChangeDeliveryDeadLetterQueue (what the bus or the topic could not deliver to that queue) is
+no queue's redrive target: ops/delivery_redrive.py sends its changes to the consumer's queue."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 
 from harness.stack import StackClient
 
+from ops import delivery_redrive
 from ops.errors import OpsError
 
 FINAL = ("COMPLETED", "CANCELLED", "FAILED")
@@ -30,6 +33,8 @@ def redrive(
         )
     if rate is not None and not 1 <= rate <= 500:
         raise OpsError("--rate must be 1-500 messages per second")
+    if queue in stack.delivery_dead_letter_queues:  # no source queue: sent on by hand
+        return delivery_redrive.redrive(stack, queue, rate, progress=bar if progress else None)
     source_arn = stack.queue_arn(f"{queue}Url")
     request: dict[str, Any] = {"SourceArn": source_arn}
     if rate is not None:

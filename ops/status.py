@@ -1,7 +1,8 @@
 """`ops status`: every queue's depth and oldest message, each event source mapping's state and last
 result with its consumer's iterator age, the stack's pipe (fan-out mode pipe) and the stack's
 alarms in ALARM. In fan-out modes pipe and router every consumer's queue and DLQ are listed too
-(StackClient.work_queues, .failure_queues), its DLQ flagged like the others.
+(StackClient.work_queues, .failure_queues), and the DLQ of what the bus or the topic could not
+deliver to that queue (<X>ChangeDeliveryDeadLetterQueue); every DLQ flagged like the others.
 
 Ages come from CloudWatch (SQS ApproximateAgeOfOldestMessage, Lambda IteratorAge: the maximum
 of the last 5 minutes). Where CloudWatch has none (a queue idle for a while; the local stack,

@@ -190,6 +190,20 @@ FAILURE_DESTINATIONS = sorted(
         for fn, ev in STREAM_MAPPINGS
     }
 )
+# The queues EventBridge rule targets and SNS subscriptions send what they cannot deliver to.
+DELIVERY_DEAD_LETTERS = sorted(
+    {
+        ref_target(target["DeadLetterConfig"]["Arn"])
+        for rule in of_type("AWS::Events::Rule").values()
+        for target in rule["Properties"]["Targets"]
+        if "DeadLetterConfig" in target
+    }
+    | {
+        ref_target(subscription["Properties"]["RedrivePolicy"]["deadLetterTargetArn"])
+        for subscription in of_type("AWS::SNS::Subscription").values()
+        if "RedrivePolicy" in subscription["Properties"]
+    }
+)
 
 
 def retention(queue: str) -> int:
@@ -409,7 +423,7 @@ def test_every_queue_is_encrypted(queue):
 @pytest.mark.parametrize("queue", sorted(QUEUES))
 def test_every_queue_is_a_source_with_redrive_or_a_failure_destination(queue):
     sources = {ref_target(events(fn, "SQS")[ev]["Queue"]) for fn, ev in SQS_MAPPINGS}
-    assert queue in sources | set(DLQS) | set(FAILURE_DESTINATIONS)
+    assert queue in sources | set(DLQS) | set(FAILURE_DESTINATIONS) | set(DELIVERY_DEAD_LETTERS)
     if queue in sources:
         assert "RedrivePolicy" in QUEUES[queue]["Properties"]
 

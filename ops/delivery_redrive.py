@@ -1,0 +1,145 @@
+"""`ops dlq redrive <X>ChangeDeliveryDeadLetterQueue` (fan-out modes pipe and router): the changes
+the bus or the topic could not deliver to a consumer's queue, sent to that queue as the consumer
+would have received them, then deleted from the DLQ, with a progress bar on stderr.
+
+SQS's own redrive (StartMessageMoveTask) cannot do it: these DLQs are no queue's redrive target,
+so their messages have no source queue to go back to, and in pipe mode a message is not what
+the consumer's queue takes:
+
+- pipe: EventBridge puts the event itself in the rule target's DLQ (with the RULE_ARN,
+  TARGET_ARN, ERROR_CODE, ERROR_MESSAGE, EXHAUSTED_RETRY_CONDITION and RETRY_ATTEMPTS
+  attributes). The queue gets its ``detail``, what the target's InputPath ``$.detail`` delivers:
+  the stream record.
+- router: SNS puts the message in the subscription's DLQ as the raw delivery would have sent it:
+  the stream record, sent on as it is.
+
+A message that holds no stream record is left in the DLQ and reported (by message id and
+reason, never its content: it carries contact data), and the command exits 1. Each message is
+sent before it is deleted: an interruption between the two sends it again on the next redrive,
+which the consumers take as the duplicate it is. Ctrl-C stops; what moved stays moved.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness.stack import StackClient
+from shared.aws.table_changes import NotAStreamRecord, stream_record
+
+from ops.errors import OpsError
+
+BATCH = 10  # SQS's most per receive, send and delete
+# A message being moved is hidden this long from another redrive running at the same time; a
+# kept one is hidden for the rest of this run, then made visible again.
+VISIBILITY_SECONDS = 60
+
+
+def delivered_change(fan_out: str, body: str) -> str:
+    """What the consumer's queue takes for one message of its delivery DLQ: the stream record's
+    JSON. NotAStreamRecord (its reason names what is wrong) when the message holds none."""
+    if fan_out == "router":
+        stream_record(body)
+        return body
+    try:
+        event = json.loads(body)
+    except (ValueError, RecursionError):
+        raise NotAStreamRecord("body is not JSON") from None
+    if not isinstance(event, dict) or "detail" not in event:
+        raise NotAStreamRecord("body is not an EventBridge event (no detail)")
+    change = json.dumps(event["detail"])
+    stream_record(change)
+    return change
+
+
+def redrive(
+    stack: StackClient,
+    queue: str,
+    rate: int | None,
+    *,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[dict[str, Any], str, bool]:
+    """``progress(done, total)`` is called after each batch (None: quiet)."""
+    destination = stack.delivery_dead_letter_queues.get(queue)
+    if destination is None:
+        raise OpsError(f"{queue} is not a delivery dead-letter queue of this stack")
+    source_url = stack.outputs[f"{queue}Url"]
+    attributes = stack.queue_attributes(f"{queue}Url", "ApproximateNumberOfMessages")
+    to_move = int(attributes["ApproximateNumberOfMessages"])
+    moved = 0
+    kept: dict[str, tuple[str, str]] = {}  # message id -> why it stays, its receipt handle
+    started = time.monotonic()
+    while True:
+        messages = stack.sqs.receive_message(
+            QueueUrl=source_url,
+            MaxNumberOfMessages=BATCH,
+            VisibilityTimeout=VISIBILITY_SECONDS,
+            WaitTimeSeconds=0 if stack.is_local else 1,
+        ).get("Messages", [])
+        fresh = [m for m in messages if m["MessageId"] not in kept]
+        if not fresh:
+            break
+        moved += move_batch(stack, fresh, source_url, stack.outputs[destination], kept)
+        if progress:
+            progress(moved, max(to_move, moved + len(kept)))
+        if rate is not None:  # at most `rate` messages a second, on average
+            time.sleep(max(0.0, moved / rate - (time.monotonic() - started)))
+    for _, handle in kept.values():  # hidden while this run went on; visible for the next
+        stack.sqs.change_message_visibility(
+            QueueUrl=source_url, ReceiptHandle=handle, VisibilityTimeout=0
+        )
+    if progress:
+        print(file=sys.stderr)
+    data = {
+        "queue": queue,
+        "to": destination.removesuffix("Url"),
+        "status": "COMPLETED" if not kept else "INCOMPLETE",
+        "moved": moved,
+        "to_move": to_move,
+        "kept": [{"message_id": mid, "reason": why} for mid, (why, _) in sorted(kept.items())],
+    }
+    text = f"{queue}: {moved} changes sent to {data['to']}"
+    if kept:
+        text += f"; {len(kept)} kept in the DLQ:\n" + "\n".join(
+            f"  {item['message_id']}: {item['reason']}" for item in data["kept"]
+        )
+    return data, text, not kept
+
+
+def move_batch(
+    stack: StackClient,
+    messages: list[dict],
+    source_url: str,
+    destination_url: str,
+    kept: dict[str, tuple[str, str]],
+) -> int:
+    """Send one received batch's changes on and delete them from the DLQ; how many moved. A
+    message with no change, or one the destination refused, is added to ``kept``."""
+    entries, sending = [], {}
+    for message in messages:
+        try:
+            body = delivered_change(stack.fan_out, message["Body"])
+        except NotAStreamRecord as unreadable:
+            kept[message["MessageId"]] = (str(unreadable), message["ReceiptHandle"])
+            continue
+        entry_id = str(len(entries))
+        entries.append({"Id": entry_id, "MessageBody": body})
+        sending[entry_id] = message
+    if not entries:
+        return 0
+    sent = stack.sqs.send_message_batch(QueueUrl=destination_url, Entries=entries)
+    for failed in sent.get("Failed", []):
+        message = sending.pop(failed["Id"])
+        kept[message["MessageId"]] = (f"not sent: {failed['Code']}", message["ReceiptHandle"])
+    if sending:
+        stack.sqs.delete_message_batch(
+            QueueUrl=source_url,
+            Entries=[
+                {"Id": entry_id, "ReceiptHandle": message["ReceiptHandle"]}
+                for entry_id, message in sending.items()
+            ],
+        )
+    return len(sending)

@@ -1,0 +1,137 @@
+"""What the fan-out itself cannot deliver (modes pipe and router) is kept, not dropped: each
+consumer's rule target (pipe) and subscription (router) has its own dead-letter queue, encrypted
+so that the service can write it, writable by that rule or topic only, alarmed, named in the
+stack's outputs and known to the stack client (so `ops status` and `ops dlq redrive` know it)."""
+
+import pytest
+from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
+
+from emulator.stack import chosen, template_conditions
+from harness.stack import CONSUMERS, StackClient
+from tests.unit.conftest import ROOT
+
+TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
+RESOURCES = TEMPLATE["Resources"]
+PREFIXES = [function.removesuffix("Function") for function in CONSUMERS]
+SERVICE = {"pipe": "events.amazonaws.com", "router": "sns.amazonaws.com"}
+
+
+def deployed(value, mode: str):
+    """``value`` as a stack of FanOut ``mode`` deploys it (its FanOutBy* choices made)."""
+    fan_out = {
+        "Parameters": {"FanOut": TEMPLATE["Parameters"]["FanOut"]},
+        "Conditions": {
+            name: condition
+            for name, condition in TEMPLATE["Conditions"].items()
+            if name.startswith("FanOutBy")
+        },
+    }
+    return chosen(value, template_conditions(fan_out, {"FanOut": mode}))
+
+
+def dead_letters(prefix: str) -> str:
+    return f"{prefix}ChangeDeliveryDeadLetterQueue"
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_each_rule_target_retries_for_a_bounded_time_then_keeps_the_change(prefix):
+    (target,) = RESOURCES[f"{prefix}ChangeRule"]["Properties"]["Targets"]
+    assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [dead_letters(prefix), "Arn"]}}
+    retry = target["RetryPolicy"]
+    # EventBridge's ranges; without a RetryPolicy it retries 24 h, then drops the event
+    assert 0 <= retry["MaximumRetryAttempts"] <= 185
+    assert 60 <= retry["MaximumEventAgeInSeconds"] <= 86400
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_each_subscription_keeps_what_sns_cannot_deliver(prefix):
+    subscription = RESOURCES[f"{prefix}ChangeSubscription"]["Properties"]
+    assert subscription["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dead_letters(prefix), "Arn"]}
+    }
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_a_delivery_dlq_is_standard_encrypted_without_a_key_and_kept_14_days(prefix):
+    queue = RESOURCES[dead_letters(prefix)]
+    assert queue["Condition"] == "FanOutByQueues"  # both queue modes, neither rule nor topic alone
+    properties = queue["Properties"]
+    # EventBridge DLQs must be standard queues, SNS ones standard for a standard topic
+    assert not properties.get("FifoQueue")
+    # SSE-SQS: no KMS key, so no key policy has to let EventBridge or SNS in; an SSE-KMS queue
+    # would need a customer managed key whose policy grants the service
+    assert properties["SqsManagedSseEnabled"] is True and "KmsMasterKeyId" not in properties
+    assert properties["MessageRetentionPeriod"] == 1209600
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+@pytest.mark.parametrize("mode", ["pipe", "router"])
+def test_only_the_consumers_rule_or_the_change_topic_may_send_to_its_delivery_dlq(prefix, mode):
+    policy = RESOURCES[f"{dead_letters(prefix)}Policy"]
+    assert policy["Properties"]["Queues"] == [{"Ref": dead_letters(prefix)}]
+    allows = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"
+    ]
+    (statement,) = deployed(allows, mode)
+    source = {
+        "pipe": {"Fn::GetAtt": [f"{prefix}ChangeRule", "Arn"]},
+        "router": {"Ref": "ChangeTopic"},  # SNS sends to a subscription's DLQ as the topic
+    }[mode]
+    assert statement["Principal"] == {"Service": SERVICE[mode]}
+    assert statement["Action"] == "sqs:SendMessage"
+    assert statement["Resource"] == {"Fn::GetAtt": [dead_letters(prefix), "Arn"]}
+    assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": source}}
+
+
+def alarms(namespace: str, metric: str, dimension: dict) -> list[dict]:
+    return [
+        resource
+        for resource in RESOURCES.values()
+        if resource["Type"] == "AWS::CloudWatch::Alarm"
+        and resource["Properties"]["Namespace"] == namespace
+        and resource["Properties"]["MetricName"] == metric
+        and dimension in resource["Properties"]["Dimensions"]
+        and {"Ref": "AlarmTopic"} in resource["Properties"]["AlarmActions"]
+    ]
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_a_change_in_a_delivery_dlq_pages_someone(prefix):
+    name = {"Name": "QueueName", "Value": {"Fn::GetAtt": [dead_letters(prefix), "QueueName"]}}
+    (alarm,) = alarms("AWS/SQS", "ApproximateNumberOfMessagesVisible", name)
+    assert alarm["Condition"] == "FanOutByQueues"
+    properties = alarm["Properties"]
+    assert (properties["ComparisonOperator"], properties["Threshold"]) == (
+        "GreaterThanThreshold",
+        0,
+    )
+
+
+def test_the_fan_out_failing_to_deliver_pages_someone_in_both_modes():
+    topic = {"Name": "TopicName", "Value": {"Fn::GetAtt": ["ChangeTopic", "TopicName"]}}
+    (sns,) = alarms("AWS/SNS", "NumberOfNotificationsFailed", topic)
+    assert sns["Condition"] == "FanOutByRouter"
+    for prefix in PREFIXES:
+        rule = {"Name": "RuleName", "Value": RESOURCES[f"{prefix}ChangeRule"]["Properties"]["Name"]}
+        (events,) = alarms("AWS/Events", "FailedInvocations", rule)
+        assert events["Condition"] == "FanOutByPipe"
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_the_outputs_name_each_delivery_dlq_as_the_stack_client_reads_it(prefix):
+    function = f"{prefix}Function"
+    output = TEMPLATE["Outputs"][StackClient.consumer_delivery_dead_letter_queue(function)]
+    assert output == {"Condition": "FanOutByQueues", "Value": {"Ref": dead_letters(prefix)}}
+
+
+@pytest.mark.parametrize("mode", ["lambda", "pipe", "router"])
+def test_the_stack_client_lists_the_delivery_dlqs_as_failure_queues_where_they_exist(mode):
+    stack = StackClient("unit", None, {"FanOut": mode}, {})
+    wanted = (
+        {f"{p}ChangeDeliveryDeadLetterQueueUrl" for p in PREFIXES} if mode != "lambda" else set()
+    )
+    assert {q for q in stack.failure_queues if "ChangeDelivery" in q} == wanted
+    assert set(stack.dead_letter_queues) >= {q.removesuffix("Url") for q in wanted}
+    assert stack.delivery_dead_letter_queues == {
+        q.removesuffix("Url"): q.replace("ChangeDeliveryDeadLetterQueue", "Queue") for q in wanted
+    }

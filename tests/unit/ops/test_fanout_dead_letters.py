@@ -1,0 +1,190 @@
+"""`ops status` and `ops dlq redrive` on what the fan-out could not deliver (modes pipe and router):
+each consumer's ChangeDeliveryDeadLetterQueue, holding what EventBridge (the event itself) or SNS
+(the raw message) puts there, redriven into the consumer's queue as the rule's InputPath or the
+raw subscription would have delivered it, and taken by the consumer from there."""
+
+import json
+
+import pytest
+from shared import keys
+
+from harness.stack import CONSUMERS, FAILURE_QUEUES, StackClient
+from ops import redrive, status
+from ops.errors import OpsError
+from tests.resources import ACCOUNT, REGION
+from tests.unit.conftest import load_handler
+from tests.unit.fanout.builders import contact, failed_ids, sqs_event, stream_record
+
+CALLER = "+14155550199"
+
+
+def with_fan_out(stack: StackClient, mode: str) -> StackClient:
+    """``stack`` as a stack of that fan-out mode: the FanOut output, every stack's DLQs and, for
+    pipe and router, every consumer's queue, DLQ and delivery DLQ as its outputs name them."""
+    stack.outputs["FanOut"] = mode
+    for output in FAILURE_QUEUES:
+        if output not in stack.outputs:
+            name = output.removesuffix("Url")
+            stack.outputs[output] = stack.sqs.create_queue(QueueName=name)["QueueUrl"]
+    if mode != "lambda":
+        for function in CONSUMERS:
+            for output in (
+                stack.consumer_queue(function),
+                stack.consumer_dead_letter_queue(function),
+                stack.consumer_delivery_dead_letter_queue(function),
+            ):
+                name = output.removesuffix("Url")
+                stack.outputs[output] = stack.sqs.create_queue(QueueName=name)["QueueUrl"]
+    return stack
+
+
+def a_change() -> dict:
+    """The INSERT record of a contact that reached an agent."""
+    return stream_record(
+        contact("c-delivery-1", CALLER, "2026-11-29T10:05:00+00:00", agent_id="agent-7")
+    )
+
+
+def dead_letter_of_the_bus(record: dict, consumer: str = "LastAgent") -> dict:
+    """A message of a rule target's DLQ as EventBridge sends it: the event itself (what ChangePipe
+    put on ChangeBus, the record as its detail) with the failure in message attributes."""
+    event = {
+        "version": "0",
+        "id": "0d6a2b0e-7a52-4b5b-9d0b-3f1c1b2c3d4e",
+        "detail-type": "Event from aws:dynamodb",
+        "source": "Pipe unit-changes",
+        "account": ACCOUNT,
+        "time": "2026-11-29T10:05:00Z",
+        "region": REGION,
+        "resources": [],
+        "detail": record,
+    }
+    attributes = {
+        "RULE_ARN": f"arn:aws:events:{REGION}:{ACCOUNT}:rule/unit-changes/unit-{consumer}",
+        "TARGET_ARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{consumer}Queue",
+        "ERROR_CODE": "NO_PERMISSIONS",
+        "ERROR_MESSAGE": "Access to the resource is denied",
+        "EXHAUSTED_RETRY_CONDITION": "MaximumRetryAttempts",
+        "RETRY_ATTEMPTS": "0",
+    }
+    return {
+        "MessageBody": json.dumps(event),
+        "MessageAttributes": {
+            name: {"DataType": "String", "StringValue": value} for name, value in attributes.items()
+        },
+    }
+
+
+def store(stack: StackClient, record: dict) -> None:
+    """The record's item in the table, as the ingest wrote it."""
+    stack.dynamodb.put_item(TableName=stack.contacts_table, Item=record["dynamodb"]["NewImage"])
+
+
+def deliver_to_last_agent(stack: StackClient, monkeypatch, lambda_context) -> list[dict]:
+    """LastAgentFunction's poller: LastAgentQueue's messages handed to the function; the bodies."""
+    url = stack.outputs["LastAgentQueueUrl"]
+    messages = stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    handler = load_handler("last_agent", monkeypatch)
+    arn = stack.queue_arn("LastAgentQueueUrl")
+    assert failed_ids(handler.lambda_handler(sqs_event(messages, arn), lambda_context)) == []
+    return [json.loads(m["Body"]) for m in messages]
+
+
+def last_agent(stack: StackClient) -> str | None:
+    item = stack.get_item(keys.last_agent_key(CALLER))
+    return item["agent_id"]["S"] if item else None
+
+
+def test_a_change_the_bus_could_not_deliver_reaches_its_consumer_after_a_redrive(
+    ops_stack, monkeypatch, lambda_context
+):
+    stack = with_fan_out(ops_stack, "pipe")
+    record = a_change()
+    store(stack, record)
+    dead_letters = stack.outputs["LastAgentChangeDeliveryDeadLetterQueueUrl"]
+    stack.sqs.send_message(QueueUrl=dead_letters, **dead_letter_of_the_bus(record))
+
+    data, text, ok = redrive.redrive(
+        stack, "LastAgentChangeDeliveryDeadLetterQueue", None, progress=False
+    )
+
+    assert ok and (data["moved"], data["kept"], data["to"]) == (1, [], "LastAgentQueue"), text
+    assert stack.queue_depth("LastAgentChangeDeliveryDeadLetterQueueUrl") == 0
+    # the consumer's queue holds the record, as InputPath $.detail delivers it, not the event
+    assert deliver_to_last_agent(stack, monkeypatch, lambda_context) == [record]
+    assert last_agent(stack) == "agent-7"
+
+
+def test_a_change_the_topic_could_not_deliver_is_sent_on_as_the_raw_message(
+    ops_stack, monkeypatch, lambda_context
+):
+    stack = with_fan_out(ops_stack, "router")
+    record = a_change()
+    store(stack, record)
+    raw = json.dumps(record)
+    stack.sqs.send_message(
+        QueueUrl=stack.outputs["LastAgentChangeDeliveryDeadLetterQueueUrl"], MessageBody=raw
+    )
+
+    data, _, ok = redrive.redrive(
+        stack, "LastAgentChangeDeliveryDeadLetterQueue", None, progress=False
+    )
+
+    assert ok and data["moved"] == 1
+    url = stack.outputs["LastAgentQueueUrl"]
+    [message] = stack.sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]
+    assert message["Body"] == raw
+    assert deliver_to_last_agent(stack, monkeypatch, lambda_context) == [record]
+    assert last_agent(stack) == "agent-7"
+
+
+def test_a_message_without_a_change_stays_in_the_dlq_and_is_reported(ops_stack):
+    stack = with_fan_out(ops_stack, "pipe")
+    record = a_change()
+    dead_letters = stack.outputs["SurveyChangeDeliveryDeadLetterQueueUrl"]
+    bad = [
+        {"MessageBody": "not json"},
+        {"MessageBody": json.dumps({"source": "elsewhere"})},  # an event without a detail
+        dead_letter_of_the_bus({"detail": "no stream record"}, "Survey"),
+    ]
+    bad_ids = {stack.sqs.send_message(QueueUrl=dead_letters, **m)["MessageId"] for m in bad}
+    stack.sqs.send_message(QueueUrl=dead_letters, **dead_letter_of_the_bus(record, "Survey"))
+
+    data, text, ok = redrive.redrive(
+        stack, "SurveyChangeDeliveryDeadLetterQueue", None, progress=False
+    )
+
+    assert not ok and data["status"] == "INCOMPLETE" and data["moved"] == 1
+    assert {k["message_id"] for k in data["kept"]} == bad_ids
+    assert "body is not JSON" in text and "no detail" in text and "eventName" in text
+    assert "no stream record" not in text  # reasons, never a message's content
+    # kept visible: for `ops status`, and for the next redrive once the cause is fixed
+    assert {m["MessageId"] for m in stack.peek("SurveyChangeDeliveryDeadLetterQueueUrl")} == bad_ids
+    assert stack.queue_depth("SurveyQueueUrl") == 1
+
+
+def test_the_delivery_dead_letter_queues_exist_only_where_the_fan_out_has_queues(ops_stack):
+    stack = with_fan_out(ops_stack, "lambda")
+    assert stack.delivery_dead_letter_queues == {}
+    with pytest.raises(OpsError, match="unknown dead-letter queue"):
+        redrive.redrive(stack, "LastAgentChangeDeliveryDeadLetterQueue", None, progress=False)
+
+
+@pytest.mark.parametrize("mode", ["pipe", "router"])
+def test_status_lists_every_delivery_dlq_and_flags_one_holding_changes(ops_stack, mode):
+    stack = with_fan_out(ops_stack, mode)
+    record = a_change()
+    stack.sqs.send_message(
+        QueueUrl=stack.outputs["GoodwillChangeDeliveryDeadLetterQueueUrl"],
+        MessageBody=json.dumps(record),
+    )
+
+    data, text, _ = status.report(stack)
+
+    rows = {q["queue"]: q for q in data["queues"]}
+    for consumer in ("LastAgent", "Survey", "Goodwill"):
+        row = rows[f"{consumer}ChangeDeliveryDeadLetterQueue"]
+        assert row["flagged"] is (consumer == "Goodwill"), row
+    assert rows["GoodwillChangeDeliveryDeadLetterQueue"]["messages"] == 1
+    flagged = [line for line in text.splitlines() if "needs attention" in line]
+    assert [line.split()[0] for line in flagged] == ["GoodwillChangeDeliveryDeadLetterQueue"]
