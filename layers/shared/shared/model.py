@@ -10,7 +10,8 @@ them is fixed-width ISO-8601 UTC and string order is time order.
 """
 
 import re
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,7 +19,23 @@ from typing import Any
 from shared import keys, rules
 
 CONTACT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Amazon Connect's ContactId (and a user's id): a UUID, printed in either letter case.
+UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 E164 = re.compile(r"\+[1-9][0-9]{6,14}")
+# Connect's user ids (UUIDs) and user names ([a-zA-Z0-9_.@-]): what RouteFunction hands the flow.
+AGENT_ID = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+# An internet address, ASCII only (the WHATWG form's rule, with a dot in the domain): no space,
+# quote, CR or LF can reach a notification's subscribers.
+EMAIL = re.compile(
+    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}"
+    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+)
+MAX_EMAIL_LENGTH = 254
+MAX_QUEUE_LENGTH = 128
+# Unicode categories a queue name may not hold: controls (C0, DEL, C1), format characters (bidi
+# overrides, zero widths), surrogates, private use, unassigned, line and paragraph separators.
+_INVISIBLE = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 CSV_INTEGER = re.compile(r"[0-9]+")
 CSV_BOOLEANS = {"true": True, "false": False}
 # Bounds that keep any valid row storable, so one row can never fail a whole batch write
@@ -29,6 +46,9 @@ MAX_TEXT_LENGTH = 256
 # caller's last agent until it passes. A day ahead allows for clocks and time zones.
 EARLIEST_TIMESTAMP = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST_AHEAD = timedelta(days=1)
+# Kept this long after the contact ended, then DynamoDB's TTL deletes the CONTACT item and its
+# CONTACT_REF (expires_at, epoch seconds): docs/template.md "Retention".
+CONTACT_RETENTION = timedelta(days=400)
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,7 @@ class Contact:
             "wait_seconds": self.wait_seconds,
             "survey_opt_in": self.survey_opt_in,
             "long_wait": rules.long_wait(self.wait_seconds, goodwill_wait_seconds),
+            "expires_at": int((self.ended_at + CONTACT_RETENTION).timestamp()),
         }
         for name in ("agent_id", "queue", "email"):
             value = getattr(self, name)
@@ -84,19 +105,20 @@ def parse_contact(
     """
     reasons: list[str] = []
 
-    def text(name: str, *, required: bool, pattern: re.Pattern | None = None) -> str | None:
+    def text(name: str, *, required: bool) -> str | None:
         value = fields.get(name)
         if value is None or value == "":
             if required:
                 reasons.append(f"{name}: required")
             return None
+        rule = FIELD_RULES.get(name)
         if not isinstance(value, str):
             reasons.append(f"{name}: must be a string")
         elif not _is_unicode(value):
             reasons.append(f"{name}: not valid UTF-8 text")
-        elif pattern is not None and not pattern.fullmatch(value):
-            reasons.append(f"{name}: {_PATTERN_RULES[pattern]}")
-        elif pattern is None and len(value) > MAX_TEXT_LENGTH:
+        elif rule is not None and not rule.holds(value):
+            reasons.append(f"{name}: {rule.says}")
+        elif rule is None and len(value) > MAX_TEXT_LENGTH:
             reasons.append(f"{name}: longer than {MAX_TEXT_LENGTH} characters")
         else:
             return value
@@ -123,8 +145,8 @@ def parse_contact(
             return None
         return moment
 
-    contact_id = text("contact_id", required=True, pattern=CONTACT_ID)
-    caller = text("caller", required=True, pattern=E164)
+    contact_id = text("contact_id", required=True)
+    caller = text("caller", required=True)
     disposition = text("disposition", required=True)
     if disposition is not None and disposition not in rules.DISPOSITIONS:
         reasons.append(f"disposition: not one of {', '.join(rules.DISPOSITIONS)}")
@@ -141,9 +163,9 @@ def parse_contact(
     if reasons:
         return reasons
     return Contact(
-        contact_id=contact_id,
+        contact_id=canonical_id(contact_id),
         caller=caller,
-        agent_id=agent_id,
+        agent_id=canonical_id(agent_id) if agent_id is not None else None,
         queue=queue,
         started_at=started_at,
         ended_at=ended_at,
@@ -154,9 +176,44 @@ def parse_contact(
     )
 
 
-_PATTERN_RULES = {
-    CONTACT_ID: "1-64 characters of A-Z, a-z, 0-9, _ and -",
-    E164: "not an E.164 number (+ and 7-15 digits)",
+def canonical_id(value: str) -> str:
+    """One contact (or agent), one id, whatever the export's spelling: a UUID in any letter case
+    is its lower-case form (as Connect prints it); any other id is kept as it is, since only a
+    UUID says that case carries no meaning."""
+    return value.lower() if UUID.fullmatch(value) else value
+
+
+def is_queue_name(value: str) -> bool:
+    """1-128 visible characters (letters, marks, digits, punctuation, symbols, spaces in any
+    script), no space at either end: nothing that moves a terminal's cursor or hides text."""
+    return (
+        len(value) <= MAX_QUEUE_LENGTH
+        and value == value.strip()
+        and all(unicodedata.category(c) not in _INVISIBLE for c in value)
+    )
+
+
+@dataclass(frozen=True)
+class TextRule:
+    """What a text field must be, and how a rejected row's reason says it."""
+
+    holds: Callable[[str], object]
+    says: str
+
+
+FIELD_RULES = {
+    "contact_id": TextRule(CONTACT_ID.fullmatch, "1-64 characters of A-Z, a-z, 0-9, _ and -"),
+    "caller": TextRule(E164.fullmatch, "not an E.164 number (+ and 7-15 digits)"),
+    "agent_id": TextRule(AGENT_ID.fullmatch, "1-64 characters of A-Z, a-z, 0-9, ., _, @ and -"),
+    "queue": TextRule(
+        is_queue_name,
+        f"1-{MAX_QUEUE_LENGTH} visible characters (no control or format characters), "
+        "no space at either end",
+    ),
+    "email": TextRule(
+        lambda value: len(value) <= MAX_EMAIL_LENGTH and EMAIL.fullmatch(value),
+        f"not an email address (ASCII, local@domain.tld, at most {MAX_EMAIL_LENGTH} characters)",
+    ),
 }
 
 
