@@ -35,6 +35,10 @@ FAILED_INVOCATION = re.compile(
     r"esm \S+ fn=(?P<function>\S+) records=\d+ outcome=(?P<outcome>(?!ok\b)\w+).*? (?P<ms>\d+)ms"
 )
 
+# What `up` says when its port is bound already (emulator/server.py), and how many ports
+# ``start`` tries when it may pick another.
+PORT_TAKEN = re.compile(r"address (already )?in use", re.IGNORECASE)
+PORT_ATTEMPTS = 3
 # `ready <endpoint> stack=<name> functions=...` (emulator/__main__.py)
 READY_STACK = re.compile(r" stack=(\S+)")
 # The template's FanOut values: how the table's changes reach the stream consumers.
@@ -116,9 +120,24 @@ class LocalStackProcess:
         )
         return env
 
-    def start(self, timeout: float = 90.0) -> None:
+    def start(self, timeout: float = 90.0, ports: Iterable[int] | None = None) -> None:
         """Start it and wait for `ready`; RuntimeError (the process stopped) if it exits first or
-        the deadline passes. ``tail()`` has its last lines."""
+        the deadline passes. ``tail()`` has its last lines. With ``ports`` (the range its port was
+        picked from by ``free_port``): when another process bound the port between that probe
+        and the stack's own bind (stacks started at once pick at once), it starts again on
+        another free port of them, at most ``PORT_ATTEMPTS`` times in all."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start_once(timeout)
+                return
+            except RuntimeError:
+                port_taken = any(PORT_TAKEN.search(line) for line in self.lines(5))
+                if ports is None or not port_taken or attempt == PORT_ATTEMPTS:
+                    raise
+                self.port = free_port(ports)
+                self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def _start_once(self, timeout: float) -> None:
         argv = [sys.executable, "-m", "emulator", "up", "--port", str(self.port)]
         if self.config_file:
             argv += ["--config-file", str(self.config_file)]

@@ -11,10 +11,15 @@ Every number is checked against what the data must give under the layer's own ru
 stack: it talks to it with boto3 only, exactly as any AWS client would.
 
 `--chaos` (`make chaos`) runs the same data through the local stack's faults: every S3 event, SQS
-message and stream batch delivered 3 times, two pollers per SQS mapping, a crash after a random
-AWS call in 5% of invocations and random throttles, and ends with a verdict table (contacts lost,
-duplicate and missing notifications, wrong last agents, dead-letter and failure queue depths,
-each expected 0).
+message and stream batch delivered 3 times, two pollers per SQS mapping, SQS batches shuffled and
+a fifth of their messages held back to a later batch, a crash after a random AWS call in 5% of
+invocations and random throttles. Half-way, an operator's drill: the stream consumers break (a
+bad release: every invocation fails) while the next file goes in, until their failed changes
+reach where the fan-out mode puts them (StreamFailureQueue, or each consumer's DLQ); once fixed,
+the operator recovers them with `python -m ops` (`stream replay` or `dlq redrive`, as
+StackClient.failure_route says) and the run goes on. It ends with a verdict table (contacts
+lost, duplicate and missing notifications, wrong last agents, failed recoveries, dead-letter and
+failure queue depths, each expected 0).
 
 `--fan-out lambda|pipe|router` (`make run FANOUT=pipe`; default: the FANOUT environment variable,
 else samconfig's) deploys the local stack in that fan-out mode; the summary and the verdict then
@@ -25,7 +30,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -36,9 +44,10 @@ from typing import Any
 from shared import keys
 
 from emulator.process import FAN_OUT_MODES, LocalStackProcess, fan_out_args, free_port
+from harness import ROOT
 from harness.demo_data import DEMO_PREFIX, DemoData, DemoFile, generate
 from harness.metrics import FunctionMetrics
-from harness.stack import StackClient
+from harness.stack import CONSUMERS, StackClient
 from harness.topic import TopicCapture
 
 PORTS = range(4800, 4900)
@@ -47,6 +56,7 @@ PORTS = range(4800, 4900)
 CHAOS = {
     "duplicate_deliveries": 3,
     "sqs_pollers": 2,
+    "reorder_rate": 0.2,
     "crash_invocations": {"function": "*", "probability": 0.05, "within_calls": 10},
     "throttle": [{"function": "*", "operation": "*", "probability": 0.01}],
 }
@@ -75,6 +85,7 @@ class Run:
     contacts: int = 0
     files: list[dict] = field(default_factory=list)
     wrong_last_agents: dict[str, tuple[dict | None, dict]] = field(default_factory=dict)
+    failed_recoveries: list[str] = field(default_factory=list)  # the drill's ops commands
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"Starting the local stack on {local.endpoint} ...")
         began = time.monotonic()
         try:
-            local.start(timeout=90)
+            local.start(timeout=90, ports=None if args.port else PORTS)
         except RuntimeError as error:
             say(f"FAILED: {error}")
             say("\n".join(local.lines()))
@@ -170,7 +181,9 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
         stack.faults(**CHAOS, seed=args.chaos_seed)
         say(
             "  chaos: every S3 event, message and stream batch delivered 3x, 2 pollers per queue, "
-            "a crash after a random call in 5% of invocations, 1% of calls throttled"
+            "SQS batches shuffled and 20% of messages held back, a crash after a random call in "
+            "5% of invocations, 1% of calls throttled; half-way, the consumers broken, fixed and "
+            "their failed changes recovered with ops"
         )
     elif args.duplicate_deliveries > 1:
         stack.faults(duplicate_deliveries=args.duplicate_deliveries)
@@ -186,8 +199,17 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
     started = time.monotonic()
     deadline = started + args.timeout
     first_in = True
-    for demo_file in data.files:
-        first_in = upload(stack, demo_file, wait=not args.burst, deadline=deadline) and first_in
+    drill_at = len(data.files) // 2 if args.chaos else None
+    for index, demo_file in enumerate(data.files):
+
+        def put(demo_file: DemoFile = demo_file) -> bool:
+            return upload(stack, demo_file, wait=not args.burst, deadline=deadline)
+
+        if index == drill_at:
+            uploaded, demo.failed_recoveries = operator_drill(stack, put)
+        else:
+            uploaded = put()
+        first_in = uploaded and first_in
 
     def first_export_in() -> bool:
         demo.contacts = stack.count_of_type(keys.CONTACT)
@@ -272,6 +294,72 @@ def upload(stack: StackClient, demo_file: DemoFile, *, wait: bool, deadline: flo
         time.sleep(0.2)
     say(f"{line}  -> not processed in time")
     return False
+
+
+def operator_drill(stack: StackClient, upload_next: Callable[[], bool]) -> tuple[bool, list[str]]:
+    """The stream consumers break (every invocation fails, the `fail_invocations` switch) while
+    ``upload_next`` puts a file in, until each one's failed changes are where the fan-out mode
+    puts them (StackClient.failure_route) or its bound passes; then they are fixed, the pipeline
+    drains, and the operator recovers what failed with `python -m ops`. Returns whether the file
+    went in, and the commands that did not succeed."""
+    say("\nOperator drill: the stream consumers break (a bad release) while the next file goes in")
+    wait_until(stack.idle, 120, lambda: "waiting for the pipeline to be idle first")
+    began = time.time()
+    with contextlib.ExitStack() as outage:
+        routes = [outage.enter_context(stack.failing_consumer(c)) for c in CONSUMERS]
+        stack.faults(fail_invocations=dict.fromkeys(CONSUMERS, 10**9))
+        try:
+            uploaded = upload_next()
+            bound = max(route.bound_seconds for route in routes)
+            wait_until(
+                lambda: all(stack.failed_changes(r, "", began) for r in routes),
+                bound,
+                lambda: (
+                    "failed changes so far: "
+                    + ", ".join(
+                        f"{len(stack.failed_changes(r, '', began))} of {r.function} in {r.queue}"
+                        for r in routes
+                    )
+                ),
+            )
+        finally:
+            stack.faults(fail_invocations=dict.fromkeys(CONSUMERS, 0))
+    say("  fixed; waiting for the pipeline to drain before the recovery")
+    wait_until(stack.idle, 120, lambda: "draining")
+    failed = []
+    for route in routes:
+        if not stack.failed_changes(route, "", began):
+            say(f"  {route.function}: nothing failed, nothing to recover")
+            continue
+        done = ops(stack, *route.recover)
+        last = (done.stdout.strip().splitlines() or [""])[-1]
+        say(f"  python -m ops {' '.join(route.recover)} -> exit {done.returncode}: {last}")
+        if done.returncode != 0:
+            failed.append(" ".join(route.recover))
+            say("    " + (done.stdout + done.stderr).strip().replace("\n", "\n    "))
+    return uploaded, failed
+
+
+def ops(stack: StackClient, *argv: str) -> subprocess.CompletedProcess:
+    """`python -m ops --stack <the stack> ...` as an operator runs it against the local stack (a
+    separate process: ops imports the harness, not the other way round)."""
+    assert stack.local
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL=stack.local.endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",  # noqa: S106 (the local stack's dummy credentials)
+        AWS_DEFAULT_REGION=stack.local.region,
+    )
+    return subprocess.run(  # noqa: S603 (this interpreter, fixed arguments)
+        [sys.executable, "-m", "ops", "--stack", stack.name, *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def wait_until(
@@ -382,14 +470,16 @@ def verdict(demo: Run) -> int:
         "missing notifications": max(0, data.surveys - kinds[keys.SURVEY])
         + max(0, data.gift_cards - kinds[keys.GIFT_CARD]),
         "wrong last agents": len(demo.wrong_last_agents),
+        "failed recoveries (ops)": len(demo.failed_recoveries),
         **{
             output.removesuffix("Url"): stack.queue_depth(output) for output in stack.failure_queues
         },
     }
+    width = max(map(len, rows))
     say("\nChaos verdict")
-    say(f"  {'':<30} {'found':>7} {'expected':>9}")
+    say(f"  {'':<{width}} {'found':>7} {'expected':>9}")
     for label, found in rows.items():
-        say(f"  {label:<30} {found:>7,} {0:>9}   {'ok' if found == 0 else 'FAILED'}")
+        say(f"  {label:<{width}} {found:>7,} {0:>9}   {'ok' if found == 0 else 'FAILED'}")
     say(
         f"  faults that struck: {injected.get('crash', 0):,} crashes inside an invocation, "
         f"{injected.get('throttle', 0):,} throttled calls; {stack.failed_invocations():,} "

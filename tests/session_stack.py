@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 
@@ -14,10 +14,13 @@ READY_TIMEOUT = 90.0
 
 
 @contextlib.contextmanager
-def running_stack(local: LocalStackProcess) -> Iterator[StackClient]:
-    """``local`` started and ready (else the test fails with its output), stopped at the end."""
+def running_stack(
+    local: LocalStackProcess, ports: Iterable[int] | None = None
+) -> Iterator[StackClient]:
+    """``local`` started and ready (else the test fails with its output), stopped at the end;
+    ``ports``: where it may move when another process took its port first (suites at once)."""
     try:
-        local.start(READY_TIMEOUT)
+        local.start(READY_TIMEOUT, ports)
     except RuntimeError as error:
         pytest.fail(f"{error}:\n{local.tail()}", pytrace=False)
     try:

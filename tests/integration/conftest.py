@@ -81,7 +81,7 @@ def stack() -> Iterator[StackClient]:
         tail_lines=80,
     )
     _LOCAL_STACKS.append(local)
-    with running_stack(local) as client:
+    with running_stack(local, LOCAL_PORTS) as client:
         yield client
 
 

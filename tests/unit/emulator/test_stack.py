@@ -346,8 +346,10 @@ def test_control_endpoints(local):
         {
             "duplicate_deliveries": 1,
             "duplicate_rate": 0.0,
+            "reorder_rate": 0.0,
             "sqs_pollers": None,
             "crash_after_side_effects": {},
+            "fail_invocations": {},
             "crash_after_call": [],
             "throttle": [],
             "crash_invocations": None,

@@ -16,8 +16,10 @@ START_FLAGS = ["up", "--duplicate-rate", "0.05", "--fault-seed", "3"]
 START = {  # what GET shows for START_FLAGS: the flags' values, the defaults otherwise
     "duplicate_deliveries": 1,
     "duplicate_rate": 0.05,
+    "reorder_rate": 0.0,
     "sqs_pollers": None,
     "crash_after_side_effects": {},
+    "fail_invocations": {},
     "crash_after_call": [],
     "throttle": [],
     "crash_invocations": None,
@@ -27,8 +29,10 @@ START = {  # what GET shows for START_FLAGS: the flags' values, the defaults oth
 CHANGED = {
     "duplicate_deliveries": 3,
     "duplicate_rate": 0.5,
+    "reorder_rate": 0.25,
     "sqs_pollers": 2,
     "crash_after_side_effects": {"FnA": 2},
+    "fail_invocations": {"FnB": 3},
     "crash_after_call": [{"function": "FnA", "operation": "dynamodb:PutItem", "times": 1}],
     "throttle": [{"function": "*", "operation": "sqs:*", "probability": 0.25}],
     "crash_invocations": {"function": "*", "probability": 0.1, "within_calls": 4},

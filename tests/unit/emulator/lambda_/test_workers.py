@@ -248,6 +248,21 @@ def test_injected_crash_runs_the_function_then_fails(runtime, tmp_path):
     assert runtime.faults.snapshot()["crash_after_side_effects"] == {}
 
 
+def test_injected_failure_fails_without_running_and_keeps_the_worker(runtime, tmp_path):
+    marker = tmp_path / "effects.txt"
+    warm = runtime.invoke("FnA", {})
+    runtime.faults.update({"fail_invocations": {"FnA": 2}})
+    event = {"action": "side_effect", "path": str(marker)}
+    results = [runtime.invoke("FnA", event) for _ in range(3)]
+    assert [r.ok for r in results] == [False, False, True]
+    assert {r.error["errorType"] for r in results[:2]} == {"Emulator.InjectedFailure"}
+    # the failed invocations did not run: only the last one's side effect happened ...
+    assert marker.read_text().split() == [results[2].request_id]
+    # ... and on the worker that was warm before (a failure is not a crash)
+    assert results[2].payload["instance"] == warm.payload["instance"]
+    assert runtime.faults.snapshot()["fail_invocations"] == {}
+
+
 def test_concurrent_invocations_get_their_own_workers(runtime):
     runtime.invoke("FnA", {})  # one warm worker
     results = []
@@ -331,8 +346,10 @@ def test_faults_validation():
     assert faults.update({"sqs_pollers": 3, "crash_after_side_effects": {"X": 1}}) == {
         "duplicate_deliveries": 1,
         "duplicate_rate": 0.0,
+        "reorder_rate": 0.0,
         "sqs_pollers": 3,
         "crash_after_side_effects": {"X": 1},
+        "fail_invocations": {},
         "crash_after_call": [],
         "throttle": [],
         "crash_invocations": None,
