@@ -4,11 +4,15 @@ A failure record (Lambda's OnFailure invocation record) names the consumer
 (requestContext.functionArn) and the batch (DDBStreamBatchInfo: stream, shard, first and last
 sequence number), not the records. They are read back from the stream (GetShardIterator
 AT_SEQUENCE_NUMBER, GetRecords up to the last sequence number), shaped as Lambda delivers them
-(eventSourceARN added, times as epoch seconds) and the consumer is invoked with exactly those.
-The failure record is deleted only when the consumer succeeded with no batch item failure.
-Records in the range that the mapping's filter would have left out are delivered too: every
-consumer checks what it acts on itself (shared.contacts) and is idempotent, so a replay of
-records it already handled repeats nothing.
+(eventSourceARN added, times as epoch seconds). The range holds every change between the
+batch's first and last record, and the batch only those the reader's filter admitted (a survey
+batch of 100 spans thousands of changes at a 2% survey rate, several MiB over Invoke's 6 MiB):
+so the reader's own FilterCriteria (its event source mapping's, or the pipe's) are applied first
+(ops.stream_filter), and what passes is delivered in chunks of at most the mapping's BatchSize
+and under Invoke's 6 MiB request limit. A chunk that fails is reported and the next is
+delivered; the failure record is deleted only when every chunk succeeded with no batch item
+failure, else kept for another replay (the consumers are idempotent: chunks that succeeded
+repeat nothing).
 
 A batch whose records the stream no longer holds (past its 24 hours, trimmed, or the shard gone)
 is reported and its failure record kept: it is never dropped without the operator seeing it.
@@ -32,14 +36,16 @@ from __future__ import annotations
 import base64
 import json
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import ParamValidationError
+from botocore.exceptions import ClientError, ParamValidationError
 from harness.stack import CONSUMERS, StackClient
 
 from ops import table
 from ops.errors import OpsError
+from ops.stream_filter import StreamFilter, UnsupportedFilter
 
 RETENTION = timedelta(hours=24)  # DynamoDB Streams keeps records this long
 VISIBILITY_SECONDS = 120  # a failure record is hidden while its batch is replayed
@@ -51,6 +57,20 @@ class PastRetention(Exception):
 
 
 PUT_EVENTS_LIMIT = 10  # entries per PutEvents request
+INVOKE_LIMIT = 6 * 1024 * 1024  # bytes of a synchronous Invoke's request payload (6,291,456)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What the failed batch's reader is given: the records its filter admits, so many a
+    delivery (its BatchSize; a pipe's: what one PutEvents takes)."""
+
+    filter: StreamFilter
+    batch_size: int
+
+
+class NoReader(Exception):
+    """The reader no longer reads the batch's stream (its mapping or pipe is gone)."""
 
 
 def replay(
@@ -131,18 +151,70 @@ def handle(
     }
     if only is not None and function != only:
         return result | {"outcome": "skipped"}
+    return result | deliver(stack, info, pipe, function_name, dry_run)
+
+
+def deliver(
+    stack: StackClient, info: dict, pipe: str | None, function_name: str, dry_run: bool
+) -> dict[str, Any]:
+    """The batch read back, filtered as its reader filters, and delivered to the reader."""
     try:
         records = read_range(stack, info)
     except PastRetention as gone:
-        return result | {"outcome": "past retention", "detail": str(gone)}
+        return {"outcome": "past retention", "detail": str(gone)}
     except ParamValidationError:
-        return result | {"outcome": "unreadable", "detail": "malformed shard or sequence number"}
-    result["records"] = len(records)
+        return {"outcome": "unreadable", "detail": "malformed shard or sequence number"}
+    try:
+        reader = reader_of(stack, pipe, function_name, info["streamArn"])
+    except (NoReader, UnsupportedFilter) as error:
+        return {"outcome": "failed", "detail": str(error), "read": len(records)}
+    admitted = [record for record in records if reader.filter.admits(record)]
+    counts = {"read": len(records), "records": len(admitted)}
     if dry_run:
-        return result | {"outcome": "would replay"}
-    return result | (
-        put_on_bus(stack, pipe, records) if pipe else invoke(stack, function_name, records)
-    )
+        return counts | {"outcome": "would replay"}
+    if pipe:
+        return counts | put_on_bus(stack, pipe, admitted)
+    return counts | invoke_chunks(stack, function_name, chunks(admitted, reader.batch_size))
+
+
+def reader_of(stack: StackClient, pipe: str | None, function_name: str, stream_arn: str) -> Reader:
+    """The reader's filter and batch size, as deployed: the pipe's, or the function's mapping
+    on the batch's stream."""
+    if pipe:
+        try:
+            source = stack.client("pipes").describe_pipe(Name=pipe).get("SourceParameters") or {}
+        except ClientError as error:
+            raise NoReader(f"pipe {pipe}: {error.response['Error']['Code']}") from None
+        return Reader(StreamFilter.of(source.get("FilterCriteria")), PUT_EVENTS_LIMIT)
+    mappings = stack.client("lambda").list_event_source_mappings(
+        FunctionName=function_name, EventSourceArn=stream_arn
+    )["EventSourceMappings"]
+    if not mappings:
+        raise NoReader(f"{function_name} has no event source mapping on the batch's stream")
+    mapping = mappings[0]
+    return Reader(StreamFilter.of(mapping.get("FilterCriteria")), mapping["BatchSize"])
+
+
+def chunks(records: list[dict], batch_size: int, limit: int = INVOKE_LIMIT) -> list[bytes]:
+    """The Invoke payloads ({"Records": [...]}) of the records, in order: each of at most
+    ``batch_size`` records and ``limit`` bytes (a record bigger than that alone, refused by
+    Invoke and reported as its chunk's failure)."""
+    head, separator, tail = b'{"Records": [', b", ", b"]}"
+    payloads: list[bytes] = []
+    current: list[bytes] = []
+    size = len(head) + len(tail)
+    for record in records:
+        encoded = json.dumps(record).encode()
+        grown = size + len(encoded) + (len(separator) if current else 0)
+        if current and (len(current) == batch_size or grown > limit):
+            payloads.append(head + separator.join(current) + tail)
+            current, size = [], len(head) + len(tail)
+            grown = size + len(encoded)
+        current.append(encoded)
+        size = grown
+    if current:
+        payloads.append(head + separator.join(current) + tail)
+    return payloads
 
 
 def pipe_name(arn: str) -> str | None:
@@ -205,18 +277,34 @@ def _wire(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def invoke(stack: StackClient, function_name: str, records: list[dict]) -> dict[str, Any]:
-    response = stack.client("lambda").invoke(
-        FunctionName=function_name, Payload=json.dumps({"Records": records}).encode()
-    )
-    payload = json.loads(response["Payload"].read() or b"null")
+def invoke_chunks(stack: StackClient, function_name: str, payloads: list[bytes]) -> dict[str, Any]:
+    """Each payload invoked in turn, a failed one reported and the next invoked all the same."""
+    outcomes = [invoke(stack, function_name, payload) for payload in payloads]
+    failed = [
+        f"chunk {n} of {len(payloads)}: {detail}"
+        for n, detail in enumerate(outcomes, start=1)
+        if detail is not None
+    ]
+    result: dict[str, Any] = {"chunks": len(payloads), "chunks_failed": len(failed)}
+    if failed:
+        return result | {"outcome": "failed", "detail": "; ".join(failed)}
+    return result | {"outcome": "replayed"}
+
+
+def invoke(stack: StackClient, function_name: str, payload: bytes) -> str | None:
+    """What went wrong with one Invoke of the reader, or None when it took every record."""
+    try:
+        response = stack.client("lambda").invoke(FunctionName=function_name, Payload=payload)
+    except ClientError as error:  # e.g. 413 RequestEntityTooLargeException, throttling
+        return f"Invoke refused: {error.response['Error']['Code']}"
+    answer = json.loads(response["Payload"].read() or b"null")
     if "FunctionError" in response:
-        error = payload.get("errorType") if isinstance(payload, dict) else None
-        return {"outcome": "failed", "detail": f"function error {error or ''}".strip()}
-    failures = (payload or {}).get("batchItemFailures") if isinstance(payload, dict) else None
+        error = answer.get("errorType") if isinstance(answer, dict) else None
+        return f"function error {error or ''}".strip()
+    failures = answer.get("batchItemFailures") if isinstance(answer, dict) else None
     if failures:
-        return {"outcome": "failed", "detail": f"{len(failures)} record(s) failed again"}
-    return {"outcome": "replayed"}
+        return f"{len(failures)} record(s) failed again"
+    return None
 
 
 def put_on_bus(stack: StackClient, pipe: str, records: list[dict]) -> dict[str, Any]:
@@ -237,14 +325,19 @@ def put_on_bus(stack: StackClient, pipe: str, records: list[dict]) -> dict[str, 
         for record in records
     ]
     events = stack.client("events")
+    failed: list[str] = []  # one reason per record not put; the next request is sent all the same
     for start in range(0, len(entries), PUT_EVENTS_LIMIT):
-        response = events.put_events(Entries=entries[start : start + PUT_EVENTS_LIMIT])
-        if response.get("FailedEntryCount"):
-            failed = next(e for e in response["Entries"] if e.get("ErrorCode"))
-            return {
-                "outcome": "failed",
-                "detail": f"PutEvents: {failed['ErrorCode']} (records from {start + 1} on not put)",
-            }
+        batch = entries[start : start + PUT_EVENTS_LIMIT]
+        try:
+            response = events.put_events(Entries=batch)
+        except ClientError as error:
+            failed += [error.response["Error"]["Code"]] * len(batch)
+            continue
+        failed += [e["ErrorCode"] for e in response["Entries"] if e.get("ErrorCode")]
+    if failed:
+        codes = ", ".join(sorted(set(failed)))
+        detail = f"PutEvents: {len(failed)} of {len(entries)} record(s) not put ({codes})"
+        return {"outcome": "failed", "detail": detail}
     return {"outcome": "replayed"}
 
 
@@ -256,7 +349,7 @@ def render(results: list[dict[str, Any]], dry_run: bool) -> str:
             r.get("function"),
             r.get("shard"),
             f"{r.get('first_sequence')}..{r.get('last_sequence')}",
-            r.get("records"),
+            f"{r['records']} of {r['read']}" if "records" in r else r.get("read"),
             table.age(
                 (datetime.now(UTC) - datetime.fromisoformat(r["first_arrival"])).total_seconds()
                 if r.get("first_arrival")
@@ -268,5 +361,6 @@ def render(results: list[dict[str, Any]], dry_run: bool) -> str:
     ]
     heading = "dry run: nothing invoked, nothing deleted\n" if dry_run else ""
     return heading + table.render(
-        ("READER", "SHARD", "SEQUENCE NUMBERS", "RECORDS", "AGE", "OUTCOME"), rows
+        ("READER", "SHARD", "SEQUENCE NUMBERS", "RECORDS (FILTERED OF READ)", "AGE", "OUTCOME"),
+        rows,
     )
