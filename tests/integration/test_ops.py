@@ -105,7 +105,7 @@ def test_dead_lettered_notification_is_redriven_and_sent_once(local_stack: Stack
     code, out, _ = ops("status")
     assert code == 0 and "NotificationDeadLetterQueue" in out and "needs attention" in out
 
-    redriven = run_json(ops, "dlq", "redrive", "NotificationDeadLetterQueue")
+    redriven = run_json(ops, "dlq", "redrive", "NotificationDeadLetterQueue", "--yes")
     assert redriven["status"] == "COMPLETED" and redriven["moved"] >= 1
 
     eventually(lambda: topic.for_contacts([contact_id]), timeout=30)
@@ -217,6 +217,7 @@ def test_reprocessed_file_restores_its_contacts_once(
         keys.SURVEY,
         "--contact-id",
         surveyed["contact_id"],
+        "--resend",  # a published notification's record: purged on purpose
         "--yes",
     )
     assert purged["purged"] == [record["key"]]
