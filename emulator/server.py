@@ -1,8 +1,8 @@
 """The local AWS endpoint: moto's server in this process, plus the emulator's control endpoints.
 
 - Every AWS API moto serves, on http://127.0.0.1:<port> (EMULATOR_PORT, default 4566).
-- moto patched in-process (moto_patches.py): Lambda Invoke runs the function on our Runtime,
-  moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
+- moto patched in-process (services/moto_patches.py): Lambda Invoke runs the function on our
+  Runtime, moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
 - Control endpoints on the same port (docs/local-stack.md):
   GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status,
   GET /_emulator/iam.
@@ -37,7 +37,7 @@ from werkzeug.serving import make_server
 from emulator.core import calls
 from emulator.core.faults import Faults
 from emulator.lambda_.workers import Runtime
-from emulator.services import moto_patches
+from emulator.services import context, moto_patches
 
 if TYPE_CHECKING:
     from emulator.delivery.engine import EventSourceMappingEngine
@@ -205,8 +205,8 @@ class EmulatorServer(ThreadedMotoServer):
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         logging.getLogger("moto").addFilter(_SkipUnsupportedTypeWarning())
         moto_patches.install()
-        moto_patches.set_runtime(self.runtime)
-        moto_patches.set_faults(self.faults)
+        context.set_runtime(self.runtime)
+        context.set_faults(self.faults)
         super().start()
         if self._error is not None:
             reason = "address in use" if isinstance(self._error, SystemExit) else self._error
@@ -214,17 +214,14 @@ class EmulatorServer(ThreadedMotoServer):
 
     def set_runtime(self, runtime: Runtime | None) -> None:
         self.runtime = runtime
-        moto_patches.set_runtime(runtime)
+        context.set_runtime(runtime)
 
     def stop(self) -> None:
         if self._server is not None:
             super().stop()
             self._server.server_close()
             self._server = None
-        if moto_patches._runtime is self.runtime:
-            moto_patches.set_runtime(None)
-        if moto_patches._faults is self.faults:
-            moto_patches.set_faults(None)
+        context.release(self.runtime, self.faults)
 
     def status(self) -> dict[str, Any]:
         mappings = []

@@ -32,3 +32,11 @@ def service_of(arn: str) -> str:
         return parse_arn(arn).service
     except ValueError:
         return ""
+
+
+def source_kind(arn: str) -> str:
+    """ "sqs", "dynamodb" (a DynamoDB stream) or the ARN's service for anything unsupported."""
+    service = service_of(arn)
+    if service == "dynamodb" and "/stream/" in arn:
+        return "dynamodb"
+    return service

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from emulator.core.arns import parse_arn, service_of
+from emulator.core.arns import parse_arn, source_kind
 from emulator.core.filters import FilterCriteria
 from emulator.core.values import parse_bool, parse_int
 
@@ -52,14 +52,6 @@ STAT_KEYS = (
     "bisections",  # streams: failed batches split in two
     "duplicates",  # extra deliveries of a batch (duplicate_deliveries, duplicate_rate)
 )
-
-
-def source_kind(arn: str) -> str:
-    """ "sqs", "dynamodb" (a DynamoDB stream) or the ARN's service for anything unsupported."""
-    service = service_of(arn)
-    if service == "dynamodb" and "/stream/" in arn:
-        return "dynamodb"
-    return service
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""Bookkeeping for the moto patches of sqs.py, dynamodbstreams.py and responses.py.
+"""The one way a moto patch is installed and undone.
 
 ``replace(owner, name, new)`` sets an attribute of a class or module and remembers what was there
 (the raw class ``__dict__`` entry, so properties and static methods come back as they were, or
-nothing at all); ``restore_all()`` undoes every replacement, newest first. moto_patches.install()
-and uninstall() drive it.
+nothing at all); ``restore_all()`` undoes every replacement, newest first. Every service module
+patches through ``replace``; moto_patches.uninstall() calls ``restore_all``.
 """
 
 from __future__ import annotations

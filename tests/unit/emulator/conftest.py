@@ -1,38 +1,12 @@
-"""What the tests of the emulator's moto patches share: the patches installed for a module, dummy
-credentials for moto in process, a function to map or invoke, and a whole local stack in process."""
+"""Fixtures of the emulator's tests: the moto patches installed for a module, dummy credentials
+for a module's clients (what else they share: tests/unit/emulator/support.py)."""
 
-import contextlib
-import io
-import urllib.request
-import zipfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from emulator.core.faults import Faults
-from emulator.lambda_.workers import Runtime
-from emulator.server import EmulatorServer
 from emulator.services import moto_patches
-from emulator.stack import Deployment, deploy
-
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-}
-
-
-def fake_credentials(patch: pytest.MonkeyPatch) -> None:
-    """Dummy credentials and nothing of the developer's own AWS configuration."""
-    for name, value in CREDENTIALS.items():
-        patch.setenv(name, value)
-    patch.delenv("AWS_ENDPOINT_URL", raising=False)
-    patch.delenv("AWS_PROFILE", raising=False)
+from tests.unit.emulator.support import fake_credentials
 
 
 @pytest.fixture(scope="module")
@@ -49,41 +23,3 @@ def module_credentials() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         fake_credentials(patch)
         yield
-
-
-def create_function(lam, iam, name: str, **settings) -> str:
-    """A python3.13 function that returns None; its ARN. ``settings``: e.g. Timeout."""
-    role = iam.create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")
-    archive = io.BytesIO()
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("app.py", "def lambda_handler(event, context):\n    return None\n")
-    return lam.create_function(
-        FunctionName=name,
-        Runtime="python3.13",
-        Role=role["Role"]["Arn"],
-        Handler="app.lambda_handler",
-        Code={"ZipFile": archive.getvalue()},
-        **settings,
-    )["FunctionArn"]
-
-
-@contextlib.contextmanager
-def deployed_stack(
-    template: Path, log_dir: Path
-) -> Iterator[tuple[EmulatorServer, Runtime, Deployment]]:
-    """The local stack in this process: its server (moto reset), its runtime, ``template``
-    deployed; the functions are the caller's to register."""
-    faults = Faults()
-    runtime = Runtime(faults=faults, log_dir=log_dir)
-    server = EmulatorServer(0, faults=faults, runtime=runtime)
-    server.start()
-    try:
-        runtime.endpoint_url = server.endpoint_url
-        urllib.request.urlopen(
-            urllib.request.Request(server.endpoint_url + "/moto-api/reset", method="POST")
-        )
-        yield server, runtime, deploy(server.endpoint_url, template)
-    finally:
-        runtime.close()
-        server.stop()
-        moto_patches.uninstall()

@@ -25,7 +25,7 @@ from emulator.stack import (
     parse_parameter_overrides,
     template_conditions,
 )
-from tests.unit.emulator.conftest import deployed_stack
+from tests.unit.emulator.support import deployed_stack
 
 ROOT = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"

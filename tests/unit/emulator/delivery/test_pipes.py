@@ -13,7 +13,7 @@ from moto.events.models import EventsBackend
 
 from emulator.delivery.engine import EventSourceMappingEngine
 from harness.polling import eventually, stable
-from tests.unit.emulator.conftest import ACCOUNT, REGION, deployed_stack
+from tests.unit.emulator.support import ACCOUNT, REGION, deployed_stack
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"

@@ -14,7 +14,7 @@ from botocore.config import Config
 from emulator.cli import iam_report
 from emulator.iam.access import Access, deployed_roles
 from emulator.stack import load_template
-from tests.unit.emulator.conftest import deployed_stack
+from tests.unit.emulator.support import deployed_stack
 
 REGION = "us-east-1"
 

@@ -14,7 +14,7 @@ from moto import mock_aws
 
 from emulator.delivery.sources import StreamSource
 from emulator.services import dynamodbstreams
-from tests.unit.emulator.conftest import REGION
+from tests.unit.emulator.support import REGION
 
 KEYS = [f"customer-{n}" for n in range(10)]
 ITEMS_PER_KEY = 4  # 40 items

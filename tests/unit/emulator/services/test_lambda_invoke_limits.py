@@ -15,8 +15,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from emulator.lambda_.workers import InvokeResult
-from emulator.services import moto_patches
-from tests.unit.emulator.conftest import REGION, create_function
+from emulator.services import awslambda, context
+from tests.unit.emulator.support import REGION, create_function
 
 FUNCTION = "worker"
 REQUEST_LIMIT = 6_291_456  # 6 MB, RequestResponse
@@ -67,10 +67,10 @@ def lam(module_credentials):
 @pytest.fixture
 def runtime(monkeypatch):
     fake = FakeRuntime()
-    monkeypatch.setattr(moto_patches, "ASYNC_RETRY_DELAYS", RETRY_DELAYS)
-    moto_patches.set_runtime(fake)
+    monkeypatch.setattr(awslambda, "ASYNC_RETRY_DELAYS", RETRY_DELAYS)
+    context.set_runtime(fake)
     yield fake
-    moto_patches.set_runtime(None)
+    context.set_runtime(None)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.unit.emulator.conftest import ACCOUNT, REGION, create_function
+from tests.unit.emulator.support import ACCOUNT, REGION, create_function
 
 FUNCTION_TIMEOUT = 30
 

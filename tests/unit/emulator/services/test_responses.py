@@ -17,7 +17,7 @@ from moto.core.responses import BaseResponse
 from moto.core.utils import get_service_model
 
 from emulator.services import responses
-from tests.unit.emulator.conftest import REGION, fake_credentials
+from tests.unit.emulator.support import REGION, fake_credentials
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 

@@ -15,7 +15,7 @@ from moto.sqs.models import Queue, sqs_backends
 
 from emulator.core import wakeups
 from emulator.services import moto_patches, sqs
-from tests.unit.emulator.conftest import ACCOUNT, REGION, fake_credentials
+from tests.unit.emulator.support import ACCOUNT, REGION, fake_credentials, new_queue
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
@@ -36,12 +36,6 @@ def clock(monkeypatch):
     monkeypatch.setattr(sqs_models, "unix_time_millis", lambda dt=None: now[0])
     monkeypatch.setattr(sqs_models, "unix_time", lambda dt=None: now[0] / 1000)
     return now
-
-
-def make(sqs, name: str, **attributes: str) -> tuple[str, str]:
-    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
-    return url, arn["QueueArn"]
 
 
 def receive(sqs, url: str, count: int = 10, **extra) -> list[dict]:
@@ -76,7 +70,7 @@ def model(name: str) -> Queue:
 def test_receive_and_send_do_not_scan_the_queue(aws, monkeypatch):
     """moto built Queue.attributes (three scans of the queue) for every message received and
     every message sent, and checked each message's visibility in a walk of the whole queue."""
-    url, _ = make(aws, "deep", VisibilityTimeout="60")
+    url, _ = new_queue(aws, "deep", VisibilityTimeout="60")
     queue = model("deep")
     backend = sqs_backends[ACCOUNT][REGION]
     for i in range(3000):
@@ -105,7 +99,7 @@ def test_receive_and_send_do_not_scan_the_queue(aws, monkeypatch):
 
 
 def test_visibility_timeout_receive_counts_and_first_receive(aws, clock):
-    url, _ = make(aws, "vis", VisibilityTimeout="30")
+    url, _ = new_queue(aws, "vis", VisibilityTimeout="30")
     aws.send_message(QueueUrl=url, MessageBody="a")
     first = receive(aws, url)
     assert [m["Body"] for m in first] == ["a"]
@@ -127,7 +121,7 @@ def test_visibility_timeout_receive_counts_and_first_receive(aws, clock):
 
 
 def test_messages_come_in_send_order_and_a_timed_out_one_first(aws, clock):
-    url, _ = make(aws, "order", VisibilityTimeout="10")
+    url, _ = new_queue(aws, "order", VisibilityTimeout="10")
     for body in "abc":
         aws.send_message(QueueUrl=url, MessageBody=body)
     assert [m["Body"] for m in receive(aws, url, 1)] == ["a"]
@@ -137,7 +131,7 @@ def test_messages_come_in_send_order_and_a_timed_out_one_first(aws, clock):
 
 
 def test_delay_seconds_and_a_per_message_delay(aws, clock):
-    url, _ = make(aws, "delays", DelaySeconds="5")
+    url, _ = new_queue(aws, "delays", DelaySeconds="5")
     aws.send_message(QueueUrl=url, MessageBody="queue-delay")
     aws.send_message(QueueUrl=url, MessageBody="none", DelaySeconds=0)
     aws.send_message(QueueUrl=url, MessageBody="long", DelaySeconds=20)
@@ -150,7 +144,7 @@ def test_delay_seconds_and_a_per_message_delay(aws, clock):
 
 
 def test_change_visibility_zero_and_longer(aws, clock):
-    url, _ = make(aws, "change", VisibilityTimeout="30")
+    url, _ = new_queue(aws, "change", VisibilityTimeout="30")
     aws.send_message(QueueUrl=url, MessageBody="a")
     handle = receive(aws, url)[0]["ReceiptHandle"]
     aws.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
@@ -165,8 +159,8 @@ def test_change_visibility_zero_and_longer(aws, clock):
 
 
 def test_redrive_to_the_dead_letter_queue_at_receive_time(aws, clock):
-    _, dlq_arn = make(aws, "dlq")
-    url, _ = make(
+    _, dlq_arn = new_queue(aws, "dlq")
+    url, _ = new_queue(
         aws,
         "source",
         VisibilityTimeout="1",
@@ -187,7 +181,7 @@ def test_redrive_to_the_dead_letter_queue_at_receive_time(aws, clock):
 def test_a_message_past_the_retention_period_is_deleted_when_reached(aws, clock):
     """AWS deletes a message older than MessageRetentionPeriod. moto marked it received (a
     receive count, in flight) and stopped the receive."""
-    url, _ = make(aws, "retention", MessageRetentionPeriod="60")
+    url, _ = new_queue(aws, "retention", MessageRetentionPeriod="60")
     aws.send_message(QueueUrl=url, MessageBody="old")
     clock[0] += 30_000
     aws.send_message(QueueUrl=url, MessageBody="young")
@@ -199,7 +193,7 @@ def test_a_message_past_the_retention_period_is_deleted_when_reached(aws, clock)
 
 
 def test_message_attributes_filter_and_md5(aws):
-    url, _ = make(aws, "attrs")
+    url, _ = new_queue(aws, "attrs")
     sent = aws.send_message(
         QueueUrl=url,
         MessageBody="x",
@@ -215,7 +209,7 @@ def test_message_attributes_filter_and_md5(aws):
 
 
 def test_long_polling_returns_when_a_message_arrives(aws):
-    url, _ = make(aws, "long")
+    url, _ = new_queue(aws, "long")
     threading.Timer(0.3, lambda: aws.send_message(QueueUrl=url, MessageBody="late")).start()
     started = time.monotonic()
     got = receive(aws, url, WaitTimeSeconds=5)
@@ -224,7 +218,7 @@ def test_long_polling_returns_when_a_message_arrives(aws):
 
 
 def test_purge_and_moto_lists(aws):
-    url, _ = make(aws, "purge")
+    url, _ = new_queue(aws, "purge")
     for body in "ab":
         aws.send_message(QueueUrl=url, MessageBody=body)
     receive(aws, url, 1)
@@ -242,7 +236,7 @@ def test_purge_and_moto_lists(aws):
 
 
 def fifo(sqs, name: str, **attributes: str) -> str:
-    return make(sqs, f"{name}.fifo", FifoQueue="true", VisibilityTimeout="30", **attributes)[0]
+    return new_queue(sqs, f"{name}.fifo", FifoQueue="true", VisibilityTimeout="30", **attributes)[0]
 
 
 def send(sqs, url: str, body: str, group: str, dedup: str | None = None) -> None:
@@ -307,7 +301,7 @@ def test_fifo_content_based_deduplication(aws):
 
 
 def test_every_way_a_message_arrives_notifies_the_queue(aws):
-    url, arn = make(aws, "woken")
+    url, arn = new_queue(aws, "woken")
     seen = wakeups.version(arn)
     aws.send_message(QueueUrl=url, MessageBody="send")
     aws.send_message_batch(
@@ -335,7 +329,7 @@ def test_every_way_a_message_arrives_notifies_the_queue(aws):
 
 
 def test_a_wait_on_the_queue_wakes_at_once(aws):
-    url, arn = make(aws, "waiter")
+    url, arn = new_queue(aws, "waiter")
     seen = wakeups.version(arn)
     threading.Timer(0.2, lambda: aws.send_message(QueueUrl=url, MessageBody="x")).start()
     started = time.monotonic()
@@ -346,7 +340,7 @@ def test_a_wait_on_the_queue_wakes_at_once(aws):
 def test_a_queue_with_messages_from_before_the_install_keeps_them(aws):
     moto_patches.uninstall()
     try:
-        url, _ = make(aws, "older")
+        url, _ = new_queue(aws, "older")
         for body in "ab":
             aws.send_message(QueueUrl=url, MessageBody=body)
         first = receive(aws, url, 1)

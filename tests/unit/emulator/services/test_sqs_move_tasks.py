@@ -10,8 +10,7 @@ from moto import mock_aws
 
 from emulator.services import sqs_move_tasks
 from harness.polling import eventually
-from tests.unit.emulator.conftest import REGION, fake_credentials
-from tests.unit.emulator.services.test_sqs import make
+from tests.unit.emulator.support import REGION, fake_credentials, new_queue
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
@@ -26,7 +25,7 @@ def sqs(monkeypatch):
 
 def with_dlq(sqs, name: str, dlq_arn: str) -> tuple[str, str]:
     policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
-    return make(sqs, name, RedrivePolicy=policy, VisibilityTimeout="0")
+    return new_queue(sqs, name, RedrivePolicy=policy, VisibilityTimeout="0")
 
 
 def dead_letter(sqs, url: str, bodies: list[str]) -> None:
@@ -58,7 +57,7 @@ def finished(sqs, source_arn: str) -> dict:
 
 
 def test_messages_go_back_to_the_queue_each_came_from(sqs):
-    dlq_url, dlq_arn = make(sqs, "dlq")
+    dlq_url, dlq_arn = new_queue(sqs, "dlq")
     a_url, _ = with_dlq(sqs, "a", dlq_arn)
     b_url, _ = with_dlq(sqs, "b", dlq_arn)
     dead_letter(sqs, a_url, ["a1", "a2"])
@@ -77,9 +76,9 @@ def test_messages_go_back_to_the_queue_each_came_from(sqs):
 
 
 def test_a_destination_and_a_rate_are_kept(sqs):
-    _, dlq_arn = make(sqs, "dlq")
+    _, dlq_arn = new_queue(sqs, "dlq")
     source_url, _ = with_dlq(sqs, "source", dlq_arn)
-    other_url, other_arn = make(sqs, "other")
+    other_url, other_arn = new_queue(sqs, "other")
     dead_letter(sqs, source_url, ["m1", "m2", "m3"])
 
     handle = sqs.start_message_move_task(
@@ -94,7 +93,7 @@ def test_a_destination_and_a_rate_are_kept(sqs):
 
 
 def test_cancel_stops_a_running_task(sqs):
-    dlq_url, dlq_arn = make(sqs, "dlq")
+    dlq_url, dlq_arn = new_queue(sqs, "dlq")
     source_url, _ = with_dlq(sqs, "source", dlq_arn)
     dead_letter(sqs, source_url, [f"m{i}" for i in range(10)])
 
@@ -118,7 +117,7 @@ def test_cancel_stops_a_running_task(sqs):
 
 
 def test_newest_task_first_and_max_results(sqs):
-    _, dlq_arn = make(sqs, "dlq")
+    _, dlq_arn = new_queue(sqs, "dlq")
     with_dlq(sqs, "source", dlq_arn)
     for _ in range(3):
         sqs.start_message_move_task(SourceArn=dlq_arn)
@@ -139,9 +138,9 @@ def test_newest_task_first_and_max_results(sqs):
     ],
 )
 def test_invalid_requests_are_refused(sqs, request_, error):
-    _, dlq_arn = make(sqs, "dlq")
+    _, dlq_arn = new_queue(sqs, "dlq")
     with_dlq(sqs, "source", dlq_arn)
-    _, plain_arn = make(sqs, "plain")
+    _, plain_arn = new_queue(sqs, "plain")
     values = {
         name: value.format(dlq=dlq_arn, plain=plain_arn) if isinstance(value, str) else value
         for name, value in request_.items()

@@ -1,0 +1,279 @@
+"""moto 5.2.5's DynamoDB writes as DynamoDB makes them: no stream record for a write that changes
+nothing, one INSERT for an UpdateItem that creates its item, every write under one lock, and a
+TransactWriteItems checked whole before it writes anything."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from moto.dynamodb.comparisons import get_filter_expression
+from moto.dynamodb.exceptions import (
+    ConditionalCheckFailed,
+    InvalidAttributeTypeError,
+    ItemSizeTooLarge,
+    ItemSizeToUpdateTooLarge,
+    MockValidationException,
+    MultipleTransactionsException,
+    TooManyTransactionsException,
+    TransactionCanceledException,
+    TransactWriteSingleOpException,
+)
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import StreamShard
+from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+from moto.dynamodb.responses import DynamoHandler
+
+from emulator.services import patching
+
+log = logging.getLogger("emulator.moto")
+
+
+def install() -> None:
+    _patch_unchanged_put_item_stream_record()
+    _patch_dynamodb_writes()
+
+
+# --- stream records of writes that change nothing, and UpdateItem's extra INSERT -------
+# Gap: moto/dynamodb/models/table.py Table.put_item calls StreamShard.add(old, new) for every
+# write, so a PutItem (or UpdateItem) that rewrites an identical item yields a MODIFY record.
+# DynamoDB Streams writes a record only when the item actually changed. And moto's
+# DynamoDBBackend.update_item creates a missing item by a Table.put_item of its key alone (an
+# INSERT record with only the key) before applying the update (a second INSERT): DynamoDB writes
+# one INSERT with the new image. The UpdateItem patch (below) sets ``_stream.skip_insert`` so
+# that the key-only INSERT is dropped.
+_stream = threading.local()
+
+
+def _patch_unchanged_put_item_stream_record() -> None:
+    original = StreamShard.add
+
+    def add(self: Any, old: Any, new: Any) -> None:
+        # Item.attrs compare as DynamoDB does: numbers by value, sets in any order (and without
+        # serialising both items, as comparing to_json() did).
+        if old is not None and new is not None and old.attrs == new.attrs:
+            return
+        if old is None and getattr(_stream, "skip_insert", False):
+            _stream.skip_insert = False  # the key-only item UpdateItem creates first
+            return
+        original(self, old, new)
+
+    patching.replace(StreamShard, "add", add)
+
+
+# --- DynamoDB writes: one lock, and TransactWriteItems without table copies -----------
+# Gap: moto/dynamodb/models/__init__.py DynamoDBBackend.transact_write_items deep-copies every
+# table it touches before the transaction (O(table size)) and, when the transaction is cancelled,
+# replaces the backend's tables by those copies: shard iterators taken before keep reading the
+# discarded table's stream shard (stream readers stall or see records of the cancelled writes).
+# And nothing keeps another write from landing between a transaction's checks and its writes
+# (the server is threaded). Fix: every DynamoDB write path (PutItem, UpdateItem, DeleteItem,
+# BatchWriteItem, TransactWriteItems; the backend methods and the request handlers) runs under one
+# re-entrant lock; a transaction checks every action first (the 100-action limit, one action per
+# item, each condition against the current item, each Put's item and each Update's expression on
+# a copy of its one item) and writes nothing when any fails (TransactionCanceledException with
+# the per-action reasons, ConditionalCheckFailed with the item under
+# ReturnValuesOnConditionCheckFailure=ALL_OLD), else applies every action through the ordinary
+# write paths: stream records only for applied writes, the table objects never replaced.
+# UpdateItem also drops the key-only INSERT record of an item it creates (above).
+DYNAMODB_LOCK = threading.RLock()
+_DYNAMODB_BACKEND_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
+_DYNAMODB_HANDLER_WRITES = (
+    "put_item",
+    "update_item",
+    "delete_item",
+    "batch_write_item",
+    "transact_write_items",
+)
+_TRANSACTION_ACTIONS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
+_MAX_TRANSACTION_ACTIONS = 100
+
+
+def _locked(original: Callable[..., Any]) -> Callable[..., Any]:
+    def method(*args: Any, **kwargs: Any) -> Any:
+        with DYNAMODB_LOCK:
+            return original(*args, **kwargs)
+
+    method.__name__ = original.__name__
+    method.__doc__ = original.__doc__
+    return method
+
+
+def _patch_dynamodb_writes() -> None:
+    for name in _DYNAMODB_HANDLER_WRITES:
+        patching.replace(DynamoHandler, name, _locked(getattr(DynamoHandler, name)))
+    for name in ("put_item", "delete_item"):
+        patching.replace(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name)))
+
+    original_update = DynamoDBBackend.update_item
+
+    def update_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with DYNAMODB_LOCK:
+            _stream.skip_insert = True
+            try:
+                return original_update(self, *args, **kwargs)
+            finally:
+                _stream.skip_insert = False
+
+    patching.replace(DynamoDBBackend, "update_item", update_item)
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        with DYNAMODB_LOCK:
+            if len(transact_items) > _MAX_TRANSACTION_ACTIONS:
+                raise TooManyTransactionsException()
+            writes, reasons = _check_transaction(self, transact_items)
+            if any(code is not None for code, _, _ in reasons):
+                raise TransactionCanceledException(reasons)
+            for write in writes:
+                write()
+
+    patching.replace(DynamoDBBackend, "transact_write_items", transact_write_items)
+
+
+def _check_transaction(
+    backend: Any, transact_items: list[dict[str, Any]]
+) -> tuple[list[Callable[[], Any]], list[tuple[Any, Any, Any]]]:
+    """Every action checked against the current items, nothing written: (the writes to apply,
+    the cancellation reasons as moto's TransactionCanceledException takes them)."""
+    targets: set[tuple[str, str]] = set()
+    writes: list[Callable[[], Any]] = []
+    reasons: list[tuple[Any, Any, Any]] = []
+    for action in transact_items:
+        if len(action) > 1:
+            raise TransactWriteSingleOpException
+        try:
+            writes.append(_check_action(backend, action, targets))
+            reasons.append((None, None, None))
+        except (MultipleTransactionsException, MockValidationException):
+            raise
+        except ConditionalCheckFailed as error:
+            reasons.append(
+                ("ConditionalCheckFailed", str(error.message), getattr(error, "old_image", None))
+            )
+        except Exception as error:  # as moto: any other failure is that action's reason
+            reasons.append((type(error).__name__, str(error), None))
+    return writes, reasons
+
+
+class _ConditionFailed(ConditionalCheckFailed):
+    def __init__(self, old_image: dict[str, Any] | None) -> None:
+        super().__init__(item=old_image)
+        self.old_image = old_image
+
+
+def _check_action(
+    backend: Any, action: dict[str, Any], targets: set[tuple[str, str]]
+) -> Callable[[], Any]:
+    op_type, op = next(iter(action.items()))
+    if op_type not in _TRANSACTION_ACTIONS:
+        raise ValueError("Unsupported transaction operation")
+    table = backend.get_table(op["TableName"])
+    if op_type == "Put":
+        attrs = op["Item"]
+        key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+        if table.range_key_attr is not None:
+            key[table.range_key_attr] = attrs[table.range_key_attr]
+    else:
+        key = op["Key"]
+    target = (table.name, str(dict(sorted(key.items()))))
+    if target in targets:
+        raise MultipleTransactionsException()
+    targets.add(target)
+    current = backend.get_item(op["TableName"], key)
+    condition = op.get("ConditionExpression")
+    if condition is not None:
+        names = op.get("ExpressionAttributeNames")
+        values = op.get("ExpressionAttributeValues")
+        if not get_filter_expression(condition, names, values).expr(current):
+            all_old = op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+            raise _ConditionFailed(current.to_json()["Attributes"] if all_old and current else None)
+    return _planned_write(backend, table, op_type, op, key=key, current=current)
+
+
+def _planned_write(
+    backend: Any, table: Any, op_type: str, op: dict[str, Any], *, key: dict[str, Any], current: Any
+) -> Callable[[], Any]:
+    """Validate one action without writing (raising what the write would raise) and return the
+    write. Conditions are checked already: the writes go without them."""
+    table_name = op["TableName"]
+    if op_type == "Put":
+        _validate_put(table, op["Item"])
+        return lambda: backend.put_item(table_name, op["Item"])
+    if op_type == "Delete":
+        return lambda: backend.delete_item(table_name, key)
+    if op_type == "Update":
+        names = op.get("ExpressionAttributeNames")
+        values = op.get("ExpressionAttributeValues")
+        expression = op["UpdateExpression"]
+        _try_update(backend, table, key, current, expression=expression, names=names, values=values)
+        return lambda: backend.update_item(
+            table_name,
+            key,
+            update_expression=expression,
+            expression_attribute_names=names,
+            expression_attribute_values=values,
+        )
+    return lambda: None  # ConditionCheck
+
+
+def _validate_put(table: Any, attrs: dict[str, Any]) -> None:
+    """The checks of moto's Table.put_item, without the write."""
+    for name in (table.hash_key_attr, table.range_key_attr):
+        if name is not None and name not in attrs:
+            raise MockValidationException(
+                f"One or more parameter values were invalid: Missing the key {name} in the item"
+            )
+    hash_value = DynamoType(attrs[table.hash_key_attr])
+    if hash_value.type != table.hash_key_type:
+        raise InvalidAttributeTypeError(
+            table.hash_key_attr, expected_type=table.hash_key_type, actual_type=hash_value.type
+        )
+    range_value = None
+    if table.range_key_attr is not None:
+        range_value = DynamoType(attrs[table.range_key_attr])
+        if range_value.type != table.range_key_type:
+            raise InvalidAttributeTypeError(
+                table.range_key_attr,
+                expected_type=table.range_key_type,
+                actual_type=range_value.type,
+            )
+    table._validate_item_types(attrs)
+    table._validate_key_sizes(attrs)
+    Item(hash_value, range_value, attrs)  # the item size limit
+
+
+def _try_update(
+    backend: Any,
+    table: Any,
+    key: dict[str, Any],
+    current: Any,
+    *,
+    expression: str,
+    names: dict[str, Any] | None,
+    values: dict[str, Any] | None,
+) -> None:
+    """moto's UpdateItem validation and execution, on a copy of the one item it touches."""
+    ast = UpdateExpressionParser.make(expression)
+    if current is None:
+        hash_value, range_value = backend.get_keys_value(table, key)
+        probe = Item(hash_value, range_value, {k: v for k, v in key.items()})
+    else:
+        probe = copy.deepcopy(current)
+    validated = UpdateExpressionValidator(
+        ast,
+        expression_attribute_names=names,
+        expression_attribute_values=values,
+        item=probe,
+        table=table,
+    ).validate()
+    validated.normalize()
+    try:
+        UpdateExpressionExecutor(validated, probe, names).execute()
+    except ItemSizeTooLarge as error:
+        raise ItemSizeToUpdateTooLarge() from error

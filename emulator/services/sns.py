@@ -1,0 +1,251 @@
+"""moto 5.2.5's SNS: FIFO topics that deduplicate and answer with a SequenceNumber, and
+AWS::SNS::Subscription in CloudFormation (filter policies: sns_filter_policies.py)."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from moto.core.responses import ActionResult
+from moto.sns.models import SNSBackend, Topic, sns_backends
+from moto.sns.responses import SNSResponse
+
+from emulator.core.arns import parse_arn
+from emulator.core.values import parse_bool
+from emulator.services import patching
+from emulator.services.cloudformation import StackResource
+
+log = logging.getLogger("emulator.moto")
+
+
+def install() -> None:
+    _patch_sns_fifo_topic_attributes()
+    _patch_sns_fifo_deduplication()
+
+
+# --- SNS FIFO topics deduplicate ------------------------------------------------------
+# Gap: moto/sns/models.py Topic.publish hands every message to every subscription; a FIFO topic
+# never deduplicates (an SQS FIFO subscriber's own dedupe hides it, a standard queue subscriber
+# gets every copy), the Publish / PublishBatch responses carry no SequenceNumber, and
+# GetTopicAttributes has no FifoThroughputScope. AWS (SNS developer guide, "message
+# deduplication for FIFO topics"; Publish API): a message whose deduplication id
+# (MessageDeduplicationId, else the SHA-256 of the body with ContentBasedDeduplication) was
+# accepted within the 5-minute deduplication interval is accepted but not delivered; the scope
+# is the topic, or each message group with FifoThroughputScope=MessageGroup. The interval starts
+# at the first successful publish and duplicates do not extend it (as SQS's). A duplicate's
+# response here repeats the original's MessageId and SequenceNumber. Also: CreateTopic through
+# CloudFormation takes FifoTopic / ContentBasedDeduplication as given, so a "false" string read
+# as true; they are made booleans.
+SNS_DEDUPLICATION_SECONDS = 300.0
+_sns_lock = threading.Lock()
+_sns_sequences = threading.local()  # message id -> sequence number, for the response in hand
+clock: Callable[[], float] = time.monotonic  # tests move time forward
+
+
+class _FifoState:
+    """Per FIFO topic: accepted deduplication ids (oldest first) and the sequence counter."""
+
+    def __init__(self) -> None:
+        self.accepted: collections.OrderedDict[tuple[str | None, str], tuple[float, str, str]] = (
+            collections.OrderedDict()
+        )
+        self.sequence = 10**19
+
+    def expire(self, now: float) -> None:
+        while self.accepted:
+            first = next(iter(self.accepted.values()))
+            if now - first[0] < SNS_DEDUPLICATION_SECONDS:
+                return
+            self.accepted.popitem(last=False)
+
+    def next_sequence(self) -> str:
+        self.sequence += 1 + int.from_bytes(uuid.uuid4().bytes[:2]) % 997  # large, not consecutive
+        return f"{self.sequence:020d}"
+
+
+def _patch_sns_fifo_topic_attributes() -> None:
+    original_create = SNSBackend.create_topic
+
+    def create_topic(
+        self: Any, name: str, attributes: dict[str, Any] | None = None, tags: Any = None
+    ) -> Any:
+        if attributes:
+            attributes = dict(attributes)
+            for key in ("FifoTopic", "ContentBasedDeduplication"):
+                if key in attributes:
+                    attributes[key] = parse_bool(attributes[key])
+        return original_create(self, name, attributes, tags)
+
+    patching.replace(SNSBackend, "create_topic", create_topic)
+
+    original_attributes = SNSResponse.get_topic_attributes
+
+    def get_topic_attributes(self: Any) -> Any:
+        result = original_attributes(self)
+        topic = self.backend.get_topic(self._get_param("TopicArn"))
+        body = result.result if isinstance(result, ActionResult) else None
+        if parse_bool(topic.fifo_topic) and isinstance(body, dict):
+            attributes = body.setdefault("Attributes", {})
+            attributes["FifoTopic"] = "true"
+            attributes["ContentBasedDeduplication"] = str(
+                parse_bool(topic.content_based_deduplication)
+            ).lower()
+            attributes["FifoThroughputScope"] = str(
+                getattr(topic, "fifo_throughput_scope", "Topic")
+            )
+        return result
+
+    patching.replace(SNSResponse, "get_topic_attributes", get_topic_attributes)
+
+
+def _patch_sns_fifo_deduplication() -> None:
+    original_publish = Topic.publish
+
+    def publish(  # noqa: PLR0917 - moto's signature
+        self: Any,
+        message: str,
+        subject: str | None = None,
+        message_attributes: dict[str, Any] | None = None,
+        group_id: str | None = None,
+        deduplication_id: str | None = None,
+        message_structure: str | None = None,
+    ) -> str:
+        def deliver(deduplication_id: str | None) -> str:
+            return original_publish(
+                self,
+                message,
+                subject=subject,
+                message_attributes=message_attributes,
+                group_id=group_id,
+                deduplication_id=deduplication_id,
+                message_structure=message_structure,
+            )
+
+        if not parse_bool(self.fifo_topic):
+            return deliver(deduplication_id)
+        if deduplication_id is None and parse_bool(self.content_based_deduplication):
+            deduplication_id = hashlib.sha256(message.encode()).hexdigest()
+        per_group = str(getattr(self, "fifo_throughput_scope", "Topic")) == "MessageGroup"
+        scope_key = (group_id if per_group else None, deduplication_id or "")
+        with _sns_lock:
+            state = self.__dict__.setdefault("_emulator_fifo", _FifoState())
+            now = clock()
+            state.expire(now)
+            seen = state.accepted.get(scope_key) if deduplication_id else None
+            if seen is not None:
+                _, message_id, sequence = seen
+            else:
+                message_id = deliver(deduplication_id)
+                sequence = state.next_sequence()
+                if deduplication_id:
+                    state.accepted[scope_key] = (now, message_id, sequence)
+        sequences = getattr(_sns_sequences, "value", None)
+        if sequences is not None:
+            sequences[message_id] = sequence
+        return message_id
+
+    patching.replace(Topic, "publish", publish)
+
+    patching.replace(SNSResponse, "publish", _with_sequence_numbers(SNSResponse.publish, None))
+    patching.replace(
+        SNSResponse,
+        "publish_batch",
+        _with_sequence_numbers(SNSResponse.publish_batch, "Successful"),
+    )
+
+
+def _with_sequence_numbers(original: Callable[..., Any], entries_key: str | None) -> Any:
+    """Publish / PublishBatch handler that adds the FIFO SequenceNumber to the response."""
+
+    def handler(self: Any) -> Any:
+        _sns_sequences.value = {}
+        try:
+            result = original(self)
+            sequences = _sns_sequences.value
+        finally:
+            _sns_sequences.value = None
+        body = result.result if isinstance(result, ActionResult) else None
+        if sequences and isinstance(body, dict):
+            entries = body.get(entries_key, []) if entries_key else [body]
+            for entry in entries:
+                if isinstance(entry, dict) and entry.get("MessageId") in sequences:
+                    entry["SequenceNumber"] = sequences[entry["MessageId"]]
+        return result
+
+    return handler
+
+
+# --- AWS::SNS::Subscription in CloudFormation -----------------------------------------
+# Gap: moto/cloudformation/parsing.py resource_class_from_type knows no AWS::SNS::Subscription
+# (it logs "No Moto CloudFormation support" and skips it), so a stack's topic -> queue
+# subscriptions do not exist. The model below creates them through the SNS backend with their
+# attributes (RawMessageDelivery, FilterPolicy, FilterPolicyScope, RedrivePolicy,
+# DeliveryPolicy); Ref gives the subscription ARN as on AWS. Standard and FIFO queues may both
+# subscribe to a FIFO topic (moto refuses only a FIFO queue on a standard topic, as AWS does).
+# Lambda subscriptions are not delivered locally (moto would invoke through Docker): skipped
+# with a warning.
+_SUBSCRIPTION_ATTRIBUTES = (
+    "FilterPolicyScope",  # first: FilterPolicy is validated against it
+    "FilterPolicy",
+    "RawMessageDelivery",
+    "RedrivePolicy",
+    "DeliveryPolicy",
+)
+
+
+class SnsSubscriptionModel(StackResource):
+    TYPE = "AWS::SNS::Subscription"
+
+    def __init__(self, arn: str, account_id: str, region_name: str) -> None:
+        self.arn = arn
+        self.account_id = account_id
+        self.region_name = region_name
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.arn
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> SnsSubscriptionModel:
+        properties = cloudformation_json.get("Properties", {})
+        topic_arn = properties["TopicArn"]
+        protocol = properties["Protocol"]
+        endpoint = properties.get("Endpoint", "")
+        region = parse_arn(topic_arn).region
+        if protocol == "lambda":
+            log.warning(
+                "SNS subscription %s (lambda) not created: the local stack does not deliver "
+                "SNS to Lambda",
+                kwargs.get("LogicalId", resource_name),
+            )
+            return cls(f"{topic_arn}:{uuid.uuid4()}", account_id, region)
+        backend = sns_backends[account_id][region]
+        subscription = backend.subscribe(topic_arn, endpoint, protocol)
+        for name in _SUBSCRIPTION_ATTRIBUTES:
+            if name not in properties:
+                continue
+            value = properties[name]
+            if name == "RawMessageDelivery":
+                value = parse_bool(value)
+            elif isinstance(value, dict | list):
+                value = json.dumps(value)
+            backend.set_subscription_attributes(subscription.arn, name, value)
+        return cls(subscription.arn, account_id, region)
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        backend = sns_backends[self.account_id][self.region_name]
+        backend.subscriptions.pop(self.arn, None)
