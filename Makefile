@@ -66,24 +66,48 @@ unit: setup ## unit tests (moto in-process, no network; one worker per core)
 integration: setup build ## integration tests: the local stack (FANOUT=lambda|pipe|router), or a deployed one (AWS_SAM_STACK_NAME)
 	FANOUT=$(FANOUT) $(UV) run pytest tests/integration
 
-# Fail-fast, one mode after another (never two suites at once: each starts its own local stack).
-integration-modes: setup build ## the integration suite once per fan-out mode (FANOUT_MODES): what make test runs
+# The suites at once, each on a local stack of its own (its own port and function workers; the
+# stacks share only .emulator/logs, which each appends to): the docs test once, in a session of
+# its own against the default (lambda) stack, the rest once per fan-out mode. They wait ~90% of
+# the time (visibility timeouts, retries), so together they take little more than the longest.
+INTEGRATION_SUITES := docs $(FANOUT_MODES)
+integration-modes: setup build ## the integration suite in every fan-out mode at once (FANOUT_MODES), the docs test once: what make test runs
 	@if [ -n "$${AWS_SAM_STACK_NAME:-}" ] && [ -z "$${AWS_ENDPOINT_URL:-}" ]; then \
 		echo "== integration tests against $$AWS_SAM_STACK_NAME (deployed: its own fan-out mode)"; \
 		$(UV) run pytest tests/integration; \
 		exit 0; \
 	fi; \
-	for mode in $(FANOUT_MODES); do \
-		echo "== integration tests, FANOUT=$$mode"; \
-		started=$$(date +%s); \
-		FANOUT=$$mode $(UV) run pytest tests/integration; \
-		echo "== FANOUT=$$mode passed in $$(( $$(date +%s) - started )) s"; \
-	done
+	$(MAKE) --no-print-directory -o setup -o build -k -j$(words $(INTEGRATION_SUITES)) \
+		--output-sync=target $(addprefix integration-suite-,$(INTEGRATION_SUITES))
+
+integration-suite-docs:
+	FANOUT=lambda $(UV) run pytest tests/integration/test_docs.py
+integration-suite-%:
+	FANOUT=$* $(UV) run pytest tests/integration --ignore=tests/integration/test_docs.py
 
 sam-local: setup build ## the real `sam local invoke` / `start-lambda` on every function and sample event
 	$(UV) run pytest tests/samlocal
 
-test: lint unit integration-modes sam-local ## every check and test, the integration suite in every fan-out mode (what .ci/run calls)
+# `make test` in two stages, each phase's wall and CPU in bench/out/test-phases.jsonl (P8 of
+# `make bench` reports them). Stage 1: lint and the unit tests, CPU-bound, niced beside the
+# integration suites, whose functions (2 s timeouts) must get a core when they need one; stage 2:
+# sam-local (Docker, qemu) beside the chaos runs. setup and build run once, before both.
+PHASE := $(UV) run --quiet python -m bench.phases
+# Contacts of each of make test's chaos runs (`make chaos` alone: CHAOS_CONTACTS).
+TEST_CHAOS_CONTACTS ?= 500
+test: setup build ## every check and test: lint, unit, integration and chaos in every fan-out mode, sam-local (what .ci/run calls)
+	$(PHASE) --total test -- $(MAKE) --no-print-directory -o setup -o build test-stages
+
+test-stages:
+	$(MAKE) --no-print-directory -o setup -o build -k -j3 --output-sync=target \
+		test-phase-lint test-phase-unit test-phase-integration-modes
+	$(MAKE) --no-print-directory -o setup -o build -k -j2 --output-sync=target \
+		test-phase-sam-local test-phase-chaos-modes CHAOS_CONTACTS=$(TEST_CHAOS_CONTACTS)
+
+test-phase-lint test-phase-unit: test-phase-%:
+	$(PHASE) $* -- nice -n 10 $(MAKE) --no-print-directory -o setup -o build $*
+test-phase-integration-modes test-phase-sam-local test-phase-chaos-modes: test-phase-%:
+	$(PHASE) $* -- $(MAKE) --no-print-directory -o setup -o build $*
 
 build: setup ## sam build (python3.13, arm64 layer, no container)
 	sam build
@@ -95,7 +119,7 @@ run: setup build ## demo: local stack, demo files in, summary out (FANOUT=lambda
 	$(UV) run python -m harness.demo --fan-out $(FANOUT)
 
 CHAOS_CONTACTS ?= 10000
-chaos: setup build ## exactly-once under duplicates, crashes and throttles (CHAOS_CONTACTS=10000, FANOUT=lambda|pipe|router)
+chaos: setup build ## exactly-once under duplicates, reorders, crashes, throttles and an operator's recovery (CHAOS_CONTACTS=10000, FANOUT=lambda|pipe|router)
 	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $(FANOUT)
 
 iam-report: setup ## grants no call used and calls denied, from the last integration run and demo
@@ -110,3 +134,11 @@ clean: ## remove local stack state and logs, sam build output, bench output and 
 	rm -rf .emulator .samlocal .aws-sam bench/out .pytest_cache .ruff_cache .hypothesis
 	find . \( -path ./.venv -o -path ./.tools -o -path ./.git \) -prune -o \
 		-type d -name __pycache__ -prune -exec rm -rf {} +
+# Each mode on a local stack of its own, at once (as integration-modes).
+chaos-modes: setup build ## make chaos in every fan-out mode at once (FANOUT_MODES; CHAOS_CONTACTS)
+	$(MAKE) --no-print-directory -o setup -o build -k -j$(words $(FANOUT_MODES)) \
+		--output-sync=target $(addprefix chaos-mode-,$(FANOUT_MODES))
+
+chaos-mode-%:
+	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $*
+

@@ -14,6 +14,7 @@ from bench import (
     ingest_cost,
     ingest_memory,
     layer_size,
+    test_phases,
     throughput,
 )
 from bench.common import ROOT, Figure
@@ -26,6 +27,7 @@ SECTIONS = (
     throughput,
     demo_settle,
     layer_size,
+    test_phases,
 )
 
 

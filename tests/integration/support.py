@@ -4,10 +4,11 @@ goodwill rule."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from shared import keys
 
@@ -98,3 +99,21 @@ def wait_for_notifications(
     eventually(all_arrived, timeout=timeout, interval=0.5)
     eventually(stack.idle, timeout=timeout, interval=0.5)
     return stable(lambda: topic.counts(contact_ids), polls=3, timeout=timeout)
+
+
+@contextlib.contextmanager
+def quick_redelivery(stack: StackClient, output: str) -> Iterator[None]:
+    """On the local stack, a queue that redelivers after 1 s meanwhile (its visibility timeout
+    set back at the end), for a test that waits for a message to be received maxReceiveCount
+    times: seconds rather than maxReceiveCount x the visibility timeout. A deployed stack's
+    queue is left as it is."""
+    if not stack.is_local:
+        yield
+        return
+    url = stack.outputs[output]
+    visibility = stack.queue_attributes(output, "VisibilityTimeout")
+    stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "1"})
+    try:
+        yield
+    finally:
+        stack.sqs.set_queue_attributes(QueueUrl=url, Attributes=visibility)

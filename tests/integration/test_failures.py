@@ -12,6 +12,7 @@ from shared import keys
 from harness.builders import contact, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
+from tests.integration.support import quick_redelivery
 
 pytestmark = pytest.mark.integration
 
@@ -86,8 +87,6 @@ def test_poison_notification_ends_in_the_dead_letter_queue(stack: StackClient):
         f"not json {marker}",
         json.dumps({"kind": keys.SURVEY, "contact_id": marker}),  # no notification_id, caller
     ]
-    for body in poison:
-        stack.sqs.send_message(QueueUrl=stack.outputs["NotificationQueueUrl"], MessageBody=body)
 
     def both_dead_lettered():
         found = dead_letters_mentioning(stack, "NotificationDeadLetterQueueUrl", marker)
@@ -95,9 +94,14 @@ def test_poison_notification_ends_in_the_dead_letter_queue(stack: StackClient):
         return found
 
     try:
-        dead = eventually(
-            both_dead_lettered, timeout=redrive_bound(stack, "NotificationQueueUrl"), interval=1
-        )
+        with quick_redelivery(stack, "NotificationQueueUrl"):
+            for body in poison:
+                stack.sqs.send_message(
+                    QueueUrl=stack.outputs["NotificationQueueUrl"], MessageBody=body
+                )
+            dead = eventually(
+                both_dead_lettered, timeout=redrive_bound(stack, "NotificationQueueUrl"), interval=1
+            )
         assert sorted(m["Body"] for m in dead) == sorted(poison)
         max_receives = json.loads(
             stack.queue_attributes("NotificationQueueUrl", "RedrivePolicy")["RedrivePolicy"]

@@ -18,6 +18,7 @@ from harness.builders import contact, new_caller
 from harness.polling import eventually, stable
 from harness.stack import StackClient
 from ops.cli import main
+from tests.integration.support import quick_redelivery
 
 pytestmark = pytest.mark.integration
 
@@ -78,24 +79,22 @@ def test_dead_lettered_notification_is_redriven_and_sent_once(local_stack: Stack
     message = notifications.survey(
         {"contact_id": contact_id, "caller": new_caller(), "email": "it@example.com"}
     )
-    queue_url = stack.outputs["NotificationQueueUrl"]
-    visibility = stack.queue_attributes("NotificationQueueUrl", "VisibilityTimeout")
     stack.faults(
         crash_after_call=[{"function": "NotifierFunction", "operation": "dynamodb:PutItem"}]
     )
-    # redelivery after 1 s instead of 18: the 5 receives that dead-letter it take seconds
-    stack.sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"VisibilityTimeout": "1"})
     try:
-        stack.sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(message))
-        eventually(
-            lambda: any(
-                contact_id in m["Body"] for m in stack.peek("NotificationDeadLetterQueueUrl")
-            ),
-            timeout=60,
-            interval=1,
-        )
+        with quick_redelivery(stack, "NotificationQueueUrl"):
+            stack.sqs.send_message(
+                QueueUrl=stack.outputs["NotificationQueueUrl"], MessageBody=json.dumps(message)
+            )
+            eventually(
+                lambda: any(
+                    contact_id in m["Body"] for m in stack.peek("NotificationDeadLetterQueueUrl")
+                ),
+                timeout=60,
+                interval=1,
+            )
     finally:
-        stack.sqs.set_queue_attributes(QueueUrl=queue_url, Attributes=visibility)
         stack.reset_faults()
     assert not topic.for_contacts([contact_id])
 
