@@ -21,6 +21,12 @@ CHECKOV_VERSION := 3.3.30
 # The AWS CLI the docs' commands use (tests/integration/test_docs.py runs them).
 AWSCLI_VERSION := 1.45.11
 STAMP := .tools/.installed-$(SAM_CLI_VERSION)-$(CHECKOV_VERSION)-$(AWSCLI_VERSION)
+# Hash-locked (`make locks` rewrites them from these pins): what ships in the layer, and the one
+# tool the deploy jobs run (the SAM CLI; its boto3 serves their scripts), nothing else there.
+POWERTOOLS_VERSION := 3.37.0
+UV_VERSION := 0.13.8
+DEPLOY_TOOLS := .tools/deploy
+LOCK := $(UV) pip compile --quiet --generate-hashes --no-annotate --python-version 3.13 --custom-compile-command "make locks"
 
 # The fan-out mode of the local stack that up, run, chaos and integration start (template
 # parameter FanOut, docs/design.md "Fan-out modes"): lambda, pipe or router. `make test` runs the
@@ -45,6 +51,17 @@ $(STAMP):
 	$(UV) tool install --quiet checkov==$(CHECKOV_VERSION)
 	$(UV) tool install --quiet awscli==$(AWSCLI_VERSION)
 	touch $@
+
+# The deploy jobs install only this (no test environment, no checkov), every file by its hash.
+deploy-tools: ## the SAM CLI alone into .tools/deploy, from the hash lock pipeline/deploy-tools.txt
+	$(UV) venv --quiet --allow-existing --python $(PY313) $(DEPLOY_TOOLS)
+	$(UV) pip install --quiet --require-hashes --python $(DEPLOY_TOOLS)/bin/python -r pipeline/deploy-tools.txt
+
+# Needs the package index: the layer for Lambda (arm64), the deploy tools and uv for the runners.
+locks: ## rewrite the hash locks: layers/shared/requirements.txt, pipeline/deploy-tools.txt, pipeline/uv.txt
+	echo "aws-lambda-powertools==$(POWERTOOLS_VERSION)" | $(LOCK) --python-platform aarch64-manylinux_2_28 - -o layers/shared/requirements.txt
+	echo "aws-sam-cli==$(SAM_CLI_VERSION)" | $(LOCK) --python-platform x86_64-manylinux_2_28 - -o pipeline/deploy-tools.txt
+	echo "uv==$(UV_VERSION)" | $(LOCK) --python-platform x86_64-manylinux_2_28 - -o pipeline/uv.txt
 
 lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and audit
 	$(UV) run ruff check .

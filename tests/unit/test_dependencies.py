@@ -1,5 +1,6 @@
-"""The layer ships what the tests run: its pins equal the dev group's (Dependabot updates the
-dev group; this fails until the layer follows)."""
+"""The layer ships what the tests run: its pins (hash-locked, `make locks`) equal the test
+environment's locked versions (uv.lock; Dependabot updates it; this fails until the layer
+follows)."""
 
 import re
 import tomllib
@@ -12,14 +13,16 @@ PIN = re.compile(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==(\S+)$")
 def pins(lines) -> dict[str, str]:
     found = {}
     for line in lines:
-        match = PIN.match(line.split("#", 1)[0].strip())
+        requirement = line.split("#", 1)[0].split()  # `name==version \` before its hashes
+        match = PIN.match(requirement[0]) if requirement else None
         if match:
             found[match[1].lower()] = match[2]
     return found
 
 
-def test_the_layers_pins_are_the_dev_groups():
+def test_the_layers_pins_are_the_test_environments():
     layer = pins((ROOT / "layers/shared/requirements.txt").read_text().splitlines())
-    dev = pins(tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]["dev"])
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())["package"]
+    locked = {package["name"]: package.get("version") for package in lock}
     assert layer, "the layer pins nothing"
-    assert {name: dev.get(name) for name in layer} == layer
+    assert {name: locked.get(name) for name in layer} == layer

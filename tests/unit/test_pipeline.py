@@ -8,6 +8,8 @@ assumed, serialised deploys, pinned actions, and a trust policy scoped to this r
 
 from __future__ import annotations
 
+import fnmatch
+import json
 import os
 import re
 import subprocess
@@ -16,6 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from emulator.iam.policy import Policy, Request, evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -269,7 +273,6 @@ def test_test_then_integration_tests_then_prod(pipeline, stage_deploys, release)
     # Prod takes only a pipeline run on main that passed every job (the integration tests too),
     # and deploys it with that commit's configuration.
     [check] = [s for s in steps(release) if s.get("id") == "candidate"]
-    assert '"pipeline main push success"' in check["run"]
     [checkout] = [s for s in steps(release) if s.get("uses", "").startswith("actions/checkout@")]
     assert checkout["with"]["ref"] == "${{ steps.candidate.outputs.sha }}"
     assert steps(release).index(check) < steps(release).index(checkout)
@@ -405,23 +408,71 @@ def test_bootstrap_interface(bootstrap):
     assert bootstrap["Conditions"]["IsProd"] == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}
 
 
-def test_pipeline_role_trusts_only_this_repository(bootstrap):
+SUBJECT = (
+    "repo:${GitHubOrg}/${GitHubRepo}:environment:${Stage}"
+    ":job_workflow_ref:${GitHubOrg}/${GitHubRepo}/.github/workflows/"
+)
+SUB = "token.actions.githubusercontent.com:sub"
+
+
+def trusted_subjects(bootstrap: dict[str, Any], stage: str) -> dict[str, str]:
+    """Subject -> the condition operator it is matched with, for the role of that stage."""
     role = bootstrap["Resources"]["PipelineRole"]["Properties"]
-    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
-    assert trust["Action"] == "sts:AssumeRoleWithWebIdentity"
-    assert set(trust["Condition"]) == {"StringEquals"}, "no StringLike: no wildcard subjects"
-    condition = trust["Condition"]["StringEquals"]
-    assert condition["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
-    is_prod, prod_subjects, other_subjects = condition["token.actions.githubusercontent.com:sub"][
-        "Fn::If"
-    ]
-    assert is_prod == "IsProd"
-    subjects = [s["Fn::Sub"] for s in prod_subjects]
-    assert subjects == ["repo:${GitHubOrg}/${GitHubRepo}:environment:${Stage}"]
-    for subject in [s["Fn::Sub"] for s in other_subjects]:
-        assert subject.startswith("repo:${GitHubOrg}/${GitHubRepo}:")
-        assert subject.endswith((":environment:${Stage}", ":ref:refs/heads/main"))
-        assert "*" not in subject
+    found = {}
+    for written in role["AssumeRolePolicyDocument"]["Statement"]:
+        statement = written
+        if "Fn::If" in written:
+            condition, then, _ = written["Fn::If"]
+            assert condition == "IsNotProd"
+            if stage == "prod":
+                continue
+            statement = then
+        assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+        aud = statement["Condition"]["StringEquals"]["token.actions.githubusercontent.com:aud"]
+        assert aud == "sts.amazonaws.com"
+        for operator, keys in statement["Condition"].items():
+            if SUB not in keys:
+                continue
+            value = keys[SUB]
+            if isinstance(value, dict) and "Fn::If" in value:
+                is_prod, prod, other = value["Fn::If"]
+                assert is_prod == "IsProd"
+                value = prod if stage == "prod" else other
+            for subject in as_list(value):
+                found[subject["Fn::Sub"]] = operator
+    return found
+
+
+def test_pipeline_role_trusts_each_workflow_for_what_it_runs(bootstrap):
+    # prod: release-prod.yaml as on main, nothing else (no name, no tag, no other workflow)
+    assert trusted_subjects(bootstrap, "prod") == {
+        SUBJECT + "release-prod.yaml@refs/heads/main": "StringEquals"
+    }
+    # test: main's pipeline and cleanup exactly; feature.yaml on a feature branch (the one
+    # wildcard); never the old `ref:refs/heads/main` subject no job presents
+    assert trusted_subjects(bootstrap, "test") == {
+        SUBJECT + "pipeline.yaml@refs/heads/main": "StringEquals",
+        SUBJECT + "feature-cleanup.yaml@refs/heads/main": "StringEquals",
+        SUBJECT + "feature.yaml@refs/heads/feature/*": "StringLike",
+    }
+    # Every job that assumes a role presents a subject (the customised one: repo, context,
+    # job_workflow_ref) its environment's role trusts.
+    runs_on = {  # the ref each workflow's jobs run for (delete and dispatch: the default branch)
+        "pipeline.yaml": "refs/heads/main",
+        "feature.yaml": "refs/heads/feature/add-things",
+        "feature-cleanup.yaml": "refs/heads/main",
+        "release-prod.yaml": "refs/heads/main",
+    }
+    for name, workflow in all_workflows().items():
+        for job in workflow["jobs"].values():
+            if not assumes_role(job):
+                continue
+            subject = f"{SUBJECT}{name}@{runs_on[name]}"
+            trusted = trusted_subjects(bootstrap, environment_name(job))
+            assert any(
+                subject == s if op == "StringEquals" else fnmatch.fnmatchcase(subject, s)
+                for s, op in trusted.items()
+            ), (name, subject)
 
 
 def test_pipeline_role_permissions_are_scoped(bootstrap):
@@ -434,9 +485,16 @@ def test_pipeline_role_permissions_are_scoped(bootstrap):
         "cloudformation.amazonaws.com"
     )
     assert ":stack/${AppName}-${Stage}*/*" in by_sid["DeployTheStageStacks"]["Resource"]["Fn::Sub"]
-    assert by_sid["UseTheServerlessTransform"]["Resource"]["Fn::Sub"].endswith(
-        ":aws:transform/Serverless-2016-10-31"
-    )
+    change_sets = by_sid["ChangeSetsAsTheExecutionRole"]
+    assert change_sets["Action"] == "cloudformation:CreateChangeSet"
+    assert change_sets["Resource"][1]["Fn::Sub"].endswith(":aws:transform/Serverless-2016-10-31")
+    assert change_sets["Condition"] == {
+        "ArnEquals": {
+            "cloudformation:RoleArn": {"Fn::GetAtt": ["CloudFormationExecutionRole", "Arn"]}
+        }
+    }
+    granted = [a for s in policy for a in as_list(s["Action"])]
+    assert granted.count("cloudformation:CreateChangeSet") == 1
     for statement in policy:
         assert statement["Effect"] == "Allow"
         assert "*" not in as_list(statement["Action"])
@@ -452,7 +510,7 @@ def test_execution_role_has_no_blanket_permissions(bootstrap):
         for statement in statements(policy["PolicyDocument"]):
             actions = as_list(statement.get("Action", statement.get("NotAction")))
             assert "*" not in actions
-            if "*" in as_list(statement["Resource"]):
+            if statement["Effect"] == "Allow" and "*" in as_list(statement["Resource"]):
                 # only actions that have no resource type in IAM; conditioned where IAM allows
                 unscoped = {"lambda:ListEventSourceMappings", "kms:CreateKey"}
                 assert statement.get("Condition") or set(actions) <= unscoped, statement
@@ -486,6 +544,7 @@ COVERED_TYPES = {
     "AWS::SQS::QueuePolicy": {"sqs"},
     "AWS::SNS::Topic": {"sns"},
     "AWS::SNS::Subscription": {"sns"},
+    "AWS::SNS::TopicPolicy": {"sns"},
     "AWS::DynamoDB::Table": {"dynamodb"},
     "AWS::Logs::LogGroup": {"logs"},
     "AWS::CloudWatch::Alarm": {"cloudwatch"},
@@ -552,3 +611,275 @@ def test_explicit_resource_names_start_with_the_stack_name(template):
         log_group = properties.get("LogGroupName")
         if log_group is not None:
             assert log_group["Fn::Sub"].startswith("/aws/lambda/${AWS::StackName}"), logical_id
+
+
+# ------------------------------------------------ the execution role and the boundary
+ACCOUNT = "111111111111"
+PARAMETERS = {
+    "AWS::Partition": "aws",
+    "AWS::Region": "eu-west-1",
+    "AWS::AccountId": ACCOUNT,
+    "AppName": "last-agent-routing",
+    "Stage": "test",
+}
+BOUNDARY = f"arn:aws:iam::{ACCOUNT}:policy/last-agent-routing-test-permissions-boundary"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/last-agent-routing-test-IngestFunctionRole-ABC123"
+
+
+def resolved(value: Any, resources: dict[str, str]) -> Any:
+    """The bootstrap's intrinsics as CloudFormation resolves them for a test stage (Ref/GetAtt
+    of its own resources: the ARNs given)."""
+    if isinstance(value, list):
+        items = [resolved(v, resources) for v in value]
+        return [i for i in items if i != "AWS::NoValue"]
+    if not isinstance(value, dict):
+        return value
+    if "Ref" in value:
+        name = value["Ref"]
+        return "AWS::NoValue" if name == "AWS::NoValue" else {**PARAMETERS, **resources}[name]
+    if "Fn::GetAtt" in value:
+        return resources[".".join(value["Fn::GetAtt"])]
+    if "Fn::Sub" in value:
+        text = value["Fn::Sub"]
+        names = {**PARAMETERS, **resources}
+        return re.sub(r"\$\{([^}]+)\}", lambda m: names[m[1]], text)
+    if "Fn::If" in value:
+        condition, then, otherwise = value["Fn::If"]
+        holds = {"IsProd": False, "IsNotProd": True, "CreateOidc": True}[condition]
+        return resolved(then if holds else otherwise, resources)
+    return {k: resolved(v, resources) for k, v in value.items()}
+
+
+@pytest.fixture(scope="module")
+def execution_role(bootstrap) -> list[Policy]:
+    resources = {
+        "ApplicationPermissionsBoundary": BOUNDARY,
+        "ArtifactsBucket.Arn": "arn:aws:s3:::artifacts",
+        "CloudFormationExecutionRole.Arn": f"arn:aws:iam::{ACCOUNT}:role/pipeline/exec",
+    }
+    role = bootstrap["Resources"]["CloudFormationExecutionRole"]["Properties"]
+    return [
+        Policy.parse(p["PolicyName"], resolved(p["PolicyDocument"], resources))
+        for p in role["Policies"]
+    ]
+
+
+def allowed(policies: list[Policy], action: str, resource: str, **context: str) -> bool:
+    request = Request(action, resource, {k.replace("_", ":", 1): [v] for k, v in context.items()})
+    return evaluate(policies, request).allowed
+
+
+ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
+SAM_LOGS = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+
+
+def test_the_execution_role_creates_and_changes_roles_only_with_the_boundary(execution_role):
+    with_boundary = {"iam_PermissionsBoundary": BOUNDARY}
+    other = {"iam_PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/anything-goes"}
+    for action in ("iam:CreateRole", "iam:PutRolePolicy", "iam:UpdateAssumeRolePolicy"):
+        assert allowed(execution_role, action, ROLE, **with_boundary), action
+        assert not allowed(execution_role, action, ROLE), f"{action} without a boundary"
+        assert not allowed(execution_role, action, ROLE, **other), f"{action}, another boundary"
+    # only the managed policies SAM attaches, and only to a role with the boundary
+    assert allowed(
+        execution_role, "iam:AttachRolePolicy", ROLE, iam_PolicyARN=SAM_LOGS, **with_boundary
+    )
+    assert not allowed(
+        execution_role, "iam:AttachRolePolicy", ROLE, iam_PolicyARN=ADMIN, **with_boundary
+    )
+    assert not allowed(execution_role, "iam:AttachRolePolicy", ROLE, iam_PolicyARN=SAM_LOGS)
+    # the boundary stays: never removed, never replaced, its policy never edited
+    assert not allowed(execution_role, "iam:DeleteRolePermissionsBoundary", ROLE)
+    assert not allowed(execution_role, "iam:PutRolePermissionsBoundary", ROLE, **other)
+    for action in ("iam:CreatePolicyVersion", "iam:SetDefaultPolicyVersion", "iam:DeletePolicy"):
+        assert not allowed(execution_role, action, BOUNDARY), action
+    # and never outside the stage's names (the bootstrap's own roles live under /pipeline/)
+    pipeline_role = f"arn:aws:iam::{ACCOUNT}:role/pipeline/last-agent-routing-pipeline-test-X"
+    assert not allowed(execution_role, "iam:PutRolePolicy", pipeline_role, **with_boundary)
+
+
+def test_the_boundary_allows_no_iam_sts_or_lambda_and_only_the_stages_resources(bootstrap):
+    boundary = bootstrap["Resources"]["ApplicationPermissionsBoundary"]["Properties"]
+    policy = Policy.parse("boundary", resolved(boundary["PolicyDocument"], {}))
+    stage = "last-agent-routing-test"
+    ok = [
+        ("dynamodb:PutItem", f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/{stage}-ContactsTable-X"),
+        ("sqs:ReceiveMessage", f"arn:aws:sqs:eu-west-1:{ACCOUNT}:{stage}-IngestQueue-X"),
+        ("sns:Publish", f"arn:aws:sns:eu-west-1:{ACCOUNT}:{stage}-notifications.fifo"),
+        ("events:PutEvents", f"arn:aws:events:eu-west-1:{ACCOUNT}:event-bus/{stage}-changes"),
+        ("xray:PutTraceSegments", "*"),
+    ]
+    refused = [
+        ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/{stage}-x"),
+        ("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/{stage}-x"),
+        ("sts:AssumeRole", f"arn:aws:iam::{ACCOUNT}:role/admin"),
+        ("lambda:InvokeFunction", f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:{stage}-X"),
+        ("dynamodb:Scan", f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/other-app"),
+        ("sqs:ReceiveMessage", f"arn:aws:sqs:eu-west-1:{ACCOUNT}:last-agent-routing-prod-Q"),
+        ("sns:Subscribe", f"arn:aws:sns:eu-west-1:{ACCOUNT}:{stage}-notifications.fifo"),
+    ]
+    for action, resource in ok:
+        assert evaluate([policy], Request(action, resource)).allowed, action
+    for action, resource in refused:
+        assert not evaluate([policy], Request(action, resource)).allowed, (action, resource)
+
+
+def test_the_execution_role_is_assumed_for_the_stages_stacks_only(bootstrap):
+    role = bootstrap["Resources"]["CloudFormationExecutionRole"]["Properties"]
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Sub"].endswith(
+        ":stack/${AppName}-${Stage}*/*"
+    )
+    # the bootstrap's roles sit under /pipeline/: the application's topic policies let only
+    # them subscribe or change a topic, and role/<AppName>-<Stage>* never matches them
+    for name in ("PipelineRole", "CloudFormationExecutionRole"):
+        assert bootstrap["Resources"][name]["Properties"]["Path"] == "/pipeline/"
+    text = TEMPLATE.read_text()
+    assert "role/pipeline/*" in text
+
+
+# ------------------------------------------------------------- the prod release gate
+GATE_REPO = "octo/last-agent-routing"
+RUN = {
+    "path": ".github/workflows/pipeline.yaml",
+    "repository": GATE_REPO,
+    "head_repository": GATE_REPO,
+    "head_branch": "main",
+    "event": "push",
+    "conclusion": "success",
+    "head_sha": "a" * 40,
+}
+MAIN_SHA = "b" * 40
+
+FAKE_GH = """#!/usr/bin/env python3
+# `gh api <path> --jq <expr>`: GitHub's answer for <path> from $GH_ANSWERS (no network here).
+import json, os, sys
+print(json.load(open(os.environ["GH_ANSWERS"]))[sys.argv[2]])
+"""
+
+
+def run_gate(release: dict[str, Any], tmp_path: Path, run: dict[str, str], status: str):
+    [check] = [s for s in steps(release) if s.get("id") == "candidate"]
+    fields = "\t".join(run[k] for k in RUN)
+    answers = {
+        f"repos/{GATE_REPO}/actions/runs/42": fields,
+        f"repos/{GATE_REPO}/git/ref/heads/main": MAIN_SHA,
+        f"repos/{GATE_REPO}/compare/{MAIN_SHA}...{run['head_sha']}": status,
+    }
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    gh = tmp_path / "bin" / "gh"
+    gh.parent.mkdir()
+    gh.write_text(FAKE_GH)
+    gh.chmod(0o755)
+    output, summary = tmp_path / "out", tmp_path / "summary"
+    env = {
+        **os.environ,
+        "PATH": f"{gh.parent}:{os.environ['PATH']}",
+        "GH_ANSWERS": str(tmp_path / "answers.json"),
+        "GITHUB_REPOSITORY": GATE_REPO,
+        "PIPELINE_RUN_ID": "42",
+        "STACK_NAME": "last-agent-routing-prod",
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", check["run"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    released = output.read_text() if output.exists() else ""
+    return result, released
+
+
+@pytest.mark.parametrize("status", ["identical", "behind"])
+def test_the_release_gate_passes_a_green_pipeline_run_of_a_commit_on_main(
+    release, tmp_path, status
+):
+    result, released = run_gate(release, tmp_path, RUN, status)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert released == f"sha={RUN['head_sha']}\n"
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "why"),
+    [
+        # a workflow *named* pipeline in another file
+        ({"path": ".github/workflows/evil.yaml"}, "behind", "pipeline.yaml"),
+        # a run of a fork's code
+        ({"head_repository": "mallory/last-agent-routing"}, "behind", "pipeline.yaml"),
+        # a push to a tag named main (head_branch "main") of an unreviewed commit
+        ({}, "diverged", "not in the history of main"),
+        ({}, "ahead", "not in the history of main"),
+        ({"conclusion": "failure"}, "behind", "pipeline.yaml"),
+        ({"event": "workflow_dispatch"}, "behind", "pipeline.yaml"),
+    ],
+)
+def test_the_release_gate_refuses_what_main_never_reviewed(release, tmp_path, change, status, why):
+    result, released = run_gate(release, tmp_path, RUN | change, status)
+    assert result.returncode != 0
+    assert why in result.stdout
+    assert released == ""
+
+
+# ------------------------------------------------------- hash-locked layer and deploy tools
+MAKEFILE = ROOT / "Makefile"
+
+
+def locked(path: Path) -> dict[str, list[str]]:
+    """A hash lock: requirement -> its hashes."""
+    found: dict[str, list[str]] = {}
+    current = None
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip().rstrip("\\").strip()
+        if not line:
+            continue
+        if line.startswith("--hash="):
+            found[current].append(line.removeprefix("--hash="))
+        else:
+            current = line
+            found[current] = []
+    return found
+
+
+def make_variable(name: str) -> str:
+    [value] = re.findall(rf"^{name} := (\S+)$", MAKEFILE.read_text(), re.MULTILINE)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("lock", "pin"),
+    [
+        ("layers/shared/requirements.txt", "aws-lambda-powertools==POWERTOOLS_VERSION"),
+        ("pipeline/deploy-tools.txt", "aws-sam-cli==SAM_CLI_VERSION"),
+        ("pipeline/uv.txt", "uv==UV_VERSION"),
+    ],
+)
+def test_what_ships_and_what_deploys_is_locked_with_hashes(lock, pin):
+    requirements = locked(ROOT / lock)
+    name, variable = pin.split("==")
+    assert f"{name}=={make_variable(variable)}" in requirements  # `make locks` writes these
+    for requirement, hashes in requirements.items():
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+==[^\s=]+", requirement), requirement
+        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), requirement
+
+
+def test_jobs_that_hold_a_role_install_only_hash_locked_tools():
+    for name, workflow in all_workflows().items():
+        for job_name, job in workflow["jobs"].items():
+            if not assumes_role(job):
+                continue
+            script = run_text(job)
+            installs = [line for line in script.splitlines() if "pip install" in line]
+            assert installs, (name, job_name)
+            for line in installs:
+                assert "--require-hashes" in line and "-r pipeline/uv.txt" in line, (name, line)
+            if commands(job, "sam deploy") or commands(job, "sam delete"):
+                # the deploy jobs: the SAM CLI alone, from its lock; no test environment
+                assert "make deploy-tools" in script, (name, job_name)
+                assert not re.search(r"make (setup|build)\b|uv sync|uv tool|uv run", script), name
+                for line in commands(job, "sam (?:build|package|deploy|delete)"):
+                    assert line.startswith(".tools/deploy/bin/sam "), (name, line)
+    target = re.search(r"^deploy-tools:.*\n((?:\t.*\n)+)", MAKEFILE.read_text(), re.MULTILINE)
+    assert "--require-hashes" in target[1] and "-r pipeline/deploy-tools.txt" in target[1]

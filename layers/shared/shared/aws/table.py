@@ -143,6 +143,7 @@ def _contact_actions(write: ContactWrite, ref: dict | None) -> list[dict]:
         "version": write.version,
         "item_pk": item["pk"],
         "item_sk": item["sk"],
+        "expires_at": item["expires_at"],  # the ref goes with its contact (TTL)
     }
     if ref is None:
         condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
