@@ -123,14 +123,18 @@ def test_a_malformed_connect_event_is_not_found(stack, route, lambda_context, ev
     assert route.lambda_handler(event, lambda_context) == {"found": "false"}
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(event=hostile_events())
 def test_any_hostile_event_shape_is_answered_not_found(stack, route, lambda_context, event):
     seed_last_agent(stack)
     assert route.lambda_handler(event, lambda_context) == {"found": "false"}
 
 
-@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(contact_id=JSON | st.text(min_size=65))
 def test_a_hostile_contact_id_neither_stops_the_route_nor_reaches_the_log(
     stack, monkeypatch, lambda_context, capsys, contact_id

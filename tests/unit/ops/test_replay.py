@@ -48,7 +48,7 @@ READERS = template_filters()
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(record=stream_records())
 def test_the_replay_filter_admits_what_lambda_admits(reader, record):
     criteria = READERS[reader]
@@ -112,6 +112,7 @@ def test_no_filter_admits_every_record():
 # --- chunks: BatchSize and Invoke's limit ---------------------------------------------------------
 
 
+@settings(deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 300), max_size=40),
     batch_size=st.integers(1, 12),
