@@ -12,9 +12,9 @@ Gaps in moto 5.2.5 (moto/events/models.py) and what this module does about them:
   ``InputPath``. Here the message body is the event as EventBridge builds it (``version``,
   ``id``, ``detail-type``, ``source``, ``account``, ``time`` as ``YYYY-MM-DDTHH:MM:SSZ``,
   ``region``, ``resources``, ``detail``), or the target's ``Input`` text, or the JSON of what its
-  ``InputPath`` selects; ``SqsParameters.MessageGroupId`` is kept. A delivery that fails (a
-  deleted queue, a FIFO queue without content-based deduplication) is logged; EventBridge would
-  retry it for 24 hours and then drop it or send it to the target's dead-letter queue.
+  ``InputPath`` selects; ``SqsParameters.MessageGroupId`` is kept. The queue's policy decides
+  whether EventBridge may send, and a delivery that fails is retried or dead-lettered as the
+  target's RetryPolicy and DeadLetterConfig say (delivery_failures.py).
 - PutRule / PutTargets (and AWS::Events::Rule in CloudFormation, which calls them) accept
   anything. Here an event pattern our matcher rejects is ``InvalidEventPatternException``, and an
   SQS target with an ``InputTransformer`` (not emulated) or an ``InputPath`` that is not JSONPath
@@ -41,11 +41,10 @@ from jsonpath_ng import parse as parse_json_path
 from moto.core.exceptions import JsonRESTError
 from moto.events.exceptions import InvalidEventPatternException
 from moto.events.models import EventBus, EventPattern, EventsBackend, Rule
-from moto.sqs.models import sqs_backends
 
-from emulator.core.arns import parse_arn, service_of
+from emulator.core.arns import service_of
 from emulator.core.filters import InvalidPatternError, Pattern, compile_event_pattern
-from emulator.services import patching
+from emulator.services import delivery_failures, patching
 
 log = logging.getLogger("emulator.events")
 
@@ -107,7 +106,6 @@ def target_body(target: dict[str, Any], event: dict[str, Any]) -> str | None:
 
 
 def _send_to_queue(rule: Rule, target: dict[str, Any], event: dict[str, Any]) -> None:
-    queue = parse_arn(target["Arn"])
     body = target_body(target, event)
     if body is None:
         log.warning(
@@ -118,18 +116,7 @@ def _send_to_queue(rule: Rule, target: dict[str, Any], event: dict[str, Any]) ->
         )
         return
     group_id = (target.get("SqsParameters") or {}).get("MessageGroupId")
-    try:
-        sqs_backends[queue.account][queue.region].send_message(
-            queue_name=queue.resource, message_body=body, group_id=group_id
-        )
-    except Exception as error:
-        log.error(
-            "events: rule %s could not deliver event %s to %s: %s",
-            rule.name,
-            event.get("id"),
-            queue.resource,
-            error,
-        )
+    delivery_failures.deliver_to_target(rule, target, event, body, group_id)
 
 
 def _is_queue(target: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from emulator.services import (
     awslambda,
     cloudformation,
     context,
+    delivery_failures,
     dynamodb,
     dynamodbstreams,
     events,
@@ -47,6 +48,7 @@ def install() -> None:
         events.install()
         sns_filter_policies.install()
         pipes.install()
+        delivery_failures.install()
         awslambda.install()
         dynamodb.install()
         s3.install()
