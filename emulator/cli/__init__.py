@@ -1,2 +1,2 @@
-"""The `python -m emulator` subcommands that stand apart from the running stack: filter-test and
-iam-report."""
+"""What each `python -m emulator` command does (emulator/__main__.py is the command line): up,
+invoke, filter-test and iam-report."""

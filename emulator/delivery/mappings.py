@@ -192,10 +192,6 @@ class BatchOutcome:
     failed: set[str] | None = field(default_factory=set)
     function_error: str | None = None
 
-    @property
-    def all_failed(self) -> bool:
-        return self.failed is None
-
 
 def read_outcome(  # noqa: PLR0911 - one return per documented condition
     result: InvokeResult, identifiers: list[str], report_failures: bool

@@ -184,10 +184,6 @@ class Checkpoint:
             moved = True
         return moved
 
-    @property
-    def outstanding(self) -> int:
-        return len(self._order)
-
 
 class StreamMappingPoller:
     """The shard workers of one DynamoDB stream mapping."""

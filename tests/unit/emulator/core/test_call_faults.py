@@ -19,7 +19,8 @@ from botocore.exceptions import ClientError
 from moto.sns.models import sns_backends
 from moto.sqs.models import sqs_backends
 
-from emulator.__main__ import _faults, _parser
+from emulator.__main__ import _parser
+from emulator.cli.up import fault_switches
 from emulator.core import calls
 from emulator.core.faults import Faults
 from emulator.lambda_.workers import FunctionSpec, Runtime
@@ -611,7 +612,7 @@ def test_up_flags_take_call_faults(capsys):
             "5",
         ]
     )
-    snapshot = _faults(args).snapshot()
+    snapshot = fault_switches(args).snapshot()
     assert snapshot["crash_after_call"] == [
         {"function": "NotifierFunction", "operation": "sns:Publish", "times": 2},
         {"function": "*", "operation": "*"},
@@ -627,4 +628,4 @@ def test_up_flags_take_call_faults(capsys):
     assert "FUNCTION:OPERATION[:TIMES]" in capsys.readouterr().err
     bad = _parser().parse_args(["up", "--throttle", "Fn:sns:Pubish"])
     with pytest.raises(ValueError, match=r"throttle\[0\].operation: sns has no operation"):
-        _faults(bad)
+        fault_switches(bad)

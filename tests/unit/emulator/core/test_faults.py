@@ -7,7 +7,8 @@ import urllib.request
 
 import pytest
 
-from emulator.__main__ import _faults, _parser
+from emulator.__main__ import _parser
+from emulator.cli.up import fault_switches
 from emulator.core.faults import Faults
 from emulator.server import EmulatorServer
 from emulator.services import moto_patches
@@ -64,7 +65,7 @@ class Control:
 
 @pytest.fixture(scope="module")
 def control():
-    server = EmulatorServer(0, faults=_faults(_parser().parse_args(START_FLAGS)))
+    server = EmulatorServer(0, faults=fault_switches(_parser().parse_args(START_FLAGS)))
     server.start()
     try:
         yield Control(server)
@@ -178,7 +179,7 @@ def test_reset_takes_post_only(started):
 
 
 def test_reset_restores_the_start_up_call_faults_even_once_used_up():
-    faults = _faults(
+    faults = fault_switches(
         _parser().parse_args(["up", "--throttle", "FnA:sqs:SendMessage:1", "--sqs-pollers", "2"])
     )
     assert faults.take_call_fault("FnA", "sqs:SendMessage") == "throttle"
@@ -200,7 +201,8 @@ def test_reset_keeps_the_injected_counts():
 
 
 def test_reset_replays_the_start_up_seeds_random_choices():
-    faults = _faults(_parser().parse_args(["up", "--duplicate-rate", "0.5", "--fault-seed", "3"]))
+    args = _parser().parse_args(["up", "--duplicate-rate", "0.5", "--fault-seed", "3"])
+    faults = fault_switches(args)
     first = [faults.draw_duplicate() for _ in range(32)]
     faults.update({"seed": 4})
     faults.reset()
@@ -225,4 +227,4 @@ def test_invalid_up_flags_are_refused_naming_the_flag(capsys, flags, message):
 
 
 def test_up_flags_not_given_leave_the_defaults():
-    assert _faults(_parser().parse_args(["up"])).snapshot() == Faults().snapshot()
+    assert fault_switches(_parser().parse_args(["up"])).snapshot() == Faults().snapshot()

@@ -301,7 +301,7 @@ def test_partial_batch_response_conditions(payload, kind):
     if kind == "partial":
         assert outcome.failed == {i["itemIdentifier"] for i in payload["batchItemFailures"]}
     if kind == "malformed":
-        assert outcome.all_failed
+        assert outcome.failed is None  # the whole batch
 
 
 def test_without_report_batch_item_failures_any_response_is_success():
@@ -309,7 +309,7 @@ def test_without_report_batch_item_failures_any_response_is_success():
     assert read_outcome(InvokeResult(True, "junk", None), ["a"], False).kind == "ok"
     error = read_outcome(InvokeResult(False, None, {"errorType": "X"}), ["a"], False)
     assert error.kind == "error"
-    assert error.all_failed
+    assert error.failed is None
 
 
 # --- SQS --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Lambda Invoke's limits (emulator/services/moto_patches.py, Patch 4), moto in process through
+"""Lambda Invoke's limits (emulator/services/awslambda.py), moto in process through
 boto3, the function run by a scripted runtime (no worker process): request payload limits (HTTP 413
 RequestEntityTooLargeException before anything runs), the response size limit
 (Function.ResponseSizeTooLarge), and asynchronous invocations retried twice, then given up."""

@@ -1,5 +1,5 @@
 """CreateEventSourceMapping / UpdateEventSourceMapping validate as Lambda does
-(emulator/services/moto_patches.py, Patch 9): moto in process, through boto3's lambda client.
+(emulator/services/awslambda.py): moto in process, through boto3's lambda client.
 
 The client does not validate parameters itself (Config(parameter_validation=False)), as
 CloudFormation's requests are not validated by botocore: every setting reaches the service, and

@@ -1,0 +1,113 @@
+"""`python -m emulator invoke`: run one function once (a docker-free `sam local invoke`), with the
+environment of the running local stack's function when AWS_ENDPOINT_URL points at one."""
+
+# ruff: noqa: PLC0415 - imports are lazy: the command line loads only what its command runs
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _region() -> str:
+    return os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+
+
+def run(args: argparse.Namespace) -> int:
+    from emulator.lambda_.workers import Runtime
+    from emulator.stack import (
+        SERVERLESS_FUNCTION,
+        DeployError,
+        function_specs_offline,
+        load_template,
+    )
+
+    template = Path(args.template).resolve()
+    if args.event in (None, "-"):
+        raw = sys.stdin.read() if args.event == "-" else "{}"
+    else:
+        raw = Path(args.event).read_text()
+    try:
+        event = json.loads(raw or "{}")
+    except ValueError as exc:
+        print(f"error: event is not JSON: {exc}", file=sys.stderr)
+        return 2
+    env_vars = json.loads(Path(args.env_vars).read_text()) if args.env_vars else None
+    try:
+        specs = function_specs_offline(
+            template,
+            samconfig_path=Path(args.config_file) if args.config_file else None,
+            env_vars=env_vars,
+            region=_region(),
+            only=args.logical_id,
+        )
+    except (DeployError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    spec = specs.get(args.logical_id)
+    if spec is None:
+        functions = [
+            logical_id
+            for logical_id, resource in load_template(template)["Resources"].items()
+            if resource.get("Type") == SERVERLESS_FUNCTION
+        ]
+        print(
+            f"error: no function {args.logical_id!r} in {template} (have: {', '.join(functions)})",
+            file=sys.stderr,
+        )
+        return 2
+    _environment_from_running_stack(spec, template, args, env_vars)
+    # A local endpoint gets dummy credentials; otherwise the caller's AWS_* settings pass through.
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
+    with Runtime(
+        [spec], endpoint_url=endpoint, log_dir=None, echo=True, echo_prefix=False
+    ) as runtime:
+        result = runtime.invoke(spec.logical_id, event)
+    document = result.payload if result.ok else result.error
+    print(json.dumps(document))
+    return 0 if result.ok else 1
+
+
+def _environment_from_running_stack(
+    spec: Any, template: Path, args: argparse.Namespace, env_vars: dict[str, Any] | None
+) -> None:
+    """With AWS_ENDPOINT_URL pointing at a running local stack, take the function's environment
+    (real resource names) from the deployed function, as a deployed Lambda would see it."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if not endpoint:
+        return
+    import boto3
+    from botocore.config import Config
+
+    from emulator.stack import DUMMY_CREDENTIALS, load_samconfig
+
+    config = load_samconfig(
+        Path(args.config_file) if args.config_file else template.parent / "samconfig.toml"
+    )
+    stack_name = config.stack_name or template.parent.name
+    quick = Config(connect_timeout=1, read_timeout=5, retries={"max_attempts": 1})
+    credentials = {} if os.environ.get("AWS_ACCESS_KEY_ID") else DUMMY_CREDENTIALS
+    try:
+        cfn = boto3.client("cloudformation", region_name=spec.region, config=quick, **credentials)
+        # describe_stack_resources: moto's describe_stack_resource trips over skipped types
+        resources = cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+        physical = next(
+            r["PhysicalResourceId"]
+            for r in resources
+            if r.get("LogicalResourceId") == spec.logical_id
+        )
+        lam = boto3.client("lambda", region_name=spec.region, config=quick, **credentials)
+        deployed = lam.get_function_configuration(FunctionName=physical)
+    except Exception:
+        return  # no such stack there: keep the template's values
+    spec.function_name = deployed["FunctionName"]
+    spec.environment.update(deployed.get("Environment", {}).get("Variables", {}))
+    overrides = env_vars or {}
+    spec.environment.update(
+        {k: str(v) for k, v in overrides.get("Parameters", {}).items() if k in spec.environment}
+    )
+    spec.environment.update({k: str(v) for k, v in overrides.get(spec.logical_id, {}).items()})
