@@ -104,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to listen on; 0.0.0.0 lets containers (`sam local invoke`) reach it",
+        help="an address to listen on besides 127.0.0.1, for containers (`make sam-local`: the "
+        "docker bridge's gateway); never every interface",
     )
     up.add_argument("--template", default=DEFAULT_TEMPLATE)
     up.add_argument("--config-file", default=None, help="samconfig.toml (default: beside it)")

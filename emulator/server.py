@@ -1,6 +1,12 @@
 """The local AWS endpoint: moto's server in this process, plus the emulator's control endpoints.
 
-- Every AWS API moto serves, on http://127.0.0.1:<port> (EMULATOR_PORT, default 4566).
+- Every AWS API moto serves, on http://127.0.0.1:<port> (EMULATOR_PORT, default 4566), and with
+  ``up --host <address>`` on that address too (``make sam-local``: the docker bridge's gateway,
+  where containers reach the host), never on every interface.
+- Only requests to a local name are served (``Host``: localhost, 127.0.0.1, [::1],
+  host.docker.internal, the ``--host`` address; subdomains of the names): a web page on another
+  name that resolves here (DNS rebinding) is refused. moto's global CORS is off, so no page of
+  another origin may read a response (moto would reflect any ``Origin``).
 - moto patched in-process (services/moto_patches.py): Lambda Invoke runs the function on our
   Runtime, moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
 - Control endpoints on the same port (docs/local-stack.md):
@@ -26,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from moto.awslambda.models import lambda_backends
 from moto.core import DEFAULT_ACCOUNT_ID
+from moto.moto_server import werkzeug_app
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
-from werkzeug.serving import make_server
+from werkzeug.serving import BaseWSGIServer, make_server
 
 from emulator.core import calls
 from emulator.core.faults import Faults
@@ -45,6 +52,10 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 4566
 CONTROL_PREFIX = "/_emulator/"
+LOOPBACK = "127.0.0.1"
+# The names a request may address the local stack by (its Host header), besides `--host`.
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "host.docker.internal"})
+EVERY_INTERFACE = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - refused, named to say so
 fault_log = logging.getLogger("emulator.faults")
 
 
@@ -61,6 +72,13 @@ class ControlApp:
         self.server = server
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        name = host_name(environ)
+        if not self.server.serves_name(name):
+            return _json_response(
+                start_response,
+                "403 Forbidden",
+                {"message": f"Host {name!r} is not a local name of this stack"},
+            )
         path = environ.get("PATH_INFO", "")
         if not path.startswith(CONTROL_PREFIX):
             checked = self.server.access is not None or self.server.faults.call_faults_active
@@ -88,13 +106,8 @@ class ControlApp:
                 status, body = 200, self.server.access.snapshot()
         elif name in ("faults", "faults/reset", "status", "iam"):
             status, body = 405, {"message": f"{method} not allowed on {path}"}
-        payload = json.dumps(body).encode()
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
-        start_response(
-            f"{status} {reason[status]}",
-            [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
-        )
-        return [payload]
+        return _json_response(start_response, f"{status} {reason[status]}", body)
 
     def _aws_call(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         """An AWS request while IAM checks or a call fault are on: checked against the role and
@@ -155,8 +168,25 @@ class ControlApp:
         return chunks
 
 
+def _json_response(start_response: Callable[..., Any], status: str, body: Any) -> list[bytes]:
+    payload = json.dumps(body).encode()
+    start_response(
+        status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+    )
+    return [payload]
+
+
+def host_name(environ: dict[str, Any]) -> str:
+    """The name a request addresses (its Host header without the port), lower case."""
+    host = (environ.get("HTTP_HOST") or "").strip().lower()
+    if host.startswith("["):  # [::1]:4566
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
 class EmulatorServer(ThreadedMotoServer):
-    """ThreadedMotoServer bound to 127.0.0.1 with the patches and the control endpoints."""
+    """ThreadedMotoServer bound to 127.0.0.1 (and ``host``, when another address) with the
+    patches and the control endpoints."""
 
     def __init__(
         self,
@@ -167,7 +197,10 @@ class EmulatorServer(ThreadedMotoServer):
         runtime: Runtime | None = None,
         region: str = "us-east-1",
     ) -> None:
-        super().__init__(ip_address=host, port=port, verbose=False)
+        super().__init__(ip_address=LOOPBACK, port=port, verbose=False)
+        self.also_on = None if host in (LOOPBACK, "localhost") else host
+        self.names = LOCAL_NAMES | {host.lower()}
+        self._also_server: BaseWSGIServer | None = None
         self.faults = faults or Faults()
         self.runtime = runtime
         self.region = region
@@ -181,9 +214,12 @@ class EmulatorServer(ThreadedMotoServer):
     @property
     def endpoint_url(self) -> str:
         host, port = self.get_host_and_port()
-        if host == "0.0.0.0":  # noqa: S104 - listening on every address; this one is local
-            host = "127.0.0.1"
         return f"http://{host}:{port}"
+
+    def serves_name(self, name: str) -> bool:
+        """Whether a request for ``name`` (its Host) is this stack's: a local name or a
+        subdomain of one (S3's virtual-hosted style: <bucket>.localhost)."""
+        return name in self.names or any(name.endswith(f".{local}") for local in self.names)
 
     def _server_entry(self) -> None:
         try:
@@ -191,7 +227,16 @@ class EmulatorServer(ThreadedMotoServer):
             self._server = make_server(
                 self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
             )
+            if self.also_on is not None:  # the same app and port, on the containers' address
+                port = self._server.server_address[1]
+                self._also_server = make_server(
+                    self.also_on, port, app, True, request_handler=MotoRequestHandler
+                )
+                threading.Thread(target=self._also_server.serve_forever, daemon=True).start()
         except BaseException as exc:  # e.g. the port is taken: report it from start()
+            if self._server is not None:  # bound, never served: nothing to shut down
+                self._server.server_close()
+                self._server = None
             self._error = exc
             self._server_ready_event.set()
             return
@@ -204,19 +249,32 @@ class EmulatorServer(ThreadedMotoServer):
         warnings.filterwarnings("ignore", message="Tried to parse AWS::", category=UserWarning)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         logging.getLogger("moto").addFilter(_SkipUnsupportedTypeWarning())
+        if self.also_on in EVERY_INTERFACE:
+            raise OSError(
+                f"will not listen on every interface ({self.also_on!r}): give the address "
+                "containers reach the host by (make sam-local uses the docker bridge's gateway)"
+            )
+        # moto's Flask app answers every Origin with Access-Control-Allow-Origin (flask_cors):
+        # any web page the developer opens could read and write the local data.
+        werkzeug_app.DISABLE_GLOBAL_CORS = True
         moto_patches.install()
         context.set_runtime(self.runtime)
         context.set_faults(self.faults)
         super().start()
         if self._error is not None:
             reason = "address in use" if isinstance(self._error, SystemExit) else self._error
-            raise OSError(f"cannot serve on {self._ip_address}:{self._port}: {reason}")
+            where = " and ".join(filter(None, (self._ip_address, self.also_on)))
+            raise OSError(f"cannot serve on {where}:{self._port}: {reason}")
 
     def set_runtime(self, runtime: Runtime | None) -> None:
         self.runtime = runtime
         context.set_runtime(runtime)
 
     def stop(self) -> None:
+        if self._also_server is not None:
+            self._also_server.shutdown()
+            self._also_server.server_close()
+            self._also_server = None
         if self._server is not None:
             super().stop()
             self._server.server_close()

@@ -18,6 +18,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -169,3 +170,26 @@ def running(log_path: Path) -> Iterator[None]:
     finally:
         if daemon is not None:
             stop(daemon)
+
+
+def host_address_for_containers() -> str:
+    """Where the local stack listens for SAM's containers besides loopback: the host's address on
+    Docker's default bridge, which `--add-host host.docker.internal:host-gateway` gives them
+    (not every interface: nothing else on the network reaches the stack). Where that gateway is
+    not an address of this machine (Docker Desktop: it is the VM's), containers reach the
+    host's loopback through host.docker.internal, and loopback it is."""
+    inspected = run(
+        [
+            "docker", "network", "inspect", "bridge",
+            "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}",
+        ]
+    )  # fmt: skip
+    gateways = [address for address in inspected.split() if "." in address]  # IPv4
+    if not gateways:
+        raise EngineError(f"Docker's bridge network has no IPv4 gateway: {inspected.strip()!r}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((gateways[0], 0))
+        except OSError:
+            return "127.0.0.1"
+    return gateways[0]

@@ -44,7 +44,9 @@ def template(invoke_base: str) -> Path:
 @pytest.fixture(scope="session")
 def stack(invoke_base: str) -> Iterator[StackClient]:
     with running_stack(
-        LocalStackProcess(free_port(LOCAL_PORTS), up_args=["--host", "0.0.0.0"])
+        LocalStackProcess(
+            free_port(LOCAL_PORTS), up_args=["--host", engine.host_address_for_containers()]
+        )
     ) as client:
         yield client
 
