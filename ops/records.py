@@ -2,9 +2,10 @@
 Powertools itself computes (the persistence layer configured with the function's own claims,
 shared.idempotency), so a purge removes exactly what the function would find.
 
-IngestFunction claims each step of a file ([file id, after_line]): the first step is after line 0,
-each later one after the line its predecessor's stored result names (a file continued over
-several invocations), so a file's records are found by following that chain.
+IngestFunction claims each step of a run of a file ([file id, run, after_line]): the first step is
+after line 0, each later one after the line its predecessor's stored result names (a file continued
+over several invocations), so a file's records are found by following that chain, in the run its
+processing log holds (a reprocess starts a new run: shared.ingest).
 """
 
 from __future__ import annotations
@@ -50,12 +51,15 @@ def lookup(layer: DynamoDBPersistenceLayer, data: dict) -> DataRecord | None:
         return None
 
 
-def file_steps(layer: DynamoDBPersistenceLayer, file_id: str) -> list[tuple[dict, DataRecord]]:
-    """A file's step claims, first step first: (the data the key is computed from, record)."""
+def file_steps(
+    layer: DynamoDBPersistenceLayer, file_id: str, run: int | None
+) -> list[tuple[dict, DataRecord]]:
+    """The step claims of one run of a file (None: the run its S3 event started), first step
+    first: (the data the key is computed from, record)."""
     found: list[tuple[dict, DataRecord]] = []
     after_line: int | None = 0
     while after_line is not None:
-        data = {"s3_object": {"file_id": file_id}, "after_line": after_line}
+        data = {"s3_object": {"file_id": file_id}, "run": run, "after_line": after_line}
         record = lookup(layer, data)
         if record is None:
             break
@@ -84,7 +88,10 @@ def targets(
         if not args.file or args.notification_id or args.kind or args.contact_id:
             raise OpsError("IngestFunction records are named by a file: s3://bucket/key")
         file = file_ref.resolve(stack, args.file, args.version_id)
-        return file.file_id, layer, list(file_steps(layer, file.file_id))
+        # the run the processing log holds: a reprocessed file's claims are its latest run's
+        log = stack.file_log(file.file_id)
+        run = int(log["run"]["N"]) if log and "run" in log else None
+        return file.file_id, layer, file_steps(layer, file.file_id, run)
     if args.file or args.version_id:
         raise OpsError(
             "NotifierFunction records are named by --notification-id or --kind and --contact-id"
