@@ -1,32 +1,32 @@
 """P4: peak RSS of IngestFunction ingesting a ~200 MB .jsonl file, against the file's size.
 
-moto runs as its own server process, so the in-memory S3 object and the table live there, not in
-the handler's memory. The stack's resources are created on it (tests.resources), the file is
-generated to a temporary file (streamed, never whole in memory) and uploaded with upload_file.
-A fresh interpreter with the function's environment (PYTHONPATH = functions/ingest and the
-layer, AWS_ENDPOINT_URL = the moto server) imports the handler, invokes it once with the SQS event
-as AWS sends it and reports its peak RSS: the figure. That is VmHWM (/proc/self/status), not
-getrusage's ru_maxrss: on Linux, exec carries the high-water mark of the replaced address space
-into ru_maxrss, so a child forked from the bench (hundreds of MB after P2's in-process moto) would
-report the bench's size. RSS after the import alone is reported beside it, so the growth due to
-the file is visible.
+The file goes to the local stack as it runs (`python -m emulator up`, its moto patches included:
+plain `moto.server` deep-copies the whole table for every action of a transaction, quadratic in
+the file), so the in-memory S3 object and the table live in the stack's process, not in the
+handler's memory. Every event source mapping is disabled first: the stack's own IngestFunction
+does not take the file, and the consumers do not compete with the measured ingest for the cores.
+The file is generated to a temporary file (streamed, never whole in memory) and uploaded with
+upload_file. A fresh interpreter with the deployed function's environment (PYTHONPATH =
+functions/ingest and the layer, AWS_ENDPOINT_URL = the stack) imports the handler, invokes it
+once with the SQS event as AWS sends it and reports its peak RSS: the figure. That is VmHWM
+(/proc/self/status), not getrusage's ru_maxrss: on Linux, exec carries the high-water mark of the
+replaced address space into ru_maxrss, so a child forked from the bench (hundreds of MB after
+P2's in-process moto) would report the bench's size. RSS after the import alone is reported
+beside it, so the growth due to the file is visible.
 """
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-import boto3
 from boto3.s3.transfer import TransferConfig
 
-from bench.common import PYTHON, REGION, ROOT, Figure, function_env, layer_path
+from bench.common import PYTHON, ROOT, Figure, function_env, layer_path
 from bench.inprocess import (
     generate_contacts,
     import_shared,
@@ -34,7 +34,8 @@ from bench.inprocess import (
     s3_notification,
     sqs_event,
 )
-from tests.resources import create_resources
+from emulator.process import LocalStackProcess, free_port
+from harness.stack import StackClient
 
 FILE_BYTES = int(os.environ.get("BENCH_P4_FILE_MB", "200")) * 1_000_000
 # Each row carries ~EXTRA_BYTES of export fields the ingest ignores (as real contact records do),
@@ -83,62 +84,24 @@ sys.stderr.write("RESULT " + json.dumps({
 """
 
 
-def free_port(ports: range) -> int:
-    for port in ports:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) != 0:
-                return port
-    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
-
-
 @contextmanager
-def moto_server(ports: range = PORTS):
-    """`python -m moto.server` on a free port of the bench range; yields (endpoint URL, pid)."""
-    port = free_port(ports)
-    endpoint = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def local_stack(ports: range = PORTS):
+    """The local stack on a free port of the bench range, every event source mapping disabled;
+    yields (its client, the stack process's pid)."""
+    local = LocalStackProcess(free_port(ports), tail_lines=40)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/data.json", timeout=1).read()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.2)
-        yield endpoint, server.pid
-    finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-@contextmanager
-def client_env(endpoint: str):
-    """This process's boto3 clients pointed at the moto server, with dummy credentials."""
-    saved = dict(os.environ)
-    os.environ.update(
-        AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_DEFAULT_REGION=REGION,
-        AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
-    )
-    os.environ.pop("AWS_PROFILE", None)
-    os.environ.pop("AWS_SESSION_TOKEN", None)
+        local.start(timeout=120, ports=ports)
+    except RuntimeError as error:
+        raise RuntimeError(f"{error}:\n{local.tail()}") from None
     try:
-        yield
+        stack = StackClient.local_stack(local)
+        lam = stack.client("lambda")
+        for _, mapping in stack.mappings():
+            lam.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+        assert local.process is not None
+        yield stack, local.process.pid
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        local.stop()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -163,30 +126,27 @@ def generate_file(path: Path, size: int) -> int:
 
 def run() -> list[Figure]:
     import_shared()
-    from shared import keys  # noqa: PLC0415 (the layer is on sys.path now)
-
     with (
         tempfile.TemporaryDirectory(prefix="bench-p4-") as tmp,
-        moto_server() as (endpoint, server_pid),
-        client_env(endpoint),
+        local_stack() as (stack, server_pid),
     ):
-        resources = create_resources("bench-")
         path = Path(tmp) / "contacts.jsonl"
         started = time.perf_counter()
         rows = generate_file(path, FILE_BYTES)
         size = path.stat().st_size
         generated = time.perf_counter() - started
-        s3 = boto3.client("s3", region_name=REGION)
-        s3.upload_file(str(path), resources.bucket, KEY, Config=TransferConfig(max_concurrency=4))
-        head = s3.head_object(Bucket=resources.bucket, Key=KEY)
+        stack.s3.upload_file(str(path), stack.bucket, KEY, Config=TransferConfig(max_concurrency=4))
+        head = stack.s3.head_object(Bucket=stack.bucket, Key=KEY)
         uploaded = time.perf_counter() - started - generated
-        notification = s3_notification(
-            resources.bucket, KEY, size, head["ETag"], head.get("VersionId")
-        )
-        event = sqs_event([json.dumps(notification)], "bench-ingest")
+        notification = s3_notification(stack.bucket, KEY, size, head["ETag"], head.get("VersionId"))
+        event = sqs_event([json.dumps(notification)], "IngestQueue")
 
-        env = function_env("IngestFunction", endpoint)
-        env.update(resources.function_env())
+        assert stack.local is not None
+        function = stack.client("lambda").get_function_configuration(
+            FunctionName=stack.functions()["IngestFunction"]
+        )
+        env = function_env("IngestFunction", stack.local.endpoint)
+        env.update({k: str(v) for k, v in function["Environment"]["Variables"].items()})
         env["PYTHONPATH"] = f"{ROOT / 'functions' / 'ingest'}:{layer_path()}"
         env.pop("AWS_SESSION_TOKEN", None)
         server_cpu = cpu_seconds(server_pid)
@@ -211,7 +171,7 @@ def run() -> list[Figure]:
                     f"<= {BUDGET_MB}",
                     None,
                     f"NOT MEASURED: the ingest of {size / 1e6:.0f} MB ({rows} rows) against the "
-                    f"moto server did not finish in {CHILD_TIMEOUT_SECONDS} s",
+                    f"local stack did not finish in {CHILD_TIMEOUT_SECONDS} s",
                 )
             ]
         result_lines = [line for line in child.stderr.splitlines() if line.startswith("RESULT ")]
@@ -230,17 +190,7 @@ def run() -> list[Figure]:
             ]
         result = json.loads(result_lines[-1][len("RESULT ") :])
         server_cpu = cpu_seconds(server_pid) - server_cpu
-        file_id = f"{resources.bucket}/{KEY}#{head.get('VersionId')}"
-        log = (
-            boto3.client("dynamodb", region_name=REGION)
-            .get_item(
-                TableName=resources.contacts_table,
-                Key={
-                    name: {"S": value} for name, value in keys.processing_log_key(file_id).items()
-                },
-            )
-            .get("Item", {})
-        )
+        log = stack.file_log(f"{stack.bucket}/{KEY}#{head.get('VersionId')}") or {}
 
     peak_mb = result["peak_kb"] / 1024
     import_mb = result["after_import_kb"] / 1024
@@ -268,8 +218,8 @@ def run() -> list[Figure]:
                 f"RSS after import {import_mb:.1f} MB, +{peak_mb - import_mb:.1f} MB while "
                 f"ingesting, i.e. {(peak_mb - import_mb) / (size / 2**20) * 100:.1f}% of the "
                 f"file size (VmHWM of the handler process; its ru_maxrss "
-                f"{result['ru_maxrss_kb'] / 1024:.0f} MB includes the forking bench's RSS); moto "
-                f"server in its own process{check}"
+                f"{result['ru_maxrss_kb'] / 1024:.0f} MB includes the forking bench's RSS); the "
+                f"local stack in its own process{check}"
             ),
         ),
         Figure(
@@ -280,9 +230,10 @@ def run() -> list[Figure]:
             "-",
             None,
             (
-                f"{rows / seconds:,.0f} rows/s, {size / 1e6 / seconds:.1f} MB/s against moto "
-                f"server; CPU: handler {result['cpu_seconds']:.0f} s, moto server "
-                f"{server_cpu:.0f} s; generate {generated:.0f} s, upload {uploaded:.0f} s"
+                f"{rows / seconds:,.0f} rows/s, {size / 1e6 / seconds:.1f} MB/s against the "
+                f"local stack (its mappings disabled); CPU: handler "
+                f"{result['cpu_seconds']:.0f} s, local stack {server_cpu:.0f} s (the larger "
+                f"bounds the rate); generate {generated:.0f} s, upload {uploaded:.0f} s"
             ),
         ),
     ]
