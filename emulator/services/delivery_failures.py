@@ -50,6 +50,7 @@ from moto.sqs.models import sqs_backends
 from emulator.core.arns import parse_arn
 from emulator.iam.policy import Policy, PolicyError, Request, evaluate
 from emulator.services import patching
+from emulator.services.cloudformation import StackResource
 
 log = logging.getLogger("emulator.delivery_failures")
 
@@ -212,10 +213,7 @@ class _TargetDelivery:
 
 # --- SNS: a subscription's SQS endpoint -----------------------------------------------------------
 def install() -> None:
-    from moto.cloudformation import parsing  # noqa: PLC0415 - imports every CloudFormation model
-
     original_publish = patching.original(Subscription, "publish")
-    original_resource_class = parsing.resource_class_from_type
 
     def publish(  # noqa: PLR0917 - moto's signature
         self: Subscription,
@@ -253,15 +251,6 @@ def install() -> None:
         _redrive(self, delivery, failure, original_publish)
         return None
 
-    def resource_class_from_type(resource_type: str) -> Any:
-        if resource_type == "AWS::SQS::QueuePolicy":
-            return QueuePolicyModel
-        return original_resource_class(resource_type)
-
-    # marked as moto_patches marks its own patches: its uninstall() unwinds the chain
-    resource_class_from_type.__wrapped__ = original_resource_class  # type: ignore[attr-defined]
-    resource_class_from_type._emulator_patch = True  # type: ignore[attr-defined]
-    parsing.resource_class_from_type = resource_class_from_type
     patching.replace(Subscription, "publish", publish)
 
 
@@ -293,9 +282,10 @@ def _redrive(subscription: Subscription, delivery: tuple, failure: Refusal, publ
 
 
 # --- AWS::SQS::QueuePolicy in CloudFormation -----------------------------------------------------
-class QueuePolicyModel:
-    """Duck-typed CloudFormation model (as moto_patches.SnsSubscriptionModel): sets the policy on
-    each of its queues; Ref gives a generated id, as on AWS."""
+class QueuePolicyModel(StackResource):
+    """Sets the policy on each of its queues; Ref gives a generated id, as on AWS."""
+
+    TYPE = "AWS::SQS::QueuePolicy"
 
     def __init__(self, queue_urls: list[str], account_id: str, region_name: str) -> None:
         self.queue_urls = queue_urls
@@ -306,21 +296,6 @@ class QueuePolicyModel:
     @property
     def physical_resource_id(self) -> str:
         return self.id
-
-    def is_created(self) -> bool:
-        return True
-
-    @classmethod
-    def has_cfn_attr(cls, attr: str) -> bool:
-        return False
-
-    @staticmethod
-    def cloudformation_name_type() -> str:
-        return ""
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::SQS::QueuePolicy"
 
     @classmethod
     def create_from_cloudformation_json(
@@ -337,26 +312,6 @@ class QueuePolicyModel:
         for url in urls:
             _set_policy(url, account_id, region_name, document)
         return cls(urls, account_id, region_name)
-
-    @classmethod
-    def update_from_cloudformation_json(
-        cls,
-        original_resource: QueuePolicyModel,
-        new_resource_name: str,
-        cloudformation_json: Any,
-        account_id: str,
-        region_name: str,
-    ) -> QueuePolicyModel:
-        original_resource.delete(account_id, region_name)
-        return cls.create_from_cloudformation_json(
-            new_resource_name, cloudformation_json, account_id, region_name
-        )
-
-    @classmethod
-    def delete_from_cloudformation_json(
-        cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
-    ) -> None:
-        return None  # the resource's delete() clears the policies
 
     def delete(self, account_id: str, region_name: str) -> None:
         for url in self.queue_urls:

@@ -53,7 +53,9 @@ def install() -> None:
         dynamodb.install()
         s3.install()
         sns.install()
-        cloudformation.install([sns.SnsSubscriptionModel, pipes.PipeModel])
+        cloudformation.install(
+            [sns.SnsSubscriptionModel, pipes.PipeModel, delivery_failures.QueuePolicyModel]
+        )
         _installed = True
 
 
