@@ -1,23 +1,29 @@
-"""`ops file status|reprocess`: a contact file's processing log, and a file ingested again.
+"""`ops file status|reprocess`: a contact file's processing log, and a file ingested again; and
+the files IN_PROGRESS for longer than an hour (`ops status`).
 
-A reprocess releases everything that makes the ingest answer "done before": the file's step
-claims (records.file_steps), its processing log and its report (a fresh run writes its own),
-then sends IngestQueue the message that starts the file from its first line: the layer's own
-continuation message (s3_events.continuation, after line 0) for the file's S3 object as the
-original event described it (sequencer and event time from the processing log, so the rows keep
-their export order). Without a processing log (the event never got that far) the object itself
-gives them: its LastModified, and the sequencer the key's newest-version item holds for it.
-Contacts already stored are rewritten as the same export (no survey or gift card again).
+A reprocess starts a new run of the file (shared.ingest: the first run is the one its S3 event
+started, reprocess runs are numbered 1, 2, ...): it deletes the file's report and sends
+IngestQueue the first step of the next run, the layer's own continuation message
+(s3_events.continuation, after line 0, run N + 1) for the file's S3 object as the original event
+described it (sequencer and event time from the processing log, so the rows keep their export
+order). Without a processing log (the event never got that far) the object itself gives them: its
+LastModified, and the sequencer the key's newest-version item holds for it. That step replaces
+the log; from then on every step of an earlier run (a continuation still queued or in
+IngestDeadLetterQueue) is acknowledged as obsolete, so nothing needs releasing. It refuses while
+a step of the file holds its claim (a function is running it): that step would go on beside the
+new run. Contacts already stored are rewritten as the same export (no survey or gift card again).
 """
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from harness.stack import StackClient
-from shared import keys, s3_events
+from shared import ingest, keys, s3_events
 
-from ops import file_ref, records
+from ops import file_ref, records, table
 from ops.errors import Confirm, OpsError
 from ops.file_ref import FileRef
 
@@ -25,6 +31,8 @@ from ops.file_ref import FileRef
 FIRST_SEQUENCER = "0"
 LOG_FIELDS = (
     "outcome",
+    "run",
+    "run_started_at",
     "steps",
     "next_line",
     "rows_ok",
@@ -56,36 +64,84 @@ def reprocess(
 ) -> tuple[Any, str, bool]:
     file = file_ref.resolve(stack, url, version_id)
     log = stack.file_log(file.file_id)
-    s3_object = original_object(stack, file, plain(log) if log else None)
-    layer = records.persistence(stack, records.CLAIMS["IngestFunction"])
-    claims = records.file_steps(layer, file.file_id)
+    values = plain(log) if log else {}
+    s3_object = original_object(stack, file, values or None)
+    refuse_while_running(stack, file.file_id, values)
+    run = values.get("run", 0) + 1
     if confirm is not None and not confirm(
-        f"ingest {file.url} (version {file.version}) again, releasing its "
-        f"{len(claims)} claim(s) and processing log"
+        f"ingest {file.url} (version {file.version}) again as run {run}; steps of earlier runs "
+        "still queued or dead-lettered will be acknowledged as obsolete"
     ):
         raise OpsError("not confirmed: nothing changed")
-    released = records.release(layer, claims)
-    report_key = plain(log).get("report_key") if log else None
+    report_key = values.get("report_key")
     if report_key:
         stack.s3.delete_object(Bucket=file.bucket, Key=report_key)
-    stack.delete_items([keys.processing_log_key(file.file_id)])
     message = stack.sqs.send_message(
         QueueUrl=stack.outputs["IngestQueueUrl"],
-        MessageBody=s3_events.continuation(s3_events.FileTask(s3_object)),
+        MessageBody=s3_events.continuation(s3_events.FileTask(s3_object, 0, run)),
     )
     data = {
         "file_id": file.file_id,
-        "claims_released": released,
-        "previous_outcome": plain(log).get("outcome") if log else None,
+        "run": run,
+        "previous_outcome": values.get("outcome"),
         "report_deleted": report_key,
         "message_id": message["MessageId"],
     }
     text = (
-        f"{file.file_id}: {len(released)} claim(s) released, processing log "
-        f"({data['previous_outcome'] or 'none'}) removed, queued for ingest "
-        f"(message {message['MessageId']}); `file status` shows the new outcome"
+        f"{file.file_id}: run {run} queued for ingest (message {message['MessageId']}), "
+        f"replacing the processing log ({data['previous_outcome'] or 'none'}) when it starts; "
+        "`file status` shows the new outcome"
     )
     return data, text, True
+
+
+def refuse_while_running(stack: StackClient, file_id: str, log: dict[str, Any]) -> None:
+    """Refuse while a function holds the claim of the step the log says is due: an in-progress
+    idempotency record that has not expired (a crashed step's expires with its invocation)."""
+    layer = records.persistence(stack, records.CLAIMS["IngestFunction"])
+    step = {"s3_object": {"file_id": file_id}, "run": log.get("run"), "after_line": 0}
+    if log.get("outcome") == ingest.IN_PROGRESS:
+        step["after_line"] = log["next_line"]
+    record = records.lookup(layer, step)
+    if record is None or record.status != "INPROGRESS":
+        return
+    until = (record.in_progress_expiry_timestamp or 0) / 1000
+    if until > time.time():
+        raise OpsError(
+            f"{file_id}: a step of this file is running (after line {step['after_line']}; its "
+            f"claim is held until {table.utc(until)}): a reprocess now would run beside it. "
+            "Wait for it to end, look at `ops file status`, then reprocess if still needed"
+        )
+
+
+def in_progress_for_long(stack: StackClient, seconds: int) -> list[dict[str, Any]]:
+    """Files whose run has been IN_PROGRESS for more than `seconds`, oldest first. A Scan with a
+    filter reads the whole table (about 0.5 read units per 4 KB): fine for an operator's command
+    run by hand; an index kept only for this would cost a write on every step of every file."""
+    now = datetime.now(UTC)
+    cutoff = keys.utc_timestamp(now - timedelta(seconds=seconds))
+    pages = stack.dynamodb.get_paginator("scan").paginate(
+        TableName=stack.contacts_table,
+        FilterExpression="#type = :log AND #outcome = :in_progress AND #started < :cutoff",
+        ProjectionExpression="file_id, #run, next_line, steps, #started",
+        ExpressionAttributeNames={
+            "#type": "type",
+            "#outcome": "outcome",
+            "#run": "run",
+            "#started": "run_started_at",
+        },
+        ExpressionAttributeValues={
+            ":log": {"S": keys.PROCESSING_LOG},
+            ":in_progress": {"S": ingest.IN_PROGRESS},
+            ":cutoff": {"S": cutoff},
+        },
+    )
+    found = []
+    for item in (item for page in pages for item in page["Items"]):
+        values = plain(item)
+        started = datetime.fromisoformat(values["run_started_at"])
+        found.append(values | {"in_progress_seconds": round((now - started).total_seconds())})
+    return sorted(found, key=lambda file: -file["in_progress_seconds"])
 
 
 def original_object(stack: StackClient, file: FileRef, log: dict | None) -> s3_events.S3Object:

@@ -3,6 +3,8 @@ result with its consumer's iterator age, the stack's pipe (fan-out mode pipe) an
 alarms in ALARM. In fan-out modes pipe and router every consumer's queue and DLQ are listed too
 (StackClient.work_queues, .failure_queues), and the DLQ of what the bus or the topic could not
 deliver to that queue (<X>ChangeDeliveryDeadLetterQueue); every DLQ flagged like the others.
+Last, the contact files IN_PROGRESS for more than an hour (files.in_progress_for_long: a Scan of
+the table), each a file that is stalled or continuing without end.
 
 Ages come from CloudWatch (SQS ApproximateAgeOfOldestMessage, Lambda IteratorAge: the maximum
 of the last 5 minutes). Where CloudWatch has none (a queue idle for a while; the local stack,
@@ -19,9 +21,11 @@ from typing import Any
 
 from harness.stack import StackClient
 
-from ops import table
+from ops import files, table
 
 WINDOW = timedelta(minutes=5)
+# The same hour as IngestFileInProgressAlarm (template.yaml).
+FILE_IN_PROGRESS_SECONDS = 3600
 
 
 def queue_label(output: str) -> str:
@@ -43,6 +47,7 @@ def report(stack: StackClient) -> tuple[dict[str, Any], str, bool]:
         "mappings": mappings,
         "pipes": pipe_status(stack),
         "alarms": alarming,
+        "files_in_progress": files.in_progress_for_long(stack, FILE_IN_PROGRESS_SECONDS),
     }
     return data, render(data), True
 
@@ -187,7 +192,25 @@ def render(data: dict[str, Any]) -> str:
         if data["alarms"]
         else "  none"
     )
+    stuck = (
+        table.render(
+            ("FILE", "RUN", "STEPS", "NEXT LINE", "IN PROGRESS", ""),
+            [
+                (
+                    f["file_id"],
+                    f.get("run", "first"),
+                    f.get("steps"),
+                    f.get("next_line"),
+                    table.age(f["in_progress_seconds"]),
+                    "<- needs attention",
+                )
+                for f in data["files_in_progress"]
+            ],
+        )
+        if data["files_in_progress"]
+        else "  none"
+    )
     return (
         f"stack {data['stack']} (fan-out: {data['fan_out']})\n\n{queues}\n\n{mappings}{pipes}"
-        f"\n\nalarms in ALARM:\n{alarms}"
+        f"\n\nalarms in ALARM:\n{alarms}\n\nfiles IN_PROGRESS for more than an hour:\n{stuck}"
     )

@@ -6,8 +6,11 @@ after a line by a continuation message), a Powertools idempotency claim keyed on
 and the line wraps the ingest, so every duplicate delivery has one effect. Outcomes are returned
 and so recorded as completed; transient failures raise, making only that message a batch item
 failure (Powertools deletes the claim, so the retry can run). A file too big for one invocation
-comes back IN_PROGRESS: its continuation is enqueued on every delivery of the step that reached
-it (a duplicate continuation finds its step claimed or done).
+comes back IN_PROGRESS: its continuation (same run) is enqueued on every delivery of the step that
+reached it (a duplicate continuation finds its step claimed or done), with the run's age as the
+metric FileInProgressSeconds (alarmed past an hour: a file that keeps continuing and never ends).
+A step of a run the file's processing log no longer holds (the file was reprocessed) is
+acknowledged as OBSOLETE (metric FileStepsObsolete) and continues nothing.
 
 A message that is not an S3 event notification (poison) is reported (error log with the message
 id, metric MessagesRejected) and acknowledged: no retry can change it, and it names no file, so
@@ -55,6 +58,7 @@ OUTCOME_METRICS = {
     ingest.SKIPPED_MISSING: "FilesSkipped",
     ingest.STALE: "FilesStale",
     ingest.IN_PROGRESS: "FilesContinued",
+    ingest.OBSOLETE: "FileStepsObsolete",
 }
 
 
@@ -117,11 +121,23 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext, margin: flo
         try:
             result = ingest_file_once(task=task, margin=margin, lambda_context=lambda_context)
             if result["outcome"] == ingest.IN_PROGRESS:
-                following = s3_events.FileTask(task.s3_object, result["next_line"])
+                following = s3_events.FileTask(task.s3_object, result["next_line"], task.run)
                 messaging.enqueue_continuation(sqs, INGEST_QUEUE_URL, following)
+                # Here, not in the step: a step answered from its stored result continues too.
+                age = datetime.now(UTC) - datetime.fromisoformat(result["run_started_at"])
+                metrics.add_metric(
+                    name="FileInProgressSeconds",
+                    unit=MetricUnit.Seconds,
+                    value=age.total_seconds(),
+                )
                 logger.info(
                     "file continues in a new invocation",
-                    extra={"file_id": file_id, "after_line": following.after_line},
+                    extra={"file_id": file_id, "run": task.run, "after_line": following.after_line},
+                )
+            elif result["outcome"] == ingest.OBSOLETE:
+                logger.info(
+                    "step of an earlier run of the file acknowledged as obsolete",
+                    extra={"file_id": file_id, "run": task.run, "after_line": task.after_line},
                 )
         except Exception:
             logger.exception("file failed; its message will be retried", extra={"file_id": file_id})

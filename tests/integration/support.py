@@ -42,12 +42,20 @@ class Files:
         return self.put(name, jsonl(rows))
 
     def read_report(self, key: str) -> list[dict]:
-        body = self.stack.s3.get_object(Bucket=self.stack.bucket, Key=report_key(key))["Body"]
-        return [json.loads(line) for line in body.read().decode().splitlines() if line.strip()]
+        """The report of the version of `key` this test put last."""
+        body = self.stack.s3.get_object(Bucket=self.stack.bucket, Key=self.report_key(key))
+        return [
+            json.loads(line) for line in body["Body"].read().decode().splitlines() if line.strip()
+        ]
+
+    def report_key(self, key: str) -> str:
+        """rejected/<key>/<version>.errors.jsonl of the version of `key` this test put last."""
+        [version] = [v for k, v in self.versions if k == key][-1:]
+        return f"rejected/{key}/{version}.errors.jsonl"
 
     def report_exists(self, key: str) -> bool:
         try:
-            self.stack.s3.head_object(Bucket=self.stack.bucket, Key=report_key(key))
+            self.stack.s3.head_object(Bucket=self.stack.bucket, Key=self.report_key(key))
         except self.stack.s3.exceptions.ClientError:
             return False
         return True
@@ -79,10 +87,6 @@ def delete_all_versions(s3, bucket: str, prefix: str) -> None:
         ]
         if objects:
             s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
-
-
-def report_key(key: str) -> str:
-    return f"rejected/{key}.errors.jsonl"
 
 
 def wait_for_notifications(

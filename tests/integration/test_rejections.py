@@ -67,7 +67,7 @@ def test_bad_rows_are_reported_by_line_and_good_rows_kept(
     assert log["outcome"] == {"S": "PROCESSED"}, log
     assert log["rows_ok"] == {"N": "3"}, log
     assert log["rows_rejected"] == {"N": "8"}, log
-    assert log["report_key"] == {"S": f"rejected/{key}.errors.jsonl"}, log
+    assert log["report_key"] == {"S": files.report_key(key)}, log
     no_dead_letter_mentions(stack, key)
 
 

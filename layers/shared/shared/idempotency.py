@@ -40,8 +40,10 @@ class Claims:
         return idempotency_config(self.key_jmespath, self.expires_after_seconds, response_hook)
 
 
-# IngestFunction: one claim per file step (the file from its start, or resumed after a line).
-FILE_STEPS = Claims("ingest-file", "[s3_object.file_id, after_line]", ONCE_PER_FILE_SECONDS)
+# IngestFunction: one claim per file step (the file from its start, or resumed after a line) of
+# one run (null: the run its S3 event started; 1, 2, ...: `ops file reprocess`), so a step of an
+# earlier run can never answer for the same step of a later one.
+FILE_STEPS = Claims("ingest-file", "[s3_object.file_id, run, after_line]", ONCE_PER_FILE_SECONDS)
 # NotifierFunction: one claim per notification.
 NOTIFICATIONS = Claims("NotifierFunction", "notification_id", ONCE_PER_NOTIFICATION_SECONDS)
 

@@ -16,10 +16,17 @@ line number. Outcomes, in the file's PROCESSING_LOG item:
 - IN_PROGRESS: too big for one invocation so far. The progress (next line, counts, report) is
   kept in the log and the file is resumed by a continuation message (s3_events.continuation).
 
+Runs: the log belongs to one run of the file, the one its S3 event started (no run number) or the
+latest `ops file reprocess` (1, 2, ...), which replaces the log of an earlier run when its first
+step starts. A step of any other run (a continuation still queued or dead-lettered when the file
+was reprocessed) is OBSOLETE: it stores no log, no report and no continuation, and a step that
+was running when a newer run took over finds its log write refused and ends OBSOLETE too.
+
 Anything raised is transient (throttling after retries, 5xx, timeouts) and the step is retried
 from the last saved progress; its writes are versioned, so a re-run leaves one item per contact.
 """
 
+import functools
 import json
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -38,6 +45,8 @@ SKIPPED_MISSING = "SKIPPED_MISSING"
 STALE = "STALE"
 IN_PROGRESS = "IN_PROGRESS"
 FINAL_OUTCOMES = (PROCESSED, REJECTED_FILE, SKIPPED_MISSING, STALE)
+# A step's outcome, never a log's: the step belongs to a run the log no longer holds.
+OBSOLETE = "OBSOLETE"
 
 # The report lists this many rejected rows, then counts the rest: a file of garbage must not
 # write a report many times its own size.
@@ -84,11 +93,13 @@ class FileOutcome:
     rows_rejected: int
     report_key: str | None
     next_line: int  # IN_PROGRESS: the line to resume after
+    run: int | None
+    run_started_at: str | None  # fixed-width UTC; None for an OBSOLETE step
 
 
 class FileReport:
-    """What happened to a file's rows: counts, and the lines of rejected/<key>.errors.jsonl
-    spooled to a temporary file (not memory).
+    """What happened to a file's rows: counts, and the lines of its report
+    (files_bucket.report_key) spooled to a temporary file (not memory).
 
     Row lines carry the line number, the contact_id when it is a valid one, and the reasons;
     never the row's other values: the original file beside it holds those, and a copy would
@@ -168,27 +179,9 @@ def ingest_file(
 ) -> FileOutcome:
     s3_object = task.s3_object
     log = table.file_log(dynamodb, table_name, s3_object.file_id)
-    if log is None:
-        if task.after_line:
-            raise LookupError(f"no processing log to resume {s3_object.file_id}")
-        newer = table.claim_newest_version(dynamodb, table_name, s3_object)
-        if newer is not None:
-            values = {"outcome": STALE, "superseded_by": newer, **asdict(Progress())}
-            table.write_file_log(dynamodb, table_name, s3_object, values, first=True)
-            return _outcome(s3_object, STALE, Progress(), None)
-        progress = Progress()
-        values = {"outcome": IN_PROGRESS, **asdict(progress)}
-        table.write_file_log(dynamodb, table_name, s3_object, values, first=True)
-    elif log["outcome"] in FINAL_OUTCOMES:  # done before: a duplicate or a late retry
-        return _outcome(s3_object, log["outcome"], Progress.of(log), log.get("report_key"))
-    else:
-        progress = Progress.of(log)
-        if progress.next_line != task.after_line:
-            # An earlier run of this step saved its progress: the next step is due (again).
-            return _outcome(s3_object, IN_PROGRESS, progress, log.get("report_key"))
-    return _resume(
-        s3_object,
-        progress,
+    resume = functools.partial(
+        _resume,
+        task,
         s3=s3,
         dynamodb=dynamodb,
         table_name=table_name,
@@ -197,11 +190,62 @@ def ingest_file(
         seconds_left=seconds_left,
         margin=margin,
     )
+    if log is None or _number(task.run) > _number(log.get("run")):
+        return _start_run(task, resume, dynamodb=dynamodb, table_name=table_name, now=ingested_at)
+    if _number(task.run) < _number(log.get("run")):
+        return _obsolete(task)  # the file was reprocessed after this step was sent
+    started = log["run_started_at"] if task.run is not None else s3_object.event_time
+    if log["outcome"] in FINAL_OUTCOMES:  # done before: a duplicate or a late retry
+        return _outcome(task, log["outcome"], Progress.of(log), log.get("report_key"), started)
+    progress = Progress.of(log)
+    if progress.next_line != task.after_line:
+        # An earlier run of this step saved its progress: the next step is due (again).
+        return _outcome(task, IN_PROGRESS, progress, log.get("report_key"), started)
+    return resume(progress, started)
+
+
+def _start_run(
+    task: FileTask,
+    resume: Callable[[Progress, str], FileOutcome],
+    *,
+    dynamodb,
+    table_name: str,
+    now: datetime,
+) -> FileOutcome:
+    """A run's first step: its log replaces none, or an earlier run's. The first run started
+    with the upload (the event's time); a reprocess run starts now."""
+    s3_object = task.s3_object
+    if task.after_line:
+        raise LookupError(f"no processing log of run {task.run} to resume {s3_object.file_id}")
+    started = s3_object.event_time if task.run is None else keys.utc_timestamp(now)
+    newer = table.claim_newest_version(dynamodb, table_name, s3_object)
+    progress = Progress()
+    values = {"outcome": IN_PROGRESS if newer is None else STALE, "run_started_at": started}
+    if newer is not None:
+        values["superseded_by"] = newer
+    if not table.write_file_log(
+        dynamodb,
+        table_name,
+        s3_object,
+        {**values, **asdict(progress)},
+        run=task.run,
+        starts_run=True,
+    ):
+        return _obsolete(task)  # a newer run started meanwhile
+    if newer is not None:
+        return _outcome(task, STALE, progress, None, started)
+    return resume(progress, started)
+
+
+def _number(run: Any) -> int:
+    """A run's order: the first run (no number) before reprocess run 1."""
+    return 0 if run is None else int(run)
 
 
 def _resume(
-    s3_object: S3Object,
+    task: FileTask,
     progress: Progress,
+    started: str,
     *,
     s3,
     dynamodb,
@@ -212,9 +256,10 @@ def _resume(
     margin: float,
 ) -> FileOutcome:
     """Read the file after progress.next_line to its end, or until time runs short."""
+    s3_object = task.s3_object
     longest_write = 0.0
     progress.steps += 1
-    report_key = files_bucket.report_key(s3_object.key)
+    report_key = files_bucket.report_key(s3_object)
     with tempfile.TemporaryFile() as spool:
         if progress.report_rows:
             files_bucket.read_report(s3, s3_object.bucket, report_key, spool, progress.report_rows)
@@ -246,14 +291,22 @@ def _resume(
         if outcome != IN_PROGRESS:
             report.finish()
         if report.has_lines:
+            # The contacts' writes are versioned and harmless, a report is not: a newer run
+            # that took over while this step ran has written its own.
+            log = table.file_log(dynamodb, table_name, s3_object.file_id)
+            if log is None or _number(log.get("run")) != _number(task.run):
+                return _obsolete(task)
             files_bucket.put_report(s3, s3_object.bucket, report_key, spool)
         else:
             report_key = None
-    values = {"outcome": outcome, **asdict(progress)}
+    values = {"outcome": outcome, "run_started_at": started, **asdict(progress)}
     if report_key is not None:
         values["report_key"] = report_key
-    table.write_file_log(dynamodb, table_name, s3_object, values, first=False)
-    return _outcome(s3_object, outcome, progress, report_key)
+    if not table.write_file_log(
+        dynamodb, table_name, s3_object, values, run=task.run, starts_run=False
+    ):
+        return _obsolete(task)
+    return _outcome(task, outcome, progress, report_key, started)
 
 
 def _batches(
@@ -283,14 +336,20 @@ def _batches(
 
 
 def _outcome(
-    s3_object: S3Object, outcome: str, progress: Progress, report_key: str | None
+    task: FileTask, outcome: str, progress: Progress, report_key: str | None, started: str
 ) -> FileOutcome:
     return FileOutcome(
-        s3_object.file_id,
+        task.s3_object.file_id,
         outcome,
         progress.rows_ok,
         progress.rows_superseded,
         progress.rows_rejected,
         report_key,
         progress.next_line,
+        task.run,
+        started,
     )
+
+
+def _obsolete(task: FileTask) -> FileOutcome:
+    return FileOutcome(task.s3_object.file_id, OBSOLETE, 0, 0, 0, None, 0, task.run, None)

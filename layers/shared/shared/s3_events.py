@@ -2,7 +2,10 @@
 AWS calls.
 
 IngestQueue carries S3 event notifications and, for a file too big for one invocation, the
-ingest's own continuation messages (`continuation`): the same file, to be resumed after a line.
+ingest's own continuation messages (`continuation`): the same file, to be resumed after a line,
+in the same run. A file's first run is the one its S3 event starts (no run number); each
+`ops file reprocess` starts the next, numbered from 1, and a message of a run other than the one
+the file's processing log holds is obsolete (shared.ingest).
 
 A file is identified by bucket, URL-decoded key and version (the versionId, or the sequencer when
 the bucket is unversioned), never by the SQS message id: S3 itself may deliver one event twice
@@ -64,16 +67,20 @@ class S3Object:
 
 @dataclass(frozen=True)
 class FileTask:
-    """A file to ingest, from its first line or resumed after `after_line`."""
+    """A file to ingest, from its first line or resumed after `after_line`, in run `run` (None:
+    the run its S3 event started)."""
 
     s3_object: S3Object
     after_line: int = 0
+    run: int | None = None
 
 
 def continuation(task: FileTask) -> str:
-    """The IngestQueue message that resumes a file after `task.after_line`."""
+    """The IngestQueue message that resumes a file after `task.after_line` in `task.run`
+    (the first run's messages name none)."""
     fields = {k: v for k, v in asdict(task.s3_object).items() if k != "file_id"}
-    return json.dumps({CONTINUATION: {**fields, "after_line": task.after_line}})
+    run = {} if task.run is None else {"run": task.run}
+    return json.dumps({CONTINUATION: {**fields, "after_line": task.after_line, **run}})
 
 
 def parse_message(body: str) -> list[FileTask]:
@@ -101,11 +108,12 @@ def _continued_file(fields: Any) -> FileTask:
         or not all(isinstance(fields.get(name), str) for name in texts)
         or not _is_count(fields.get("size"))
         or not _is_count(fields.get("after_line"))
-        or fields.keys() != {*texts, "size", "after_line", "version_id", "etag"}
+        or not ("run" not in fields or (_is_count(fields["run"]) and fields["run"] > 0))
+        or fields.keys() - {"run"} != {*texts, "size", "after_line", "version_id", "etag"}
     ):
-        raise NotAnS3Event("continuation does not name a file and a line")
-    after_line = fields.pop("after_line")
-    return FileTask(S3Object(**fields), after_line)
+        raise NotAnS3Event("continuation does not name a file, a line and a run")
+    after_line, run = fields.pop("after_line"), fields.pop("run", None)
+    return FileTask(S3Object(**fields), after_line, run)
 
 
 def _is_count(value: Any) -> bool:

@@ -182,9 +182,12 @@ class Ingest:
         return {name: {"S": value} for name, value in values.items()}
 
     def report(self, key: str) -> list[dict]:
-        body = self.stack.s3.get_object(
-            Bucket=self.stack.bucket, Key=f"rejected/{key}.errors.jsonl"
-        )
+        """The report of the one version of `key` that has one (rejected/<key>/<version>...)."""
+        [report_key] = [k for k in self.reports() if k.startswith(f"rejected/{key}/")]
+        return self.report_at(report_key)
+
+    def report_at(self, report_key: str) -> list[dict]:
+        body = self.stack.s3.get_object(Bucket=self.stack.bucket, Key=report_key)
         return [json.loads(line) for line in body["Body"].read().decode().splitlines()]
 
     def reports(self) -> list[str]:

@@ -107,7 +107,7 @@ def test_bad_rows_are_reported_by_line_and_good_rows_kept(ingest):
     ]
     [log] = ingest.processing_log()
     assert (log["outcome"], log["rows_ok"], log["rows_rejected"]) == ("PROCESSED", 2, 3)
-    assert log["report_key"] == "rejected/incoming/mixed.jsonl.errors.jsonl"
+    assert log["report_key"] == f"rejected/incoming/mixed.jsonl/{log['version']}.errors.jsonl"
     assert ingest.metrics()["RowsRejected"] == 3
 
 
@@ -159,7 +159,7 @@ def test_unreadable_files_get_one_report_and_are_acknowledged(ingest, key, body,
     assert reason in line["reasons"][0]
     [log] = ingest.processing_log()
     assert log["outcome"] == "REJECTED_FILE"
-    assert log["report_key"] == f"rejected/{key}.errors.jsonl"
+    assert log["report_key"] == f"rejected/{key}/{log['version']}.errors.jsonl"
     assert ingest.metrics()["FilesRejected"] == 1
     assert ingest.items() == []
 

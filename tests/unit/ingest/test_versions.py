@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from tests.resources import ShrinkingClock
 from tests.unit.ingest.conftest import Delivery, notification
 
 CONTACT = {
@@ -115,3 +116,41 @@ def test_a_correction_that_moves_a_contact_to_another_caller_leaves_one_item(ing
     assert ingest.run(first) == [] and ingest.run(fix) == []
     [item] = ingest.items()
     assert item["pk"] == "CALLER#+4930555000111"
+
+
+def test_each_version_of_a_key_has_its_own_report_while_both_are_in_progress(ingest):
+    # v1 is big: it stops after its first rows and continues later; v2 of the same key is
+    # ingested meanwhile. Once one report served every version, v1 resumed from v2's: its own bad
+    # rows went unreported and v2's were listed as v1's.
+    def rows(prefix: str, count: int, bad: set[int]) -> str:
+        return jsonl(
+            *(
+                {"contact_id": f"{prefix}-{n}"}
+                if n in bad
+                else CONTACT | {"contact_id": f"{prefix}-{n}", "caller": f"+49151{n:08d}"}
+                for n in range(1, count + 1)
+            )
+        )
+
+    v1 = ingest.put("incoming/a.jsonl", rows("v1", 300, {10, 150, 290}))
+    v2 = ingest.put("incoming/a.jsonl", rows("v2", 5, {2, 4}))
+    assert ingest.run(v1, context=ShrinkingClock()) == []
+    [continuation] = ingest.stack.drain(ingest.stack.ingest_queue_url)
+    assert ingest.log_of(v1)["outcome"] == "IN_PROGRESS"
+    assert ingest.run(v2) == []
+    pending = [Delivery(continuation["MessageId"], continuation["Body"])]
+    while pending:
+        assert ingest.run(*pending, context=ShrinkingClock()) == []
+        pending = [
+            Delivery(m["MessageId"], m["Body"])
+            for m in ingest.stack.drain(ingest.stack.ingest_queue_url)
+        ]
+
+    reports = {}
+    for delivery in (v1, v2):
+        log = ingest.log_of(delivery)
+        assert log["outcome"] == "PROCESSED"
+        assert log["report_key"] == f"rejected/incoming/a.jsonl/{log['version']}.errors.jsonl"
+        reports[log["version"]] = [e["line"] for e in ingest.report_at(log["report_key"])]
+    assert sorted(reports.values()) == [[2, 4], [10, 150, 290]]
+    assert (ingest.log_of(v1)["rows_rejected"], ingest.log_of(v2)["rows_rejected"]) == (3, 2)

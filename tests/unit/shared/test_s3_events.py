@@ -119,9 +119,11 @@ def test_exports_are_ordered_by_event_time_then_sequencer():
     assert len({len(o.export_order) for o in (old, new, same_ms)}) == 1
 
 
-def test_a_continuation_names_the_same_file_and_the_line_to_resume_after():
+def test_a_continuation_names_the_same_file_the_line_to_resume_after_and_the_run():
     [s3_object] = parse_notification(body_of("sqs-s3-put.json"))
-    assert parse_message(continuation(FileTask(s3_object, 4200))) == [FileTask(s3_object, 4200)]
+    for task in (FileTask(s3_object, 4200), FileTask(s3_object, 4200, 3)):
+        assert parse_message(continuation(task)) == [task]
+    assert "run" not in continuation(FileTask(s3_object, 4200))  # the run S3's event started
 
 
 @pytest.mark.parametrize(
@@ -131,6 +133,12 @@ def test_a_continuation_names_the_same_file_and_the_line_to_resume_after():
         '{"IngestContinuation": {"bucket": "b", "after_line": 3}}',
         continuation(FileTask(S3Object("b", "k", None, "01", 1, None, "t"), 1)).replace(
             '"after_line": 1', '"after_line": "1"'
+        ),
+        *(
+            continuation(FileTask(S3Object("b", "k", None, "01", 1, None, "t"), 1, 2)).replace(
+                '"run": 2', f'"run": {run}'
+            )
+            for run in ("0", "null", '"2"', "true")
         ),
     ],
 )

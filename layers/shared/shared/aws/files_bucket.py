@@ -20,8 +20,12 @@ class ObjectMissing(Exception):
     """The object the event names no longer exists; retrying cannot bring it back."""
 
 
-def report_key(key: str) -> str:
-    return f"{REJECTED_PREFIX}{key}{REPORT_SUFFIX}"
+def report_key(s3_object: S3Object) -> str:
+    """rejected/<key>/<version>.errors.jsonl: one report per version of a key (the versionId, or
+    the sequencer when the bucket is unversioned, as in the file id), so a version's steps never
+    read or overwrite another's."""
+    version = s3_object.version_id or s3_object.sequencer
+    return f"{REJECTED_PREFIX}{s3_object.key}/{version}{REPORT_SUFFIX}"
 
 
 def open_object(s3, s3_object: S3Object) -> BinaryIO:

@@ -1,7 +1,6 @@
 """The ContactsTable adapters (low-level DynamoDB client passed in, built once by the handler;
 items converted with boto3's own TypeSerializer/TypeDeserializer)."""
 
-import contextlib
 import random
 import time
 from collections.abc import Iterable, Mapping
@@ -244,10 +243,19 @@ def file_log(dynamodb, table_name: str, file_id: str) -> dict[str, Any] | None:
 
 
 def write_file_log(
-    dynamodb, table_name: str, s3_object: S3Object, values: Mapping[str, Any], *, first: bool
-) -> None:
-    """The file's PROCESSING_LOG item: where it came from and `values` (outcome, counts, the line
-    to resume after). `first`: only if the file has no log yet (a concurrent run made it: fine)."""
+    dynamodb,
+    table_name: str,
+    s3_object: S3Object,
+    values: Mapping[str, Any],
+    *,
+    run: int | None,
+    starts_run: bool,
+) -> bool:
+    """The file's PROCESSING_LOG item: where it came from, its run and `values` (outcome, counts,
+    the line to resume after). Written only while the log is this run's: `starts_run` (the run's
+    first step) replaces no log or, for a reprocess run, the log of an earlier run; any other
+    write needs the log to be this run's still. False when it is not: a newer run holds the file,
+    and this step is obsolete."""
     item = {
         **keys.processing_log_key(s3_object.file_id),
         "type": keys.PROCESSING_LOG,
@@ -260,11 +268,29 @@ def write_file_log(
         "event_time": s3_object.event_time,
         "size": s3_object.size,
         **({"etag": s3_object.etag} if s3_object.etag is not None else {}),
+        **({"run": run} if run is not None else {}),
         **values,
     }
-    condition = {"ConditionExpression": "attribute_not_exists(pk)"} if first else {}
-    with contextlib.suppress(dynamodb.exceptions.ConditionalCheckFailedException):
+    if run is None:  # the run S3's event started: its log has no run number
+        condition = {
+            "ConditionExpression": "attribute_not_exists(pk)"
+            if starts_run
+            else "attribute_exists(pk) AND attribute_not_exists(#run)"
+        }
+    else:
+        condition = {
+            "ConditionExpression": "attribute_not_exists(#run) OR #run < :run"
+            if starts_run
+            else "#run = :run",
+            "ExpressionAttributeValues": _to_item({":run": run}),
+        }
+    if "#run" in condition["ConditionExpression"]:
+        condition["ExpressionAttributeNames"] = {"#run": "run"}
+    try:
         dynamodb.put_item(TableName=table_name, Item=_to_item(item), **condition)
+    except dynamodb.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
 
 
 # --- Fan-out consumers: last agent (LastAgentFunction, RouteFunction), gift cards (Goodwill) ---

@@ -1,0 +1,205 @@
+"""`ops file reprocess` against a running ingest (moto, the real IngestFunction handler): runs of a
+file are fenced, so a step of an earlier run still queued, dead-lettered or running when the file
+is reprocessed changes nothing, and a reprocess is refused while a step holds its claim. `ops
+status` lists the files IN_PROGRESS for more than an hour, and they page."""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from shared import keys
+
+from harness.stack import StackClient
+from ops import files, status
+from ops.errors import OpsError
+from tests.resources import FakeLambdaContext, ShrinkingClock
+from tests.unit.conftest import load_handler
+from tests.unit.ingest.conftest import Delivery, Ingest, error_response, sqs_event
+from tests.unit.test_template import of_type
+
+ROWS = 800
+# Deliveries of IngestQueue a file of ROWS rows needs, with room to spare; a file that cycles
+# between its steps never runs out of them.
+MAX_INVOCATIONS = 40
+
+
+def row(n: int) -> dict:
+    return {
+        "contact_id": f"c-{n}",
+        "caller": f"+49151{n:08d}",
+        "agent_id": "agent-7",
+        "started_at": "2026-11-29T10:00:00Z",
+        "ended_at": "2026-11-29T10:05:00Z",
+        "disposition": "RESOLVED",
+        "wait_seconds": 42,
+    }
+
+
+def big_file(bad_lines: set[int] = frozenset()) -> str:
+    rows = ({"contact_id": f"bad-{n}"} if n in bad_lines else row(n) for n in range(1, ROWS + 1))
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+@pytest.fixture
+def ingest(stack, monkeypatch, capsys) -> Ingest:
+    return Ingest(stack, monkeypatch, capsys)
+
+
+def queued(ingest: Ingest) -> list[Delivery]:
+    return [
+        Delivery(m["MessageId"], m["Body"])
+        for m in ingest.stack.drain(ingest.stack.ingest_queue_url)
+    ]
+
+
+def deliver_until_quiet(ingest: Ingest, pending: list[Delivery]) -> int:
+    """Deliver what IngestQueue holds, one batch per invocation, failed messages again, until it
+    is empty; the invocations it took. Each invocation has the first step's time (two writes of
+    rows), so every step of every run stops where the first one did, after line N."""
+    for invocation in range(1, MAX_INVOCATIONS + 1):
+        failed = set(ingest.run(*pending, context=ShrinkingClock()))
+        pending = [d for d in pending if d.message_id in failed] + queued(ingest)
+        if not pending:
+            return invocation
+    raise AssertionError(f"IngestQueue still busy after {MAX_INVOCATIONS} invocations")
+
+
+def url_of(ingest: Ingest, delivery: Delivery) -> tuple[str, str]:
+    log = ingest.log_of(delivery)
+    return f"s3://{log['bucket']}/{log['key']}", log["version"]
+
+
+def test_a_reprocess_while_an_older_step_waits_completes_the_file_once(ingest, ops_stack):
+    """The file stops after line N; its "after N" step waits (queued, or in the DLQ). The file is
+    reprocessed, and the new run's first step fails once after taking over the log (S3 refused
+    the read). The old "after N" arrives then: before runs were fenced it stored a result
+    pointing back to line 0, and the file cycled 0 -> N -> 0 for ever with most rows unstored."""
+    delivery = ingest.put("incoming/big.jsonl", big_file())
+    assert ingest.run(delivery, context=ShrinkingClock()) == []
+    [old_step] = queued(ingest)  # held: it waits in the queue or the DLQ
+    assert 0 < ingest.log_of(delivery)["next_line"] < ROWS
+
+    url, version = url_of(ingest, delivery)
+    files.reprocess(ops_stack, url, version, confirm=None)
+    refusals = []
+
+    def refuse_once(**kwargs):  # the file's first read (it has no report)
+        if not refusals:
+            refusals.append(1)
+            return error_response({"Error": {"Code": "AccessDenied", "Message": "Denied"}})
+        return None
+
+    ingest.app.s3.meta.events.register("before-call.s3.GetObject", refuse_once)
+    [new_run] = queued(ingest)
+    assert ingest.run(new_run, context=ShrinkingClock()) == [new_run.message_id]
+    assert refusals
+
+    deliver_until_quiet(ingest, [Delivery("old-step", old_step.body), new_run])
+
+    assert len(ingest.items()) == ROWS
+    log = ingest.log_of(delivery)
+    assert (log["outcome"], log["rows_ok"], log["run"]) == ("PROCESSED", ROWS, 1)
+    assert ingest.metrics()["FileStepsObsolete"] == 1
+
+
+def test_a_step_running_when_the_file_is_reprocessed_keeps_its_hands_off_the_new_run(
+    ingest, ops_stack, monkeypatch
+):
+    """The old run's "after N" step starts before the new run's first step arrives, and is still
+    running when the new run has taken the file over and finished it. The old step's rows are
+    the same exports (harmless); its report and its final log write would replace the new run's:
+    both are refused, and it continues nothing."""
+    bad_lines = {n for n in range(1, ROWS + 1) if n % 100 == 0}
+    delivery = ingest.put("incoming/big.jsonl", big_file(bad_lines))
+    assert ingest.run(delivery, context=ShrinkingClock(remaining_ms=20_000)) == []
+    [old_step] = queued(ingest)  # held: it waits in the queue or the DLQ
+    assert ingest.log_of(delivery)["next_line"] < 100  # the old step has every bad row to come
+
+    url, version = url_of(ingest, delivery)
+    files.reprocess(ops_stack, url, version, confirm=None)
+    [new_run] = queued(ingest)
+    other_environment = load_handler("ingest", monkeypatch)
+    took_over = []
+
+    def new_run_meanwhile(**kwargs):
+        if not took_over:
+            took_over.append(
+                other_environment.lambda_handler(sqs_event(new_run), FakeLambdaContext())
+            )
+
+    ingest.app.s3.meta.events.register("before-call.s3.GetObject", new_run_meanwhile)
+    assert ingest.run(Delivery("old-step", old_step.body), context=FakeLambdaContext()) == []
+
+    assert took_over == [{"batchItemFailures": []}]
+    assert queued(ingest) == []  # no continuation of the old run
+    log = ingest.log_of(delivery)
+    assert (log["outcome"], log["run"], log["rows_ok"], log["steps"]) == ("PROCESSED", 1, 792, 1)
+    assert [entry["line"] for entry in ingest.report_at(log["report_key"])] == sorted(bad_lines)
+    assert ingest.metrics()["FileStepsObsolete"] == 1
+
+
+def test_a_reprocess_is_refused_while_a_step_holds_its_claim(ingest, ops_stack):
+    delivery = ingest.put("incoming/big.jsonl", big_file())
+    url = f"s3://{ops_stack.bucket}/incoming/big.jsonl"
+    attempts = []
+
+    def reprocess_meanwhile(**kwargs):
+        with pytest.raises(OpsError) as refused:
+            files.reprocess(ops_stack, url, None, confirm=None)
+        attempts.append(str(refused.value))
+
+    ingest.app.s3.meta.events.register("before-call.s3.GetObject", reprocess_meanwhile)
+    assert ingest.run(delivery, context=FakeLambdaContext()) == []
+
+    [message] = attempts
+    assert "a step of this file is running" in message
+    assert queued(ingest) == []  # nothing sent
+    log = ingest.log_of(delivery)
+    assert (log["outcome"], log["rows_ok"], log["steps"]) == ("PROCESSED", ROWS, 1)
+    assert "run" not in log  # still the first run
+
+    ingest.app.s3.meta.events.unregister("before-call.s3.GetObject", reprocess_meanwhile)
+    reprocessed, _, _ = files.reprocess(ops_stack, url, None, confirm=None)  # done: allowed
+    assert (reprocessed["run"], reprocessed["previous_outcome"]) == (1, "PROCESSED")
+
+
+def test_status_lists_the_files_in_progress_for_more_than_an_hour(ingest, ops_stack):
+    now = datetime.now(UTC)
+    recent = ingest.put("incoming/recent.jsonl", big_file(), event_time=keys.utc_timestamp(now))
+    stuck = ingest.put(
+        "incoming/stuck.jsonl", big_file(), event_time=keys.utc_timestamp(now - timedelta(hours=2))
+    )
+    for delivery in (recent, stuck):  # each stops after its first rows
+        assert ingest.run(delivery, context=ShrinkingClock()) == []
+    assert {ingest.log_of(d)["outcome"] for d in (recent, stuck)} == {"IN_PROGRESS"}
+    assert ingest.metrics()["FileInProgressSeconds"] > 7200  # what the alarm watches
+
+    outputs = dict(ops_stack.outputs)
+    for queue in ("IngestDeadLetterQueue", "NotificationDeadLetterQueue"):
+        outputs[f"{queue}Url"] = ingest.stack.sqs.create_queue(QueueName=queue)["QueueUrl"]
+    data, text, _ = status.report(StackClient("unit", ops_stack.session, outputs, {}))
+
+    [listed] = data["files_in_progress"]
+    assert listed["file_id"] == ingest.log_of(stuck)["file_id"]
+    assert 7200 <= listed["in_progress_seconds"] < 7300
+    assert "files IN_PROGRESS for more than an hour" in text
+    assert "incoming/stuck.jsonl" in text and "incoming/recent.jsonl" not in text
+
+
+def test_a_file_in_progress_for_more_than_an_hour_pages_someone():
+    [alarm] = [
+        resource["Properties"]
+        for resource in of_type("AWS::CloudWatch::Alarm").values()
+        if resource["Properties"]["MetricName"] == "FileInProgressSeconds"
+    ]
+    assert (alarm["Namespace"], alarm["Dimensions"]) == (
+        "ContactCenter",
+        [{"Name": "service", "Value": "ingest"}],
+    )
+    assert (alarm["Statistic"], alarm["ComparisonOperator"], alarm["Threshold"]) == (
+        "Maximum",
+        "GreaterThanThreshold",
+        status.FILE_IN_PROGRESS_SECONDS,
+    )
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
