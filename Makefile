@@ -35,7 +35,7 @@ LOCK := $(UV) pip compile --quiet --generate-hashes --no-annotate --python-versi
 FANOUT ?= lambda
 FANOUT_MODES := lambda pipe router
 
-.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos bench build clean iam-report
+.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -105,22 +105,22 @@ integration-suite-%:
 sam-local: setup build ## the real `sam local invoke` / `start-lambda` on every function and sample event
 	$(UV) run pytest tests/samlocal
 
-# `make test` in two stages, each phase's wall and CPU in bench/out/test-phases.jsonl (P8 of
-# `make bench` reports them). Stage 1: lint and the unit tests, CPU-bound, niced beside the
-# integration suites, whose functions (2 s timeouts) must get a core when they need one; stage 2:
-# sam-local (Docker, qemu) beside the chaos runs. setup and build run once, before both.
+# `make test`'s phases at once, each one's wall and CPU in bench/out/test-phases.jsonl (P8 of
+# `make bench` reports them): lint and the unit tests (CPU-bound, niced: the local stacks'
+# functions have 2 s timeouts and must get a core when they need one) beside the integration
+# suites, which mostly wait; sam-local (Docker, qemu) once the unit tests are done, the chaos
+# runs once the integration suites are. setup and build run once, before them.
 PHASE := $(UV) run --quiet python -m bench.phases
 # Contacts of each of make test's chaos runs (`make chaos` alone: CHAOS_CONTACTS).
 TEST_CHAOS_CONTACTS ?= 500
 test: setup build ## every check and test: lint, unit, integration and chaos in every fan-out mode, sam-local (what .ci/run calls)
-	$(PHASE) --total test -- $(MAKE) --no-print-directory -o setup -o build test-stages
+	$(PHASE) --total test -- $(MAKE) --no-print-directory -o setup -o build -k -j5 \
+		--output-sync=target CHAOS_CONTACTS=$(TEST_CHAOS_CONTACTS) \
+		test-phase-lint test-phase-unit test-phase-integration-modes \
+		test-phase-sam-local test-phase-chaos-modes
 
-test-stages:
-	$(MAKE) --no-print-directory -o setup -o build -k -j3 --output-sync=target \
-		test-phase-lint test-phase-unit test-phase-integration-modes
-	$(MAKE) --no-print-directory -o setup -o build -k -j2 --output-sync=target \
-		test-phase-sam-local test-phase-chaos-modes CHAOS_CONTACTS=$(TEST_CHAOS_CONTACTS)
-
+test-phase-sam-local: test-phase-unit
+test-phase-chaos-modes: test-phase-integration-modes
 test-phase-lint test-phase-unit: test-phase-%:
 	$(PHASE) $* -- nice -n 10 $(MAKE) --no-print-directory -o setup -o build $*
 test-phase-integration-modes test-phase-sam-local test-phase-chaos-modes: test-phase-%:
@@ -139,6 +139,14 @@ CHAOS_CONTACTS ?= 10000
 chaos: setup build ## exactly-once under duplicates, reorders, crashes, throttles and an operator's recovery (CHAOS_CONTACTS=10000, FANOUT=lambda|pipe|router)
 	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $(FANOUT)
 
+# Each mode on a local stack of its own, at once (as integration-modes).
+chaos-modes: setup build ## make chaos in every fan-out mode at once (FANOUT_MODES; CHAOS_CONTACTS)
+	$(MAKE) --no-print-directory -o setup -o build -k -j$(words $(FANOUT_MODES)) \
+		--output-sync=target $(addprefix chaos-mode-,$(FANOUT_MODES))
+
+chaos-mode-%:
+	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $*
+
 iam-report: setup ## grants no call used and calls denied, from the last integration run and demo
 	$(UV) run python -m emulator iam-report
 
@@ -151,11 +159,3 @@ clean: ## remove local stack state and logs, sam build output, bench output and 
 	rm -rf .emulator .samlocal .aws-sam bench/out .pytest_cache .ruff_cache .hypothesis
 	find . \( -path ./.venv -o -path ./.tools -o -path ./.git \) -prune -o \
 		-type d -name __pycache__ -prune -exec rm -rf {} +
-# Each mode on a local stack of its own, at once (as integration-modes).
-chaos-modes: setup build ## make chaos in every fan-out mode at once (FANOUT_MODES; CHAOS_CONTACTS)
-	$(MAKE) --no-print-directory -o setup -o build -k -j$(words $(FANOUT_MODES)) \
-		--output-sync=target $(addprefix chaos-mode-,$(FANOUT_MODES))
-
-chaos-mode-%:
-	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $*
-

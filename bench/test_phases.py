@@ -3,8 +3,9 @@
 `make test` times itself (bench/phases.py): each phase's wall and CPU seconds, and the whole
 run's, in bench/out/test-phases.jsonl. This reports the last complete run on this checkout (the
 suite takes minutes, so the bench does not run it again): its total against the budget, then one
-row per phase. Phases overlap (stage 1: lint and unit beside the integration suites; stage 2:
-sam-local beside the chaos runs), so their walls add up to more than the total.
+row per phase. Phases overlap (lint and unit beside the integration suites, then sam-local after
+unit and the chaos runs after the integration suites), so their walls add up to more than the
+total.
 """
 
 import json
