@@ -1,0 +1,1 @@
+"""Tests of the local stack: tests/unit/emulator/<package>/ mirrors emulator/<package>/."""

@@ -1,0 +1,1 @@
+"""Tests of emulator/cli/: the `python -m emulator` commands."""

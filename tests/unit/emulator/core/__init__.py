@@ -1,0 +1,1 @@
+"""Tests of emulator/core/: calls, faults, filters, ARNs and values."""

@@ -1,0 +1,1 @@
+"""Tests of emulator/iam/: policy evaluation, request authorizations and the access record."""

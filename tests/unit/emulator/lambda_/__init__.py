@@ -1,0 +1,1 @@
+"""Tests of emulator/lambda_/: the function workers and their packages."""
