@@ -7,11 +7,16 @@ used) and lists, per function:
 - grants no call used: (policy/statement, action) pairs of the role's Allow statements, each
   Action pattern expanded over the IAM catalogue; explained ones are those an entry of the
   template's ``Metadata.UnusedGrants`` covers: the template-level list for every function, a
-  function's own list for it (``- Actions: [<pattern>, ...]`` plus ``Reason: <why>``);
-- calls that were denied, and calls that could not be checked.
+  function's own list for it (``- Actions: [<pattern>, ...]`` plus ``Reason: <why>``). An entry
+  with ``RarePath: <what takes it>`` is a grant the code does use, on a path few runs take (a
+  correction that leaves a caller no contact with an agent): unused in the runs read, it is
+  explained; used, it is not stale. So the verdict does not depend on which runs happened;
+- calls that were denied, and calls that could not be checked;
+- first, the runs it read: when each started, its fan-out mode, what started it, and the calls
+  each function made in it (what the runs covered).
 
-Exit 1 when a call was denied, a grant is unused and unexplained, or an explanation covers no
-unused grant (it went stale); 2 when there is no record to read.
+Exit 1 when a call was denied, a grant is unused and unexplained, or an explanation without a
+RarePath covers no unused grant (it went stale); 2 when there is no record to read.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class Explanation:
     where: str  # "template" or the function's LogicalId
     actions: tuple[str, ...]
     reason: str
+    rare_path: str | None = None  # the path that uses the grant, when the code does use it
 
     def covers(self, action: str) -> bool:
         return any(action_matches(pattern, action) for pattern in self.actions)
@@ -54,7 +60,7 @@ class FunctionReport:
 
 @dataclass
 class Report:
-    runs: int
+    runs: list[dict[str, Any]]  # each record's run and the calls per function in it
     functions: list[FunctionReport]
     stale: list[Explanation]
 
@@ -72,16 +78,25 @@ def explanations(template: Mapping[str, Any]) -> list[Explanation]:
     ]
     for where, metadata in sources:
         for entry in metadata.get(EXPLANATIONS) or []:
-            found.append(Explanation(where, tuple(entry["Actions"]), entry["Reason"]))
+            found.append(
+                Explanation(where, tuple(entry["Actions"]), entry["Reason"], entry.get("RarePath"))
+            )
     return found
 
 
-def _merge(records: Iterable[Mapping[str, Any]]) -> tuple[int, dict[str, dict[str, Any]]]:
-    """(number of runs, per function: its role, its policies and the calls of every run)."""
+def _merge(
+    records: Iterable[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(each run with its calls per function, per function: its role, its policies and the calls
+    of every run)."""
     merged: dict[str, dict[str, Any]] = {}
-    runs = 0
+    runs = []
     for record in records:
-        runs += 1
+        calls = {
+            logical_id: sum(call["count"] for call in function["calls"])
+            for logical_id, function in record["functions"].items()
+        }
+        runs.append({**record.get("run", {}), "calls": calls})
         for logical_id, function in record["functions"].items():
             into = merged.setdefault(logical_id, {"role": "", "policies": {}, "calls": []})
             into["role"], into["policies"] = function["role"], function["policies"]
@@ -118,7 +133,7 @@ def build(records: Iterable[Mapping[str, Any]], template: Mapping[str, Any]) -> 
                         used_notes.add(why)
                     report.unused.append((statement.grant_id, action, why))
         reports.append(report)
-    stale = [n for n in notes if n not in used_notes]
+    stale = [n for n in notes if n not in used_notes and n.rare_path is None]
     return Report(runs, reports, stale)
 
 
@@ -127,8 +142,17 @@ def _call_line(call: Mapping[str, Any]) -> str:
     return f"{call['action']} on {call['resource']} {context} x{call['count']}".replace("  ", " ")
 
 
+def _run_line(number: int, run: Mapping[str, Any]) -> str:
+    called = ", ".join(f"{name} {count}" for name, count in sorted(run["calls"].items()) if count)
+    return (
+        f"  run {number}: started {run.get('started', '?')}, fan-out {run.get('fan_out', '?')}, "
+        f"by `{run.get('started_by') or '?'}`; calls: {called or 'none'}"
+    )
+
+
 def render(report: Report) -> str:
-    lines = [f"iam-report: {report.runs} local stack run(s) of the current template and code"]
+    lines = [f"iam-report: {len(report.runs)} local stack run(s) of the current template and code"]
+    lines += [_run_line(number, run) for number, run in enumerate(report.runs, 1)]
     for function in report.functions:
         lines.append(
             f"{function.logical_id} (role {function.role}): {function.calls} calls, "
@@ -137,6 +161,8 @@ def render(report: Report) -> str:
         )
         for grant, action, why in function.unused:
             status = f"explained ({why.where}): {why.reason}" if why else "NOT EXPLAINED"
+            if why is not None and why.rare_path:
+                status = f"rare path not taken in these runs ({why.where}): {why.rare_path}"
             lines.append(f"  unused  {grant} {action}: {status}")
         lines += [f"  DENIED  {_call_line(call)}" for call in function.denied]
         lines += [f"  unchecked  {_call_line(call)}" for call in function.unchecked]

@@ -86,6 +86,7 @@ def run(args: argparse.Namespace, started: float) -> int:
             enforce=args.enforce_iam,
             region=region,
             fingerprint=access.fingerprint(template),
+            run=access.run_description(deployment.outputs.get("FanOut", "lambda")),
         )
         for spec in deployment.functions:
             runtime.register(spec)

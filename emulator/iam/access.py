@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -117,8 +118,10 @@ class Access:
         region: str = "us-east-1",
         account: str = DEFAULT_ACCOUNT_ID,
         fingerprint: str = "",
+        run: dict[str, Any] | None = None,
     ) -> None:
         self.roles = roles
+        self.run = run or {}  # which run this is (run_description), for iam-report
         self.policies = {
             logical_id: [Policy.parse(name, doc) for name, doc in role["policies"].items()]
             for logical_id, role in roles.items()
@@ -231,6 +234,7 @@ class Access:
         return {
             "fingerprint": self.fingerprint,
             "enforce": self.enforce,
+            "run": self.run,
             "functions": functions,
         }
 
@@ -241,6 +245,20 @@ class Access:
         temporary.write_text(json.dumps(self.snapshot(), indent=1))
         os.replace(temporary, path)
         return path
+
+
+def run_description(fan_out: str) -> dict[str, Any]:
+    """Which run a record comes from: when it started, the fan-out mode it deployed, and what
+    started the local stack (the parent's command line: a pytest session, the demo, chaos)."""
+    parent = Path(f"/proc/{os.getppid()}/cmdline")  # Linux; elsewhere not known
+    started_by = (
+        parent.read_bytes().replace(b"\0", b" ").decode(errors="replace") if parent.exists() else ""
+    )
+    return {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "fan_out": fan_out,
+        "started_by": started_by.strip(),
+    }
 
 
 def read_records(directory: Path, fingerprint_: str) -> Iterable[dict[str, Any]]:
