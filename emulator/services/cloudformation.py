@@ -33,6 +33,19 @@ class StackResource:
         raise NotImplementedError
 
     @classmethod
+    def create(
+        cls,
+        properties: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        physical_name: str,
+        logical_id: str,
+    ) -> Self:
+        """The resource made from its template ``properties`` (``physical_name``: what moto named
+        it, from the stack and ``logical_id``)."""
+        raise NotImplementedError
+
+    @classmethod
     def create_from_cloudformation_json(
         cls,
         resource_name: str,
@@ -41,7 +54,13 @@ class StackResource:
         region_name: str,
         **kwargs: Any,
     ) -> Self:
-        raise NotImplementedError
+        return cls.create(
+            cloudformation_json.get("Properties", {}),
+            account_id,
+            region_name,
+            physical_name=resource_name,
+            logical_id=kwargs.get("LogicalId", resource_name),
+        )
 
     def is_created(self) -> bool:
         return True

@@ -298,15 +298,14 @@ class QueuePolicyModel(StackResource):
         return self.id
 
     @classmethod
-    def create_from_cloudformation_json(
+    def create(
         cls,
-        resource_name: str,
-        cloudformation_json: Any,
+        properties: dict[str, Any],
         account_id: str,
         region_name: str,
-        **kwargs: Any,
+        physical_name: str,
+        logical_id: str,
     ) -> QueuePolicyModel:
-        properties = cloudformation_json["Properties"]
         urls = list(properties["Queues"])
         document = json.dumps(properties["PolicyDocument"])
         for url in urls:

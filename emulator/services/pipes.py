@@ -172,29 +172,28 @@ class PipeModel(StackResource):
         }
 
     @classmethod
-    def create_from_cloudformation_json(
+    def create(
         cls,
-        resource_name: str,
-        cloudformation_json: Any,
+        properties: dict[str, Any],
         account_id: str,
         region_name: str,
-        **kwargs: Any,
+        physical_name: str,
+        logical_id: str,
     ) -> PipeModel:
-        props = cloudformation_json.get("Properties", {})
         pipe = pipes_backends[account_id][region_name].create_pipe(
-            name=props.get("Name") or resource_name[:64],
-            description=props.get("Description"),
-            desired_state=props.get("DesiredState"),
-            source=props["Source"],
-            source_parameters=props.get("SourceParameters"),
-            enrichment=props.get("Enrichment"),
-            enrichment_parameters=props.get("EnrichmentParameters"),
-            target=props["Target"],
-            target_parameters=props.get("TargetParameters"),
-            role_arn=props["RoleArn"],
-            tags=props.get("Tags"),
-            log_configuration=props.get("LogConfiguration"),
-            kms_key_identifier=props.get("KmsKeyIdentifier"),
+            name=properties.get("Name") or physical_name[:64],
+            description=properties.get("Description"),
+            desired_state=properties.get("DesiredState"),
+            source=properties["Source"],
+            source_parameters=properties.get("SourceParameters"),
+            enrichment=properties.get("Enrichment"),
+            enrichment_parameters=properties.get("EnrichmentParameters"),
+            target=properties["Target"],
+            target_parameters=properties.get("TargetParameters"),
+            role_arn=properties["RoleArn"],
+            tags=properties.get("Tags"),
+            log_configuration=properties.get("LogConfiguration"),
+            kms_key_identifier=properties.get("KmsKeyIdentifier"),
         )
         return cls(pipe)
 

@@ -213,15 +213,14 @@ class SnsSubscriptionModel(StackResource):
         return self.arn
 
     @classmethod
-    def create_from_cloudformation_json(
+    def create(
         cls,
-        resource_name: str,
-        cloudformation_json: Any,
+        properties: dict[str, Any],
         account_id: str,
         region_name: str,
-        **kwargs: Any,
+        physical_name: str,
+        logical_id: str,
     ) -> SnsSubscriptionModel:
-        properties = cloudformation_json.get("Properties", {})
         topic_arn = properties["TopicArn"]
         protocol = properties["Protocol"]
         endpoint = properties.get("Endpoint", "")
@@ -230,7 +229,7 @@ class SnsSubscriptionModel(StackResource):
             log.warning(
                 "SNS subscription %s (lambda) not created: the local stack does not deliver "
                 "SNS to Lambda",
-                kwargs.get("LogicalId", resource_name),
+                logical_id,
             )
             return cls(f"{topic_arn}:{uuid.uuid4()}", account_id, region)
         backend = sns_backends[account_id][region]
