@@ -1,11 +1,13 @@
 """Fixtures of the emulator's tests: the moto patches installed for a module, dummy credentials
-for a module's clients (what else they share: tests/unit/emulator/support.py)."""
+for a module's clients, moto in process for a test (what else they share:
+tests/unit/emulator/support.py)."""
 
 from collections.abc import Iterator
 
 import pytest
+from moto import mock_aws
 
-from emulator.services import moto_patches
+from emulator.services import context, moto_patches
 from tests.unit.emulator.support import fake_credentials
 
 
@@ -23,3 +25,12 @@ def module_credentials() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         fake_credentials(patch)
         yield
+
+
+@pytest.fixture
+def moto_in_process(monkeypatch) -> Iterator[None]:
+    """moto in this process for one test, with dummy credentials; no fault switches after it."""
+    fake_credentials(monkeypatch)
+    with mock_aws():
+        yield
+    context.set_faults(None)

@@ -18,6 +18,7 @@ from emulator.server import EmulatorServer
 from emulator.services import moto_patches
 from emulator.stack import Deployment, deploy
 
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 CREDENTIALS = {

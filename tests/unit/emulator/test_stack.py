@@ -25,10 +25,7 @@ from emulator.stack import (
     parse_parameter_overrides,
     template_conditions,
 )
-from tests.unit.emulator.support import deployed_stack
-
-ROOT = Path(__file__).resolve().parents[3]
-REGION = "us-east-1"
+from tests.unit.emulator.support import REGION, ROOT, deployed_stack
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"

@@ -4,13 +4,11 @@ error."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from emulator.cli.filter_test import main
-
-ROOT = Path(__file__).resolve().parents[4]
+from tests.unit.emulator.support import ROOT
 
 TEMPLATE = """\
 AWSTemplateFormatVersion: "2010-09-09"

@@ -3,13 +3,11 @@ the code uses only on a rare path is explained as such (Metadata.UnusedGrants ``
 whether or not the runs read took it, and the report says which runs it read and what each one
 covered."""
 
-from pathlib import Path
-
 from emulator.cli import iam_report
 from emulator.iam.access import Access, run_description
 from emulator.stack import load_template
+from tests.unit.emulator.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[4]
 TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/contacts"
 ROLE = {
     "role": "fn-role",

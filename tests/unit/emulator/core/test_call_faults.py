@@ -26,9 +26,7 @@ from emulator.core.faults import Faults
 from emulator.lambda_.workers import FunctionSpec, Runtime
 from emulator.server import EmulatorServer
 from emulator.services import moto_patches
-
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
+from tests.unit.emulator.support import ACCOUNT, REGION
 
 # Runs the AWS calls the event lists, one client per service (standard retries unless the event
 # says otherwise) and appends "<n> done" to the marker file after each call returned.

@@ -12,7 +12,6 @@ Sources (cited per group below):
 """
 
 import json
-from pathlib import Path
 
 import pytest
 from shared import rules  # the layer: tests/unit/conftest.py puts it on sys.path
@@ -26,8 +25,7 @@ from emulator.core.filters import (
     record_view,
 )
 from tests.contract import STREAM_FILTERS
-
-ROOT = Path(__file__).resolve().parents[4]
+from tests.unit.emulator.support import ROOT
 
 
 def matches(pattern, event, source=None) -> bool:

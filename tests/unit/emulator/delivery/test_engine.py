@@ -47,8 +47,8 @@ from emulator.delivery.sources import StreamSource
 from emulator.delivery.stream_poller import StreamMappingPoller
 from emulator.lambda_.workers import InvokeResult
 from emulator.services import dynamodbstreams, moto_patches
+from tests.unit.emulator.support import REGION
 
-REGION = "us-east-1"
 CLIENT_CONFIG = Config(account_id_endpoint_mode="disabled", retries={"max_attempts": 2})
 
 

@@ -14,9 +14,7 @@ from botocore.config import Config
 from emulator.cli import iam_report
 from emulator.iam.access import Access, deployed_roles
 from emulator.stack import load_template
-from tests.unit.emulator.support import deployed_stack
-
-REGION = "us-east-1"
+from tests.unit.emulator.support import REGION, deployed_stack
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"

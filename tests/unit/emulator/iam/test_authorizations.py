@@ -11,9 +11,8 @@ from botocore.serialize import create_serializer
 from emulator.core import calls
 from emulator.iam.authorizations import authorizations
 from emulator.iam.policy import known_action
+from tests.unit.emulator.support import ACCOUNT, REGION
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/contacts"
 QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/notifications"
 SCHEMAS = {("contacts", None): ("pk", "sk"), ("contacts", "by-agent"): ("agent_id",)}

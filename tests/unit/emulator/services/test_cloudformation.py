@@ -2,20 +2,10 @@
 item left out."""
 
 import pytest
-from moto import mock_aws
 
-from emulator.services import context
-from tests.unit.emulator.support import client, fake_credentials
+from tests.unit.emulator.support import client
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    fake_credentials(monkeypatch)
-    with mock_aws():
-        yield
-    context.set_faults(None)
 
 
 CONDITIONAL_POLICY_STACK = """
@@ -47,7 +37,7 @@ Outputs:
 @pytest.mark.parametrize(
     ("mode", "policies"), [("streams", ["Always", "StreamsOnly"]), ("queues", ["Always"])]
 )
-def test_cloudformation_leaves_a_no_value_list_item_out(aws, mode, policies):
+def test_cloudformation_leaves_a_no_value_list_item_out(moto_in_process, mode, policies):
     """`- !If [Cond, item, !Ref AWS::NoValue]` in a list: the item only where Cond holds, as
     CloudFormation does (moto kept a None in the list and failed the role)."""
     cfn = client("cloudformation")

@@ -11,10 +11,9 @@ import pytest
 from moto import mock_aws
 
 from harness.polling import eventually
+from tests.unit.emulator.support import ACCOUNT
 
 pytestmark = pytest.mark.usefixtures("moto_patched", "module_credentials")
-
-ACCOUNT = "123456789012"
 
 
 def queue(sqs, name: str, **attributes) -> tuple[str, str]:

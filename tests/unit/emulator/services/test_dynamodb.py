@@ -5,21 +5,12 @@ import threading
 
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 from moto.dynamodb.models import dynamodb_backends
 
-from emulator.services import context, dynamodb
-from tests.unit.emulator.support import ACCOUNT, REGION, client, fake_credentials
+from emulator.services import dynamodb
+from tests.unit.emulator.support import ACCOUNT, REGION, client
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    fake_credentials(monkeypatch)
-    with mock_aws():
-        yield
-    context.set_faults(None)
 
 
 class Table:
@@ -85,7 +76,7 @@ def put(table: str, pk: str, **extra) -> dict:
     return {"Put": {"TableName": table, "Item": {"pk": {"S": pk}, "v": {"S": "new"}}, **extra}}
 
 
-def test_a_failing_condition_cancels_the_transaction_and_writes_nothing(aws):
+def test_a_failing_condition_cancels_the_transaction_and_writes_nothing(moto_in_process):
     table = Table()
     table.put("existing", v="old")
     model, shard = table.model, table.model.stream_shard
@@ -125,7 +116,7 @@ def test_a_failing_condition_cancels_the_transaction_and_writes_nothing(aws):
     assert table.records(iterator) == [("INSERT", "later")]  # the old iterator still reads
 
 
-def test_condition_check_failure_returns_the_item_with_all_old(aws):
+def test_condition_check_failure_returns_the_item_with_all_old(moto_in_process):
     table = Table()
     table.put("existing", v="old")
     with pytest.raises(ClientError) as cancelled:
@@ -157,7 +148,7 @@ def test_condition_check_failure_returns_the_item_with_all_old(aws):
     assert table.get("unconditional") is None
 
 
-def test_a_successful_transaction_applies_every_action_with_its_stream_records(aws):
+def test_a_successful_transaction_applies_every_action_with_its_stream_records(moto_in_process):
     table = Table()
     table.put("updated", v="old")
     table.put("deleted", v="old")
@@ -193,7 +184,7 @@ def test_a_successful_transaction_applies_every_action_with_its_stream_records(a
     ]
 
 
-def test_a_cancelled_transaction_on_a_big_table_copies_nothing(aws):
+def test_a_cancelled_transaction_on_a_big_table_copies_nothing(moto_in_process):
     table = Table(items=3000)
     model, shard, items = table.model, table.model.stream_shard, table.model.items
     iterator = table.latest_iterator()
@@ -234,7 +225,7 @@ def test_a_cancelled_transaction_on_a_big_table_copies_nothing(aws):
         ),
     ],
 )
-def test_an_invalid_transaction_is_refused_and_writes_nothing(aws, actions, message):
+def test_an_invalid_transaction_is_refused_and_writes_nothing(moto_in_process, actions, message):
     table = Table()
     table.put("second", v="a string")
     model = table.model
@@ -250,7 +241,7 @@ def test_an_invalid_transaction_is_refused_and_writes_nothing(aws, actions, mess
     assert table.records(iterator) == []
 
 
-def test_no_write_lands_between_a_transactions_checks_and_its_writes(aws, monkeypatch):
+def test_no_write_lands_between_a_transactions_checks_and_its_writes(moto_in_process, monkeypatch):
     table = Table()
     checking, release = threading.Event(), threading.Event()
     original = dynamodb.get_filter_expression
@@ -288,7 +279,7 @@ def test_no_write_lands_between_a_transactions_checks_and_its_writes(aws, monkey
     assert table.get("k")["v"] == {"S": "concurrent"}  # the put came after the transaction
 
 
-def test_update_item_creating_an_item_writes_one_insert(aws):
+def test_update_item_creating_an_item_writes_one_insert(moto_in_process):
     table = Table()
     iterator = table.latest_iterator()
     for _ in range(2):

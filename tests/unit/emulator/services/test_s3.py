@@ -4,29 +4,19 @@
 import json
 
 import pytest
-from moto import mock_aws
 
 from emulator.core.faults import Faults
 from emulator.services import context
 from tests.unit.emulator.support import (
     client,
     drained,
-    fake_credentials,
     new_queue,
 )
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
 
-@pytest.fixture
-def aws(monkeypatch):
-    fake_credentials(monkeypatch)
-    with mock_aws():
-        yield
-    context.set_faults(None)
-
-
-def test_s3_event_notifications_are_delivered_duplicate_deliveries_times(aws):
+def test_s3_event_notifications_are_delivered_duplicate_deliveries_times(moto_in_process):
     faults = Faults(duplicate_deliveries=3)
     context.set_faults(faults)
     s3 = client("s3")

@@ -5,25 +5,15 @@ import json
 
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
-from emulator.services import context, sns
+from emulator.services import sns
 from tests.unit.emulator.support import (
     client,
     drained,
-    fake_credentials,
     new_queue,
 )
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    fake_credentials(monkeypatch)
-    with mock_aws():
-        yield
-    context.set_faults(None)
 
 
 class Fifo:
@@ -67,7 +57,7 @@ def clock(monkeypatch):
     return now
 
 
-def test_fifo_topic_delivers_a_deduplicated_message_once(aws, clock):
+def test_fifo_topic_delivers_a_deduplicated_message_once(moto_in_process, clock):
     fifo = Fifo()
     responses = [fifo.publish("first") for _ in range(3)]
     assert fifo.delivered() == ["first"]
@@ -82,7 +72,7 @@ def test_fifo_topic_delivers_a_deduplicated_message_once(aws, clock):
     assert int(other["SequenceNumber"]) > int(responses[0]["SequenceNumber"])
 
 
-def test_the_deduplication_interval_starts_at_the_first_publish(aws, clock):
+def test_the_deduplication_interval_starts_at_the_first_publish(moto_in_process, clock):
     fifo = Fifo()
     fifo.publish("a")
     clock[0] += 200
@@ -96,7 +86,7 @@ def test_the_deduplication_interval_starts_at_the_first_publish(aws, clock):
     assert fifo.delivered() == []
 
 
-def test_message_group_scope_deduplicates_per_group(aws, clock):
+def test_message_group_scope_deduplicates_per_group(moto_in_process, clock):
     per_group = Fifo(scope="MessageGroup")
     per_group.publish("a", group="g1")
     per_group.publish("b", group="g2")
@@ -111,7 +101,7 @@ def test_message_group_scope_deduplicates_per_group(aws, clock):
     assert topic_wide.delivered() == ["a"]
 
 
-def test_content_based_deduplication_and_publish_batch(aws, clock):
+def test_content_based_deduplication_and_publish_batch(moto_in_process, clock):
     fifo = Fifo(content_based=True)
     fifo.publish("same", dedup=None)
     fifo.publish("same", dedup=None)
@@ -130,7 +120,7 @@ def test_content_based_deduplication_and_publish_batch(aws, clock):
     assert fifo.delivered() == ["x"]
 
 
-def test_standard_topics_do_not_deduplicate(aws):
+def test_standard_topics_do_not_deduplicate(moto_in_process):
     sns = client("sns")
     topic = sns.create_topic(Name="plain")["TopicArn"]
     url, arn = new_queue(client("sqs"), "plain-sub")
@@ -180,7 +170,7 @@ Outputs:
 
 @pytest.mark.parametrize("content_based", ["false", '"false"'])
 def test_cloudformation_fifo_topic_with_standard_and_fifo_queue_subscriptions(
-    aws, clock, content_based
+    moto_in_process, clock, content_based
 ):
     cfn = client("cloudformation")
     cfn.create_stack(StackName="fifo", TemplateBody=FIFO_STACK.format(content_based=content_based))
