@@ -38,7 +38,7 @@ def install() -> None:
     _patch_lambda_invoke()
 
 
-# --- moto's own event-source-mapping delivery -------------------------------------------
+# --- moto's own event-source-mapping delivery -----------------------------------------------------
 # Gap: moto.awslambda.models.LambdaBackend.create_event_source_mapping registers each mapping on
 # the source: Queue.lambda_event_source_mappings (moto/sqs/models.py, Queue.add_message: every
 # SendMessage receives a batch and invokes the function through Docker, ignoring FilterCriteria
@@ -73,7 +73,7 @@ def _drop(registry: dict[str, Any], esm: Any) -> None:
         del registry[key]
 
 
-# --- CreateEventSourceMapping / UpdateEventSourceMapping validate as Lambda does -------
+# --- CreateEventSourceMapping / UpdateEventSourceMapping validate as Lambda does ------------------
 # Gap: moto/awslambda/models.py LambdaBackend.create_event_source_mapping and
 # update_event_source_mapping store any setting (moto only caps BatchSize, with a bare
 # ValueError): a mapping AWS refuses deploys locally and then stalls or silently behaves
@@ -292,7 +292,7 @@ def _patch_event_source_mapping_validation() -> None:
     patching.replace(LambdaBackend, "update_event_source_mapping", update_event_source_mapping)
 
 
-# --- Lambda Invoke --------------------------------------------------------------------
+# --- Lambda Invoke --------------------------------------------------------------------------------
 # Gap: moto/awslambda/models.py LambdaBackend.invoke -> LambdaFunction.invoke runs the code in a
 # Docker container (none here). Functions the runtime knows run on its workers instead, with the
 # Invoke API's response shape: payload, X-Amz-Function-Error: Unhandled and the error document on

@@ -69,7 +69,7 @@ class Refusal:
     message: str
 
 
-# --- the queue's policy --------------------------------------------------------------------------
+# --- the queue's policy ---------------------------------------------------------------------------
 def _names(principal: Any, service: str) -> bool:
     if principal == "*":
         return True
@@ -127,7 +127,7 @@ def _send(queue_arn: str, body: str, attributes: dict[str, str]) -> None:
     )
 
 
-# --- EventBridge: a rule's SQS target ------------------------------------------------------------
+# --- EventBridge: a rule's SQS target -------------------------------------------------------------
 def deliver_to_target(
     rule: Any, target: dict[str, Any], event: dict[str, Any], body: str, group_id: str | None
 ) -> None:
@@ -281,7 +281,7 @@ def _redrive(subscription: Subscription, delivery: tuple, failure: Refusal, publ
     )
 
 
-# --- AWS::SQS::QueuePolicy in CloudFormation -----------------------------------------------------
+# --- AWS::SQS::QueuePolicy in CloudFormation ------------------------------------------------------
 class QueuePolicyModel(StackResource):
     """Sets the policy on each of its queues; Ref gives a generated id, as on AWS."""
 

@@ -40,7 +40,7 @@ def install() -> None:
     _patch_dynamodb_writes()
 
 
-# --- stream records of writes that change nothing, and UpdateItem's extra INSERT -------
+# --- stream records of writes that change nothing, and UpdateItem's extra INSERT ------------------
 # Gap: moto/dynamodb/models/table.py Table.put_item calls StreamShard.add(old, new) for every
 # write, so a PutItem (or UpdateItem) that rewrites an identical item yields a MODIFY record.
 # DynamoDB Streams writes a record only when the item actually changed. And moto's
@@ -67,7 +67,7 @@ def _patch_unchanged_put_item_stream_record() -> None:
     patching.replace(StreamShard, "add", add)
 
 
-# --- DynamoDB writes: one lock, and TransactWriteItems without table copies -----------
+# --- DynamoDB writes: one lock, and TransactWriteItems without table copies -----------------------
 # Gap: moto/dynamodb/models/__init__.py DynamoDBBackend.transact_write_items deep-copies every
 # table it touches before the transaction (O(table size)) and, when the transaction is cancelled,
 # replaces the backend's tables by those copies: shard iterators taken before keep reading the

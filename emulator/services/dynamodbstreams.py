@@ -130,7 +130,7 @@ def stream_of(table: Table) -> Stream | None:
     return stream
 
 
-# --- records -------------------------------------------------------------------------------------
+# --- records --------------------------------------------------------------------------------------
 def _utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
@@ -225,7 +225,7 @@ def build_record(  # noqa: PLR0917 - moto's StreamRecord arguments
     }
 
 
-# --- patches -------------------------------------------------------------------------------------
+# --- patches --------------------------------------------------------------------------------------
 def add(self: StreamShard, old: Item | None, new: Item | None) -> None:
     """StreamShard.add: the record built once, into the shard of the item's partition key.
     (moto's own event-source-mapping delivery here is off: moto_patches detaches every

@@ -148,7 +148,7 @@ def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-# --- AWS::Pipes::Pipe in CloudFormation ---------------------------------------------------------
+# --- AWS::Pipes::Pipe in CloudFormation -----------------------------------------------------------
 class PipeModel(StackResource):
     TYPE = "AWS::Pipes::Pipe"
     NAME_PROPERTY = "Name"

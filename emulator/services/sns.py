@@ -30,7 +30,7 @@ def install() -> None:
     _patch_sns_fifo_deduplication()
 
 
-# --- SNS FIFO topics deduplicate ------------------------------------------------------
+# --- SNS FIFO topics deduplicate ------------------------------------------------------------------
 # Gap: moto/sns/models.py Topic.publish hands every message to every subscription; a FIFO topic
 # never deduplicates (an SQS FIFO subscriber's own dedupe hides it, a standard queue subscriber
 # gets every copy), the Publish / PublishBatch responses carry no SequenceNumber, and
@@ -182,7 +182,7 @@ def _with_sequence_numbers(original: Callable[..., Any], entries_key: str | None
     return handler
 
 
-# --- AWS::SNS::Subscription in CloudFormation -----------------------------------------
+# --- AWS::SNS::Subscription in CloudFormation -----------------------------------------------------
 # Gap: moto/cloudformation/parsing.py resource_class_from_type knows no AWS::SNS::Subscription
 # (it logs "No Moto CloudFormation support" and skips it), so a stack's topic -> queue
 # subscriptions do not exist. The model below creates them through the SNS backend with their

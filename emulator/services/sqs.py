@@ -366,7 +366,7 @@ def index(queue: Queue) -> QueueIndex:
     return found
 
 
-# --- the Queue model -----------------------------------------------------------------------------
+# --- the Queue model ------------------------------------------------------------------------------
 def _get_messages(self: Queue) -> list[Message]:
     """Queue._messages: every message, in send order (a copy: change it through the queue)."""
     idx = index(self)
@@ -458,7 +458,7 @@ def wait_for_messages(self: Queue, timeout: int) -> None:
             idx.lock.wait(timeout)
 
 
-# --- the SQS backend -----------------------------------------------------------------------------
+# --- the SQS backend ------------------------------------------------------------------------------
 def snapshot(message: Message, attribute_names: list[str]) -> Message:
     """What moto's receive returned (a deep copy): a shallow copy with the message attributes the
     request asked for; the response is built from it after the lock is released."""
@@ -537,7 +537,7 @@ def change_message_visibility(
         idx.lock.notify_all()
 
 
-# --- Message -------------------------------------------------------------------------------------
+# --- Message --------------------------------------------------------------------------------------
 def _visible(self: Message) -> bool:
     return now_ms() > self.visible_at
 

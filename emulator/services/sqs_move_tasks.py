@@ -222,7 +222,7 @@ def listed(source_arn: str, max_results: int | None) -> list[MoveTask]:
         return [t for t in reversed(_tasks) if t.source_arn == source_arn][:count]
 
 
-# --- the SQS API (JSON protocol: SQSResponse dispatches on the action's snake_case name) ---------
+# --- the SQS API (JSON protocol: SQSResponse dispatches on the action's snake_case name) ----------
 def _start_message_move_task(self: SQSResponse) -> ActionResult:
     task = start(
         self._get_param("SourceArn"),
