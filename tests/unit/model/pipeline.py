@@ -1,24 +1,35 @@
 """The whole pipeline in one process for the model-based test: the real handlers, moto for AWS,
 and every delivery made one step at a time by the test, the way the event source mappings would
-make it: which messages or stream records, in which batch, delivered twice or not, and whether
-the invocation crashes after its k-th AWS call or meets a throttled call.
+make it: which messages or stream records, in which batch and order, delivered twice or not, and
+whether the invocation crashes after its k-th AWS call or meets a throttled call; and the
+operator's commands, run whenever the test says.
 
-Delivery semantics kept from AWS:
-- SQS (IngestQueue, NotificationQueue): a batch of received messages; those the function did not
-  report as failed are deleted; the others (or all, on a crash) are received again later. The
-  claim a crashed invocation left has expired by then (SQS waits out the visibility timeout,
-  longer than the function's timeout: see tests.resources.ShrinkingClock).
-- The table's stream, per consumer: records in stream order, filtered by the consumer's
-  FilterCriteria from template.yaml; after a batch, the position moves past the records before
-  the first reported failure (all of them on success, none on a crash).
-Not modelled: DLQ redrive after maxReceiveCount and the stream's retry limits (the harness retries
-forever: they bound how many faults in a row page a human, not what the retries converge to), and
-two invocations running at the very same time (the local stack's chaos run has those).
+Every fan-out mode (template parameter FanOut):
+- lambda: each consumer reads the table's stream through its own mapping (its FilterCriteria
+  from template.yaml), in stream order per shard; a batch that keeps failing is given up (retries
+  exhausted or the record too old) to StreamFailureQueue, and `ops stream replay` invokes the
+  consumer again with its records, later, whatever came in between. Bisection is covered by the
+  batch sizes the test picks.
+- pipe: one stream reader (ChangePipe, its filter) puts each record on the bus; each consumer's
+  rule (its EventPattern, matched on the bus event) sends the record to the consumer's queue.
+- router: the real RouterFunction reads the stream and publishes to ChangeTopic (moto SNS); the
+  subscriptions (the template's filter policies, raw delivery) fill the consumers' queues.
+In pipe and router mode a consumer's queue is a standard queue: batches are taken in any order,
+a message can be held in flight and come back after its visibility timeout (behind later ones),
+and after 5 receives it moves to the consumer's dead-letter queue, from which `ops dlq redrive`
+moves it back. A given-up stream batch of the pipe or the router is replayed as in lambda mode.
+
+SQS semantics kept from AWS (IngestQueue, NotificationQueue and the consumer queues): a batch of
+received messages; those the function did not report as failed are deleted; the others (or all,
+on a crash) are received again later. The claim a crashed invocation left has expired by then (SQS
+waits out the visibility timeout, longer than the function's timeout: see
+tests.resources.ShrinkingClock). Not modelled: two invocations running at the very same time (the
+local stack's chaos run has those), IngestQueue's and NotificationQueue's own dead-letter queues
+(their redrive is the same move as a consumer queue's).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
@@ -28,23 +39,31 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import quote_plus
 
+import boto3
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from shared import ingest, keys
 
 from emulator.core.filters import FilterCriteria
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
-from emulator.stack import load_template
+from harness.stack import StackClient
+from ops import files as ops_files
+from ops.errors import OpsError
 from tests.faults import CallLog, Crash, Throttle, record_calls, throttle
 from tests.resources import REGION, ShrinkingClock, client
-from tests.unit.conftest import ROOT, Stack, load_handler
+from tests.unit.conftest import Stack, load_handler
+from tests.unit.fanout.fanout_template import bus_event, pipe_filter, router_filter, selections
 
+MODES = ("lambda", "pipe", "router")
 FUNCTION_DIRS = {
     "IngestFunction": "ingest",
+    "RouterFunction": "router",
     "LastAgentFunction": "last_agent",
     "SurveyFunction": "survey",
     "GoodwillFunction": "goodwill",
     "NotifierFunction": "notifier",
 }
-STREAM_CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
+CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
+PIPE = "ChangePipe"  # no function: EventBridge's pipe, bus and rules
 # What each function calls: the operations a throttle may strike.
 OPERATIONS = {
     "IngestFunction": (
@@ -55,31 +74,27 @@ OPERATIONS = {
         "s3:PutObject",
         "sqs:SendMessage",
     ),
+    "RouterFunction": ("sns:Publish",),
     "LastAgentFunction": (
-        "dynamodb:PutItem",
+        "dynamodb:TransactWriteItems",
         "dynamodb:GetItem",
         "dynamodb:Query",
-        "dynamodb:DeleteItem",
     ),
     "SurveyFunction": ("sqs:SendMessage",),
     "GoodwillFunction": ("dynamodb:PutItem", "sqs:SendMessage"),
     "NotifierFunction": ("dynamodb:PutItem", "dynamodb:UpdateItem", "sns:Publish"),
 }
+# template.yaml: a consumer's queue redrives to its dead-letter queue after 5 receives
+MAX_RECEIVES = 5
 
 
-@functools.cache
-def stream_filters() -> dict[str, FilterCriteria]:
-    resources = load_template(ROOT / "template.yaml")["Resources"]
-    # FanOut=lambda: each consumer's stream mapping (the other modes are proven equivalent by
-    # tests/unit/fanout/test_change_filters.py)
-    return {
-        name: FilterCriteria.from_mapping(
-            resources[name.removesuffix("Function") + "StreamMapping"]["Properties"][
-                "FilterCriteria"
-            ]
-        )
-        for name in STREAM_CONSUMERS
-    }
+def stream_readers(mode: str) -> dict[str, FilterCriteria]:
+    """Who reads the table's stream in a fan-out mode, each with its mapping's filter."""
+    if mode == "lambda":
+        return {consumer: selections()[consumer].stream for consumer in CONSUMERS}
+    if mode == "pipe":
+        return {PIPE: pipe_filter()}
+    return {"RouterFunction": router_filter()}
 
 
 @dataclass
@@ -111,17 +126,32 @@ class Environment:
 
 
 class Pipeline:
-    def __init__(self, stack: Stack, monkeypatch):
+    def __init__(self, stack: Stack, monkeypatch, mode: str = "lambda"):
         self.stack = stack
         self.monkeypatch = monkeypatch
+        self.mode = mode
         self.envs: dict[str, Environment] = {}
-        self.filters = stream_filters()
+        self.filters = stream_readers(mode)
+        # consumer -> (its queue's URL, its dead-letter queue's URL), in pipe and router mode
+        self.change_queues = self._change_queues() if mode != "lambda" else {}
+        self.in_flight: list[tuple[str, str]] = []  # (queue URL, receipt handle): held, invisible
+        # (stream reader, records): batches the mapping gave up on, in StreamFailureQueue
+        self.stream_failures: list[tuple[str, list[dict]]] = []
+        self.operator: Counter = Counter()  # operator commands run (and refused)
+        # the order a round of deliveries follows: ingest, the stream's readers, the consumers
+        self.order = [
+            "IngestFunction",
+            *(reader for reader in self.filters if reader not in CONSUMERS),
+            *CONSUMERS,
+            "NotifierFunction",
+        ]
         self.uploads: list[Upload] = []
         self.held: list[str] = []  # S3 events taken out of the queue, to be delivered late
         self.received: Counter = Counter()  # (kind, contact_id) a topic subscriber received
         self.last_failures: list[str] = []  # what failed in the last round of drain()
         self.started_files: set[str] = set()  # file ids with a processing log, seen so far
         self.must_be_stale: set[str] = set()  # started after a newer version of their key
+        self.applied_files: set[str] = set()  # file ids seen PROCESSED, so far
         self.armed: dict[str, int] = {}  # function -> the call its next invocations crash after
         self.calls_made: dict[str, int] = dict.fromkeys(FUNCTION_DIRS, 0)  # most in one call
         self.crashes: list[tuple[str, tuple[str, ...]]] = []  # function, calls it made
@@ -142,9 +172,37 @@ class Pipeline:
             for shard in shards
         }
         self._records: dict[str, list[dict[str, Any]]] = {shard: [] for shard in self._iterators}
-        self._positions = {
-            consumer: dict.fromkeys(self._iterators, 0) for consumer in STREAM_CONSUMERS
-        }
+        self._positions = {reader: dict.fromkeys(self._iterators, 0) for reader in self.filters}
+
+    def _change_queues(self) -> dict[str, tuple[str, str]]:
+        """Each consumer's queue and its dead-letter queue (redrive after MAX_RECEIVES); in router
+        mode ChangeTopic too, each queue subscribed as template.yaml subscribes it."""
+        sqs, queues = self.stack.sqs, {}
+        for consumer in CONSUMERS:
+            dead = sqs.create_queue(QueueName=f"{consumer}-dead-letters")["QueueUrl"]
+            redrive = {"deadLetterTargetArn": _arn(sqs, dead), "maxReceiveCount": MAX_RECEIVES}
+            url = sqs.create_queue(
+                QueueName=f"{consumer}-changes",
+                Attributes={"RedrivePolicy": json.dumps(redrive)},
+            )["QueueUrl"]
+            queues[consumer] = (url, dead)
+        if self.mode == "router":
+            sns = client("sns")
+            topic_arn = sns.create_topic(Name="changes")["TopicArn"]
+            self.monkeypatch.setenv("CHANGE_TOPIC_ARN", topic_arn)
+            for consumer, (url, _) in queues.items():
+                policy = selections()[consumer].subscription_policy
+                sns.subscribe(
+                    TopicArn=topic_arn,
+                    Protocol="sqs",
+                    Endpoint=_arn(sqs, url),
+                    Attributes={
+                        "RawMessageDelivery": "true",
+                        "FilterPolicyScope": "MessageAttributes",
+                        "FilterPolicy": json.dumps(policy),
+                    },
+                )
+        return queues
 
     # -- S3 --------------------------------------------------------------------------------------
     def upload(self, key: str, rows: list[dict | str], same_moment: bool = False) -> Upload:
@@ -248,15 +306,24 @@ class Pipeline:
         return failed
 
     # -- SQS mappings ----------------------------------------------------------------------------
+    def queue_url(self, function: str) -> str:
+        if function == "IngestFunction":
+            return self.stack.ingest_queue_url
+        if function == "NotifierFunction":
+            return self.stack.notification_queue_url
+        return self.change_queues[function][0]
+
     def deliver_queue(
-        self, function: str, max_messages: int, crash_after: int | None, twice: bool
+        self,
+        function: str,
+        max_messages: int,
+        crash_after: int | None,
+        twice: bool,
+        reverse: bool = False,
     ) -> bool:
-        """One batch from the function's queue; False when the queue was empty."""
-        url = (
-            self.stack.ingest_queue_url
-            if function == "IngestFunction"
-            else self.stack.notification_queue_url
-        )
+        """One batch from the function's queue (in reverse order: a standard queue keeps none);
+        False when the queue was empty."""
+        url = self.queue_url(function)
         messages = self.stack.sqs.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=max_messages,
@@ -265,6 +332,8 @@ class Pipeline:
         ).get("Messages", [])
         if not messages:
             return False
+        if reverse:
+            messages.reverse()
         event = {"Records": [sqs_record(m, url) for m in messages]}
         failed: set[str] = set()
         for delivery in range(2 if twice else 1):
@@ -277,18 +346,122 @@ class Pipeline:
             self._watch_new_files()
         return True
 
+    def hold_change(self, consumer: str) -> bool:
+        """A change message received by an invocation that never answers (it timed out, say):
+        invisible until its visibility timeout ends, while later messages go by."""
+        url = self.change_queues[consumer][0]
+        messages = self.stack.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=3600
+        ).get("Messages", [])
+        self.in_flight += [(url, message["ReceiptHandle"]) for message in messages]
+        return bool(messages)
+
+    def visibility_timeouts_end(self) -> None:
+        while self.in_flight:
+            url, receipt = self.in_flight.pop(0)
+            self.stack.sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=receipt, VisibilityTimeout=0
+            )
+
+    # -- the operator's commands -----------------------------------------------------------------
+    @property
+    def ops_stack(self) -> StackClient:
+        """The stack as `python -m ops` sees it (its outputs), on moto."""
+        return StackClient(
+            name="model",
+            session=boto3.session.Session(region_name=REGION),
+            outputs={
+                "ContactsBucketName": self.stack.bucket,
+                "ContactsTableName": self.stack.contacts_table,
+                "IdempotencyTableName": self.stack.idempotency_table,
+                "IngestQueueUrl": self.stack.ingest_queue_url,
+                "FanOut": self.mode,
+            },
+            parameters={},
+        )
+
+    def file_reprocess(self, upload: Upload) -> bool:
+        """`ops file reprocess s3://<bucket>/<key> --version-id <v> --yes` (ops.files) of a file
+        whose processing has ended, or its refusal (a newer version is applied). A reprocess of
+        a file still IN_PROGRESS (a step queued or dead-lettered) is issue 20's item 2, fenced by
+        runs there: not modelled until then."""
+        log = self.stack.dynamodb.get_item(
+            TableName=self.stack.contacts_table,
+            Key={
+                name: {"S": value}
+                for name, value in keys.processing_log_key(upload.file_id).items()
+            },
+            ConsistentRead=True,
+        ).get("Item")
+        if log is None or log["outcome"]["S"] == ingest.IN_PROGRESS:
+            return False
+        url = f"s3://{upload.bucket}/{upload.key}"
+        try:
+            ops_files.reprocess(self.ops_stack, url, upload.version_id, confirm=None)
+        except OpsError:
+            self.operator["file reprocess refused"] += 1
+            return False
+        self.operator["file reprocess"] += 1
+        return True
+
+    def idempotency_purge(self) -> bool:
+        """`ops idempotency purge` of an INPROGRESS record (a claim a crashed invocation left, not
+        yet expired): deleted. A COMPLETED record's purge is refused without --resend (it would
+        repeat the effect): modelled as refused, nothing changes."""
+        table = self.stack.idempotency_table
+        items = self.stack.dynamodb.scan(TableName=table)["Items"]
+        in_progress = [item for item in items if item["status"]["S"] == "INPROGRESS"]
+        if not in_progress:
+            self.operator["idempotency purge refused"] += bool(items)
+            return False
+        self.stack.dynamodb.delete_item(TableName=table, Key={"id": in_progress[0]["id"]})
+        self.operator["idempotency purge"] += 1
+        return True
+
+    def dlq_redrive(self) -> bool:
+        """`ops dlq redrive <X>DeadLetterQueue` for every consumer's: the messages move back to
+        the source queue (SQS StartMessageMoveTask's effect)."""
+        moved = False
+        for url, dead in self.change_queues.values():
+            while messages := self.stack.sqs.receive_message(
+                QueueUrl=dead, MaxNumberOfMessages=10, VisibilityTimeout=0
+            ).get("Messages", []):
+                for message in messages:
+                    self.stack.sqs.send_message(QueueUrl=url, MessageBody=message["Body"])
+                    self.stack.sqs.delete_message(
+                        QueueUrl=dead, ReceiptHandle=message["ReceiptHandle"]
+                    )
+                moved = True
+        self.operator["dlq redrive"] += moved
+        return moved
+
+    def stream_replay(self, crash_after: int | None = None) -> bool:
+        """`ops stream replay`: the oldest batch in StreamFailureQueue, its records invoked again
+        (filtered as the mapping filters them: the batch holds only those); a replay that fails
+        leaves the batch there for the next one."""
+        if not self.stream_failures:
+            return False
+        reader, records = self.stream_failures.pop(0)
+        outcome = self.run_reader(reader, records, crash_after)
+        if outcome is None or outcome:
+            self.stream_failures.append((reader, records))
+        self.operator["stream replay"] += 1
+        return True
+
     def _watch_new_files(self) -> None:
         """Note each file whose processing began after a newer version of its key had: it must
         end STALE (its event came late). Seen between deliveries, so a file another version
-        overtook while it was in progress is not held to it."""
-        started = {
-            item["file_id"]["S"]
-            for item in self.stack.dynamodb.scan(
-                TableName=self.stack.contacts_table,
-                FilterExpression="#type = :log",
-                ExpressionAttributeNames={"#type": "type"},
-                ExpressionAttributeValues={":log": {"S": "PROCESSING_LOG"}},
-            )["Items"]
+        overtook while it was in progress is not held to it. Note too each file seen PROCESSED:
+        it was applied, even if a reprocess later finds a newer version and ends it STALE."""
+        logs = self.stack.dynamodb.scan(
+            TableName=self.stack.contacts_table,
+            FilterExpression="#type = :log",
+            ExpressionAttributeNames={"#type": "type"},
+            ExpressionAttributeValues={":log": {"S": "PROCESSING_LOG"}},
+        )["Items"]
+        started = {log["file_id"]["S"] for log in logs}
+        self.applied_files |= {
+            log["file_id"]["S"] for log in logs if log["outcome"]["S"] == ingest.PROCESSED
         }
         by_id = {upload.file_id: upload for upload in self.uploads}
         for file_id in started - self.started_files:
@@ -313,12 +486,18 @@ class Pipeline:
                 ]
 
     def deliver_stream(
-        self, consumer: str, max_records: int, crash_after: int | None, twice: bool
+        self,
+        reader: str,
+        max_records: int,
+        crash_after: int | None,
+        twice: bool,
+        give_up: bool = False,
     ) -> bool:
-        """One batch of the consumer's first shard with records left; False when it is caught
-        up on every shard."""
+        """One batch of the reader's first shard with records left; False when it is caught up
+        on every shard. `give_up`: the mapping's retries of this batch are exhausted: its
+        records go to StreamFailureQueue and the position moves past them."""
         self._read_stream()
-        positions = self._positions[consumer]
+        positions = self._positions[reader]
         pending = [shard for shard in self._records if positions[shard] < len(self._records[shard])]
         if not pending:
             return False
@@ -328,18 +507,20 @@ class Pipeline:
         for record in records[position:]:
             if len(batch) == max_records:
                 break
-            if self.filters[consumer].matches(record):
+            if self.filters[reader].matches(record):
                 batch.append(record)
             elif not batch:
                 position += 1  # filtered out before the batch: skipped without an invocation
         positions[shard] = position
         if not batch:
             return True
+        if give_up:
+            self.stream_failures.append((reader, batch))
+            positions[shard] = records.index(batch[-1], position) + 1
+            return True
         failed: set[str] | None = set()
         for delivery in range(2 if twice else 1):
-            failed = self.invoke(
-                consumer, {"Records": batch}, crash_after if delivery == 0 else None
-            )
+            failed = self.run_reader(reader, batch, crash_after if delivery == 0 else None)
         if failed is None:
             return True
         done = next(
@@ -349,6 +530,19 @@ class Pipeline:
         if done:
             positions[shard] = records.index(batch[done - 1], position) + 1
         return True
+
+    def run_reader(
+        self, reader: str, records: list[dict], crash_after: int | None
+    ) -> set[str] | None:
+        """A batch of stream records to the reader: a function's invocation, or the pipe: each
+        record on the bus, and each rule that matches it sends it to its consumer's queue."""
+        if reader != PIPE:
+            return self.invoke(reader, {"Records": records}, crash_after)
+        for record in records:
+            for consumer, (url, _) in self.change_queues.items():
+                if selections()[consumer].rule.matches(bus_event(record)):
+                    self.stack.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+        return set()
 
     def stream_caught_up(self) -> bool:
         self._read_stream()
@@ -371,18 +565,23 @@ class Pipeline:
         return self.received
 
     def deliver(
-        self, function: str, max_records: int, crash_after: int | None, twice: bool
+        self,
+        function: str,
+        max_records: int,
+        crash_after: int | None,
+        twice: bool,
+        reverse: bool = False,
     ) -> bool:
         """One batch of the function's event source; False when there was nothing to deliver."""
-        if function in STREAM_CONSUMERS:
+        if function in self.filters:
             return self.deliver_stream(function, max_records, crash_after, twice)
-        return self.deliver_queue(function, max_records, crash_after, twice)
+        return self.deliver_queue(function, max_records, crash_after, twice, reverse)
 
     def flow(self, crash_function: str | None = None, crash_after: int | None = None) -> bool:
         """A batch of every function in the pipeline's order, the first of `crash_function`'s
         invocations crashing after its `crash_after`-th call; False when nothing moved."""
         moved = False
-        for function in FUNCTION_DIRS:
+        for function in self.order:
             crash = crash_after if function == crash_function else None
             moved |= self.deliver(function, 10, crash, twice=False)
         return moved
@@ -395,20 +594,47 @@ class Pipeline:
 
     # -- the end -----------------------------------------------------------------------------------
     def drain(self, max_rounds: int = 200) -> None:
-        """Deliver everything left, without faults, until nothing moves."""
+        """Deliver everything left, without faults, until nothing moves: held events and
+        messages come back, and the operator replays what StreamFailureQueue holds and redrives
+        the dead-letter queues."""
         self.release_held()
+        self.visibility_timeouts_end()
         self.armed.clear()
         for env in self.envs.values():
             for throttled in env.throttles:
                 throttled.clear()
         for _ in range(max_rounds):
             self.last_failures.clear()
-            if not self.flow():
+            if self.flow():
+                continue
+            if not (self.stream_replay() or self.dlq_redrive()):
                 return
         raise AssertionError(
             f"the pipeline did not settle in {max_rounds} rounds; still failing: "
             f"{self.last_failures}"
         )
+
+    def quiet(self) -> dict[str, str]:
+        """Every queue's messages left (visible or in flight), by URL: all "0" once quiet."""
+        urls = [self.stack.ingest_queue_url, self.stack.notification_queue_url]
+        urls += [url for pair in self.change_queues.values() for url in pair]
+        left = {}
+        for url in urls:
+            attributes = self.stack.sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )["Attributes"]
+            left[url] = str(sum(int(count) for count in attributes.values()))
+        return left
+
+
+def _arn(sqs, url: str) -> str:
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
 
 
 def sqs_record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:

@@ -65,9 +65,9 @@ def run(pipeline: Pipeline) -> None:
 def fresh(aws_env, monkeypatch, capsys):
     monkeypatch.setattr(ingest, "CONTACTS_PER_WRITE", 2)  # files continue in new invocations
 
-    def pipeline_run(fault) -> Pipeline:
+    def pipeline_run(fault, mode: str = "lambda") -> Pipeline:
         with moto_stack(monkeypatch) as stack:
-            pipeline = Pipeline(stack, monkeypatch)
+            pipeline = Pipeline(stack, monkeypatch, mode)
             fault(pipeline)
             run(pipeline)
             check_final_state(pipeline)
@@ -80,24 +80,34 @@ def fresh(aws_env, monkeypatch, capsys):
 RUNS_PER_CALL = 5
 
 
-@pytest.mark.parametrize("function", sorted(FUNCTION_DIRS))
-def test_a_crash_after_any_call_of_the_function_keeps_the_promise(fresh, function):
-    calls = fresh(lambda pipeline: None).calls_made[function]
+# Every function of fan-out mode lambda, and the router of mode router (the consumers' code is the
+# same in every mode; test_model.py drives their queues).
+CRASHING = [("lambda", f) for f in sorted(FUNCTION_DIRS) if f != "RouterFunction"]
+CRASHING.append(("router", "RouterFunction"))
+
+
+@pytest.mark.parametrize(("mode", "function"), CRASHING)
+def test_a_crash_after_any_call_of_the_function_keeps_the_promise(fresh, mode, function):
+    calls = fresh(lambda pipeline: None, mode).calls_made[function]
     assert calls, f"{function} made no AWS call in the run"
     for after_call in range(1, calls + 1):
         # Which messages share a batch follows moto's SQS clock (milliseconds): a batch with
         # enough records for the k-th call may not form in one run, so up to RUNS_PER_CALL runs
         # look for it. Every run's final state is checked either way.
         for _ in range(RUNS_PER_CALL):
-            pipeline = fresh(lambda p, k=after_call: p.arm_crash(function, k))
+            pipeline = fresh(lambda p, k=after_call: p.arm_crash(function, k), mode)
             if pipeline.crashes:
                 break
         assert [crash[0] for crash in pipeline.crashes] == [function], after_call
 
 
 @pytest.mark.parametrize(
-    ("function", "operation"),
-    [(function, operation) for function, ops in sorted(OPERATIONS.items()) for operation in ops],
+    ("mode", "function", "operation"),
+    [
+        ("router" if function == "RouterFunction" else "lambda", function, operation)
+        for function, ops in sorted(OPERATIONS.items())
+        for operation in ops
+    ],
 )
-def test_a_throttled_call_keeps_the_promise(fresh, function, operation):
-    fresh(lambda pipeline: pipeline.throttle(function, operation, times=2))
+def test_a_throttled_call_keeps_the_promise(fresh, mode, function, operation):
+    fresh(lambda pipeline: pipeline.throttle(function, operation, times=2), mode)

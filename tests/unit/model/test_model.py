@@ -1,14 +1,20 @@
 """Model-based test of the promise: hypothesis drives the whole pipeline (tests/unit/model/
-pipeline.py) through S3 events that are duplicated, late or for reordered versions, stream and
-queue deliveries that are duplicated, crashes after any AWS call of any invocation, and throttled
-calls; then everything is delivered without faults, and the final state must be the one the design
-defines for the same files (tests/unit/model/design.py).
+pipeline.py), in each fan-out mode, through S3 events that are duplicated, late or for reordered
+versions; exports and corrections of every kind (agent changed, disposition changed, ended_at
+moved, agent removed); stream and queue deliveries that are duplicated, reordered, held in flight
+past their visibility timeout, dead-lettered or given up; crashes after any AWS call of any
+invocation and throttled calls; and the operator's commands at any moment (`ops stream replay`,
+`ops dlq redrive`, `ops file reprocess`, `ops idempotency purge`). Then everything is delivered
+without faults, and the final state must be the one the design defines for the same files
+(tests/unit/model/design.py).
 
-`make test` runs 12 examples of up to 30 steps (about 40 s); MODEL_EXAMPLES=N runs more.
+`make test` runs 6 examples of up to 30 steps per mode (about 50 s with -n 2);
+MODEL_EXAMPLES=N and MODEL_STEPS=N run more.
 """
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -21,9 +27,10 @@ from shared import ingest, rules
 
 from tests.unit.conftest import moto_stack
 from tests.unit.model.design import check_final_state
-from tests.unit.model.pipeline import OPERATIONS, Pipeline
+from tests.unit.model.pipeline import MODES, OPERATIONS, PIPE, Pipeline
 
-EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "6"))
+STEPS = int(os.environ.get("MODEL_STEPS", "30"))
 KEYS = ("incoming/a.jsonl", "incoming/b.jsonl", "incoming/c.jsonl")
 CALLERS = ("+15550000001", "+15550000002", "+15550000003")
 
@@ -52,13 +59,40 @@ def contact_rows(draw) -> dict | str:
 
 
 crash_points = st.one_of(st.none(), st.integers(1, 6))
-functions = st.sampled_from(sorted(OPERATIONS))
+# How a correction changes an exported contact (the design's corrections: any field may change).
+CORRECTIONS = ("agent changed", "disposition changed", "ended_at moved", "agent removed")
+
+
+def corrected(row: dict, kind: str, draw) -> dict:
+    fixed = dict(row)
+    if kind == "agent changed":
+        fixed["agent_id"] = f"agent-{draw(st.integers(4, 6))}"
+        if fixed["disposition"] == rules.ABANDONED:
+            fixed["disposition"] = rules.RESOLVED
+    elif kind == "disposition changed":
+        others = [d for d in rules.DISPOSITIONS if d != row["disposition"]]
+        fixed["disposition"] = draw(st.sampled_from(others))
+        fixed.setdefault("agent_id", "agent-7")
+    elif kind == "ended_at moved":
+        fixed["ended_at"] = draw(
+            st.sampled_from([f"2026-11-29T10:0{m}:00Z" for m in range(4)]).filter(
+                lambda moved: moved != row["ended_at"]
+            )
+        )
+    else:  # agent removed: only an abandoned contact may have none (the input contract)
+        fixed.pop("agent_id", None)
+        fixed["disposition"] = rules.ABANDONED
+    return fixed
 
 
 class PipelineMachine(RuleBasedStateMachine):
     def __init__(self, pipeline: Pipeline):
         super().__init__()
         self.pipeline = pipeline
+
+    def functions(self) -> st.SearchStrategy[str]:
+        """The mode's functions (the pipe is no function: it neither crashes nor is throttled)."""
+        return st.sampled_from([f for f in self.pipeline.order if f != PIPE])
 
     @initialize(key=st.sampled_from(KEYS), rows=st.lists(contact_rows(), min_size=1, max_size=7))
     def first_upload(self, key, rows):
@@ -71,6 +105,14 @@ class PipelineMachine(RuleBasedStateMachine):
     )
     def upload(self, key, rows, same_moment):
         self.pipeline.upload(key, rows, same_moment)
+
+    @rule(data=st.data(), key=st.sampled_from(KEYS), kind=st.sampled_from(CORRECTIONS))
+    def a_correction_is_exported(self, data, key, kind):
+        exported = [row for upload in self.pipeline.uploads for row in upload.rows]
+        contacts = [row for row in exported if isinstance(row, dict)]
+        if contacts:
+            row = data.draw(st.sampled_from(contacts))
+            self.pipeline.upload(key, [corrected(row, kind, data.draw)])
 
     @rule(data=st.data())
     def s3_delivers_an_event_again(self, data):
@@ -85,32 +127,76 @@ class PipelineMachine(RuleBasedStateMachine):
     def held_events_arrive(self):
         self.pipeline.release_held()
 
-    @rule(function=functions, crash_after=st.integers(1, 6))
-    def everything_flows_with_a_crash(self, function, crash_after):
-        self.pipeline.flow(function, crash_after)
+    @rule(data=st.data(), crash_after=st.integers(1, 6))
+    def everything_flows_with_a_crash(self, data, crash_after):
+        self.pipeline.flow(data.draw(self.functions()), crash_after)
 
-    @rule(function=functions, n=st.integers(1, 10), crash_after=crash_points, twice=st.booleans())
-    def deliver_one_batch(self, function, n, crash_after, twice):
-        self.pipeline.deliver(function, n, crash_after, twice)
+    @rule(
+        data=st.data(),
+        n=st.integers(1, 10),
+        crash_after=crash_points,
+        twice=st.booleans(),
+        reverse=st.booleans(),
+    )
+    def deliver_one_batch(self, data, n, crash_after, twice, reverse):
+        function = data.draw(st.sampled_from(self.pipeline.order))
+        self.pipeline.deliver(
+            function, n, None if function == PIPE else crash_after, twice, reverse
+        )
 
-    @rule(data=st.data(), function=functions, times=st.integers(1, 3))
+    @rule(data=st.data(), n=st.integers(1, 10))
+    def a_stream_batch_is_given_up(self, data, n):
+        reader = data.draw(st.sampled_from(sorted(self.pipeline.filters)))
+        self.pipeline.deliver_stream(reader, n, None, twice=False, give_up=True)
+
+    @rule(data=st.data())
+    def a_change_is_held_in_flight(self, data):
+        if self.pipeline.change_queues:
+            self.pipeline.hold_change(
+                data.draw(st.sampled_from(sorted(self.pipeline.change_queues)))
+            )
+
+    @rule()
+    def visibility_timeouts_end(self):
+        self.pipeline.visibility_timeouts_end()
+
+    @rule(data=st.data(), function=st.sampled_from(sorted(OPERATIONS)), times=st.integers(1, 3))
     def throttle(self, data, function, times):
-        operation = data.draw(st.sampled_from(OPERATIONS[function]))
-        self.pipeline.throttle(function, operation, times)
+        if function in self.pipeline.order:
+            operation = data.draw(st.sampled_from(OPERATIONS[function]))
+            self.pipeline.throttle(function, operation, times)
+
+    # -- the operator, at any moment ---------------------------------------------------------------
+    @rule(crash_after=crash_points)
+    def operator_replays_a_failed_stream_batch(self, crash_after):
+        self.pipeline.stream_replay(crash_after)
+
+    @rule()
+    def operator_redrives_the_dead_letter_queues(self):
+        self.pipeline.dlq_redrive()
+
+    @rule(data=st.data())
+    def operator_reprocesses_a_file(self, data):
+        self.pipeline.file_reprocess(data.draw(st.sampled_from(self.pipeline.uploads)))
+
+    @rule()
+    def operator_purges_an_idempotency_record(self):
+        self.pipeline.idempotency_purge()
 
     def teardown(self):
         self.pipeline.drain()
         check_final_state(self.pipeline)
 
 
-def test_the_pipeline_keeps_its_promise_under_any_faults(aws_env, monkeypatch, capsys):
+@pytest.mark.parametrize("mode", MODES)
+def test_the_pipeline_keeps_its_promise_under_any_faults(aws_env, monkeypatch, capsys, mode):
     # Writes of two contacts, so a file of a few rows needs continuations (three per invocation).
     monkeypatch.setattr(ingest, "CONTACTS_PER_WRITE", 2)
 
     class Machine(PipelineMachine):
         def __init__(self):
             self._stack = moto_stack(monkeypatch)
-            super().__init__(Pipeline(self._stack.__enter__(), monkeypatch))
+            super().__init__(Pipeline(self._stack.__enter__(), monkeypatch, mode))
 
         def teardown(self):
             try:
@@ -123,7 +209,7 @@ def test_the_pipeline_keeps_its_promise_under_any_faults(aws_env, monkeypatch, c
         Machine,
         settings=settings(
             max_examples=EXAMPLES,
-            stateful_step_count=30,
+            stateful_step_count=STEPS,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
         ),
