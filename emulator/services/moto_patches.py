@@ -19,6 +19,7 @@ from emulator.services import (
     context,
     delivery_failures,
     dynamodb,
+    dynamodb_validation,
     dynamodbstreams,
     events,
     patching,
@@ -51,6 +52,7 @@ def install() -> None:
         delivery_failures.install()
         awslambda.install()
         dynamodb.install()
+        dynamodb_validation.install()  # wraps the handler methods dynamodb.py locks
         s3.install()
         sns.install()
         cloudformation.install(

@@ -82,7 +82,7 @@ ITEM = {
 def test_dynamodb_operations_parse_the_same_both_ways(compared):
     ddb = boto3.client("dynamodb", region_name=REGION)
     ddb.create_table(
-        TableName="t",
+        TableName="tbl",
         KeySchema=[
             {"AttributeName": "pk", "KeyType": "HASH"},
             {"AttributeName": "sk", "KeyType": "RANGE"},
@@ -95,17 +95,17 @@ def test_dynamodb_operations_parse_the_same_both_ways(compared):
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
     key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
-    ddb.put_item(TableName="t", Item=ITEM, ReturnConsumedCapacity="TOTAL")
-    ddb.put_item(TableName="t", Item=ITEM, ReturnValues="ALL_OLD")
-    got = ddb.get_item(TableName="t", Key=key, ReturnConsumedCapacity="INDEXES")
+    ddb.put_item(TableName="tbl", Item=ITEM, ReturnConsumedCapacity="TOTAL")
+    ddb.put_item(TableName="tbl", Item=ITEM, ReturnValues="ALL_OLD")
+    got = ddb.get_item(TableName="tbl", Key=key, ReturnConsumedCapacity="INDEXES")
     assert got["Item"]["b"] == {"B": b"\x00\x01binary"}
     assert got["Item"]["bs"]["BS"] == [b"\x01", b"\x02\x03"]
     assert got["ConsumedCapacity"]["CapacityUnits"] == 0.5
-    assert ddb.get_item(TableName="t", Key={"pk": {"S": "none"}, "sk": {"N": "1"}}) is not None
+    assert ddb.get_item(TableName="tbl", Key={"pk": {"S": "none"}, "sk": {"N": "1"}}) is not None
     for i in range(5):
-        ddb.put_item(TableName="t", Item={**ITEM, "sk": {"N": str(100 + i)}})
+        ddb.put_item(TableName="tbl", Item={**ITEM, "sk": {"N": str(100 + i)}})
     page = ddb.query(
-        TableName="t",
+        TableName="tbl",
         KeyConditionExpression="pk = :p",
         ExpressionAttributeValues={":p": {"S": "contact#1"}},
         Limit=3,
@@ -113,20 +113,20 @@ def test_dynamodb_operations_parse_the_same_both_ways(compared):
     )
     assert page["Count"] == 3 and "LastEvaluatedKey" in page
     ddb.query(
-        TableName="t",
+        TableName="tbl",
         KeyConditionExpression="pk = :p",
         ExpressionAttributeValues={":p": {"S": "contact#1"}},
         Select="COUNT",
     )
     ddb.update_item(
-        TableName="t",
+        TableName="tbl",
         Key=key,
         UpdateExpression="SET s = :s ADD n :one",
         ExpressionAttributeValues={":s": {"S": "new"}, ":one": {"N": "1"}},
         ReturnValues="ALL_NEW",
     )
     ddb.update_item(
-        TableName="t",
+        TableName="tbl",
         Key=key,
         UpdateExpression="SET s = :s",
         ExpressionAttributeValues={":s": {"S": "newer"}},
@@ -134,7 +134,7 @@ def test_dynamodb_operations_parse_the_same_both_ways(compared):
     )
     ddb.batch_write_item(
         RequestItems={
-            "t": [
+            "tbl": [
                 {"PutRequest": {"Item": {**ITEM, "sk": {"N": "200"}}}},
                 {"DeleteRequest": {"Key": {"pk": ITEM["pk"], "sk": {"N": "100"}}}},
             ]
@@ -142,12 +142,12 @@ def test_dynamodb_operations_parse_the_same_both_ways(compared):
     )
     ddb.transact_write_items(
         TransactItems=[
-            {"Put": {"TableName": "t", "Item": {**ITEM, "sk": {"N": "300"}}}},
-            {"Delete": {"TableName": "t", "Key": {"pk": ITEM["pk"], "sk": {"N": "101"}}}},
+            {"Put": {"TableName": "tbl", "Item": {**ITEM, "sk": {"N": "300"}}}},
+            {"Delete": {"TableName": "tbl", "Key": {"pk": ITEM["pk"], "sk": {"N": "101"}}}},
         ]
     )
-    ddb.delete_item(TableName="t", Key=key, ReturnValues="ALL_OLD")
-    ddb.delete_item(TableName="t", Key=key)
+    ddb.delete_item(TableName="tbl", Key=key, ReturnValues="ALL_OLD")
+    ddb.delete_item(TableName="tbl", Key=key)
     check(
         compared,
         {
@@ -162,7 +162,7 @@ def test_dynamodb_operations_parse_the_same_both_ways(compared):
     )
 
     streams = boto3.client("dynamodbstreams", region_name=REGION)
-    arn = ddb.describe_table(TableName="t")["Table"]["LatestStreamArn"]
+    arn = ddb.describe_table(TableName="tbl")["Table"]["LatestStreamArn"]
     records = []
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
         iterator = streams.get_shard_iterator(

@@ -1,0 +1,350 @@
+"""DynamoDB's request validation where moto 5.2.5 accepts what DynamoDB refuses, and its numbers
+as DynamoDB stores them.
+
+Every item request of the DynamoDB handler (and CreateTable's name) is checked before moto acts
+on it, in this order (each refusal a ValidationException unless said otherwise, as boto3 users
+see it from AWS):
+
+- table names: 3-255 characters of ``[a-zA-Z0-9_.-]`` (a table ARN is left to moto);
+- an expression beside its legacy parameter (ConditionExpression with Expected,
+  KeyConditionExpression with KeyConditions, FilterExpression with QueryFilter/ScanFilter,
+  ProjectionExpression with AttributesToGet, any expression with ConditionalOperator);
+- every attribute value, wherever it is (items, keys, expression values; nested in lists and
+  maps): no empty set, no duplicate in a set (numbers compared by value), numbers of at most 38
+  significant digits within 1E-130..9.99E+125 in magnitude; numbers are stored normalised
+  (``00042`` -> ``42``, ``1.50`` -> ``1.5``, ``1E2`` -> ``100``), so they come back so and a key
+  written as ``042`` is the item of ``42``;
+- BatchWriteItem: at most 25 requests, no two for one item;
+- TransactGetItems: no two reads of one item;
+- TransactWriteItems: at most 4 MB of items in all; a ClientRequestToken reused within 10 minutes
+  with another payload is refused (IdempotentParameterMismatchException), with the same payload
+  the call succeeds without writing again.
+
+moto itself refuses (left to it): more than 100 transaction actions or two on one item (with
+emulator/services/dynamodb.py), an item over 400 KB, an unparsable number, a number below 1E-130.
+
+The rules are DynamoDB's documented ones:
+https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html
+(names, numbers, sets), .../developerguide/ServiceQuotas.html (25 requests, 4 MB, 100 actions),
+https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
+(ClientRequestToken: 10 minutes, IdempotentParameterMismatch),
+.../developerguide/Expressions.html / LegacyConditionalParameters.html (no mixing).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from decimal import Context, Decimal, InvalidOperation
+from typing import Any
+
+from moto.core.responses import ActionResult
+from moto.dynamodb.exceptions import DynamodbException, MockValidationException
+from moto.dynamodb.responses import DynamoHandler
+
+from emulator.services import patching
+from emulator.services.dynamodb import DYNAMODB_LOCK
+
+_CHECKED_ACTIONS = (
+    "create_table",
+    "put_item",
+    "get_item",
+    "update_item",
+    "delete_item",
+    "batch_write_item",
+    "batch_get_item",
+    "transact_write_items",
+    "transact_get_items",
+    "query",
+    "scan",
+)
+_TABLE_NAME = re.compile(r"[a-zA-Z0-9_.-]+")
+_MAX_BATCH_WRITES = 25
+_MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
+_TOKEN_WINDOW_SECONDS = 600
+_NUMBERS = Context(prec=80)  # wider than any valid number: normalising never rounds
+# (expression parameter, legacy parameters it may not be used with), in DynamoDB's terms.
+_EXPRESSION_PAIRS = (
+    ("ConditionExpression", ("Expected", "ConditionalOperator")),
+    ("KeyConditionExpression", ("KeyConditions",)),
+    ("FilterExpression", ("QueryFilter", "ScanFilter", "ConditionalOperator")),
+    ("ProjectionExpression", ("AttributesToGet",)),
+    ("UpdateExpression", ("AttributeUpdates",)),
+)
+_SET_TYPES = {"SS": "string", "NS": "number", "BS": "binary"}
+
+
+class IdempotentParameterMismatch(DynamodbException):
+    def __init__(self) -> None:
+        super().__init__(
+            "IdempotentParameterMismatchException",
+            "DynamoDB rejected the request because you retried a request with a different "
+            "payload but with an idempotent token that was already used.",
+        )
+
+
+def install() -> None:
+    for name in _CHECKED_ACTIONS:
+        patching.replace(DynamoHandler, name, _validated(name, getattr(DynamoHandler, name)))
+    patching.replace(
+        DynamoHandler, "transact_write_items", _idempotent(DynamoHandler.transact_write_items)
+    )
+    _tokens.clear()
+
+
+def _validated(action: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def method(self: Any) -> Any:
+        validate_request(action, self.body, self.dynamodb_backend)
+        return original(self)
+
+    method.__name__ = original.__name__
+    return method
+
+
+def validate_request(action: str, body: dict[str, Any], backend: Any) -> None:
+    """Refuse ``body`` as DynamoDB would, normalising its numbers in place."""
+    for name in _table_names(action, body):
+        _check_table_name(name)
+    _check_expression_mix(body)
+    for operation in _operations(action, body):
+        _check_expression_mix(operation)
+    _check_values(body)
+    if action == "batch_write_item":
+        _check_batch_write(body, backend)
+    elif action == "transact_get_items":
+        _check_one_read_per_item(body, backend)
+    elif action == "transact_write_items":
+        _check_transaction_size(body)
+
+
+def _table_names(action: str, body: dict[str, Any]) -> list[str]:
+    if action in ("batch_write_item", "batch_get_item"):
+        return list(body.get("RequestItems") or {})
+    if action.startswith("transact_"):
+        return [op.get("TableName", "") for op in _operations(action, body)]
+    return [body.get("TableName", "")]
+
+
+def _operations(action: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    if not action.startswith("transact_"):
+        return []
+    return [op for item in body.get("TransactItems") or [] for op in item.values()]
+
+
+def _check_table_name(name: str) -> None:
+    if name.startswith("arn:"):
+        return
+    problems = []
+    if not _TABLE_NAME.fullmatch(name):
+        problems.append("Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+")
+    if len(name) < 3:
+        problems.append("Member must have length greater than or equal to 3")
+    if len(name) > 255:
+        problems.append("Member must have length less than or equal to 255")
+    if problems:
+        raise MockValidationException(
+            f"{len(problems)} validation error{'s' if len(problems) > 1 else ''} detected: "
+            + "; ".join(
+                f"Value '{name}' at 'tableName' failed to satisfy constraint: {p}" for p in problems
+            )
+        )
+
+
+def _check_expression_mix(params: dict[str, Any]) -> None:
+    expressions = [e for e, _ in _EXPRESSION_PAIRS if params.get(e) is not None]
+    legacy = sorted(
+        {
+            name
+            for expression, names in _EXPRESSION_PAIRS
+            if params.get(expression) is not None
+            for name in names
+            if params.get(name) is not None
+        }
+    )
+    if legacy:
+        raise MockValidationException(
+            "Can not use both expression and non-expression parameters in the same request: "
+            f"Non-expression parameters: {{{', '.join(legacy)}}} "
+            f"Expression parameters: {{{', '.join(expressions)}}}"
+        )
+
+
+# --- attribute values -----------------------------------------------------------------------------
+def _check_values(node: Any) -> None:
+    """Every attribute value under ``node`` checked, its numbers normalised in place."""
+    if isinstance(node, list):
+        for child in node:
+            _check_values(child)
+        return
+    if not isinstance(node, dict):
+        return
+    if len(node) == 1:
+        ((kind, value),) = node.items()
+        if kind == "N" and isinstance(value, str):
+            node["N"] = normalised_number(value)
+            return
+        if kind in _SET_TYPES and isinstance(value, list):
+            _check_set(node, kind, value)
+            return
+    for child in node.values():
+        _check_values(child)
+
+
+def _check_set(node: dict[str, Any], kind: str, members: list[Any]) -> None:
+    if not members:
+        raise MockValidationException(
+            "One or more parameter values were invalid: "
+            f"An {_SET_TYPES[kind]} set  may not be empty"
+        )
+    if kind == "NS" and all(isinstance(m, str) for m in members):
+        members = node["NS"] = [normalised_number(m) for m in members]
+    if len(set(members)) < len(members):
+        raise MockValidationException(
+            "One or more parameter values were invalid: "
+            f"Input collection [{', '.join(str(m) for m in members)}] contains duplicates."
+        )
+
+
+def normalised_number(text: str) -> str:
+    """``text`` as DynamoDB stores it (no leading or trailing zeros, no exponent), refused
+    beyond DynamoDB's precision and magnitude; an unparsable one is left for moto to refuse."""
+    try:
+        number = Decimal(text.strip())
+    except InvalidOperation:
+        return text
+    if not number.is_finite():
+        return text
+    if number.is_zero():
+        return "0"
+    number = number.normalize(_NUMBERS)
+    if len(number.as_tuple().digits) > 38:
+        raise MockValidationException(
+            "Attempting to store more than 38 significant digits in a Number"
+        )
+    if number.adjusted() > 125:
+        raise MockValidationException(
+            "Number overflow. Attempting to store a number with magnitude larger than "
+            "supported range"
+        )
+    if number.adjusted() < -130:
+        raise MockValidationException(
+            "Number underflow. Attempting to store a number with magnitude smaller than "
+            "supported range"
+        )
+    return format(number, "f")
+
+
+# --- batches and transactions ---------------------------------------------------------------------
+def _key_of(backend: Any, table_name: str, attrs: dict[str, Any]) -> tuple[Any, ...] | None:
+    try:
+        table = backend.get_table(table_name)
+    except Exception:  # an unknown table is moto's to refuse
+        return None
+    names = [n for n in (table.hash_key_attr, table.range_key_attr) if n is not None]
+    return table_name, *(tuple(sorted((attrs.get(n) or {}).items())) for n in names)
+
+
+def _check_batch_write(body: dict[str, Any], backend: Any) -> None:
+    requests = body.get("RequestItems") or {}
+    for writes in requests.values():
+        if len(writes) > _MAX_BATCH_WRITES:
+            raise MockValidationException(
+                "1 validation error detected: Value at 'requestItems' failed to satisfy "
+                "constraint: Map value must satisfy constraint: [Member must have length less "
+                "than or equal to 25, Member must have length greater than or equal to 1]"
+            )
+    if sum(len(writes) for writes in requests.values()) > _MAX_BATCH_WRITES:
+        raise MockValidationException("Too many items requested for the BatchWriteItem call")
+    seen: set[tuple[Any, ...]] = set()
+    for table_name, writes in requests.items():
+        for write in writes:
+            if "PutRequest" in write:
+                attrs = write["PutRequest"].get("Item") or {}
+            else:
+                attrs = (write.get("DeleteRequest") or {}).get("Key") or {}
+            key = _key_of(backend, table_name, attrs)
+            if key is None:
+                continue
+            if key in seen:
+                raise MockValidationException("Provided list of item keys contains duplicates")
+            seen.add(key)
+
+
+def _check_one_read_per_item(body: dict[str, Any], backend: Any) -> None:
+    seen: set[tuple[Any, ...]] = set()
+    for op in _operations("transact_get_items", body):
+        key = _key_of(backend, op.get("TableName", ""), op.get("Key") or {})
+        if key is None:
+            continue
+        if key in seen:
+            raise MockValidationException(
+                "Transaction request cannot include multiple operations on one item"
+            )
+        seen.add(key)
+
+
+def _check_transaction_size(body: dict[str, Any]) -> None:
+    total = 0
+    for item in body.get("TransactItems") or []:
+        for op_type, op in item.items():
+            attrs = op.get("Item") if op_type == "Put" else op.get("Key")
+            total += _item_bytes(attrs or {})
+    if total > _MAX_TRANSACTION_BYTES:
+        raise MockValidationException("Transaction request cannot be larger than 4 MB")
+
+
+def _item_bytes(attrs: dict[str, Any]) -> int:
+    """DynamoDB's item size: each attribute's name and value in bytes (numbers counted by their
+    characters, an upper bound: enough for a limit check)."""
+    return sum(len(name.encode()) + _value_bytes(value) for name, value in attrs.items())
+
+
+def _value_bytes(value: dict[str, Any]) -> int:
+    kind, inner = next(iter(value.items()), ("NULL", True))
+    if kind == "M":
+        return 3 + _item_bytes(inner)
+    if kind == "L":
+        return 3 + sum(_value_bytes(v) for v in inner)
+    if kind in ("S", "N", "B"):
+        return _length(inner)
+    if kind in _SET_TYPES:
+        return sum(_length(m) for m in inner)
+    return 1  # BOOL, NULL
+
+
+def _length(scalar: Any) -> int:
+    return len(scalar.encode()) if isinstance(scalar, str) else len(scalar)
+
+
+# --- ClientRequestToken ---------------------------------------------------------------------------
+# token -> (the request without its token, when it completed)
+_tokens: dict[str, tuple[str, float]] = {}
+
+
+def _idempotent(original: Callable[..., Any]) -> Callable[..., Any]:
+    def transact_write_items(self: Any) -> Any:
+        token = self.body.get("ClientRequestToken")
+        if token is None:
+            return original(self)
+        payload = json.dumps(
+            {k: v for k, v in self.body.items() if k != "ClientRequestToken"},
+            sort_keys=True,
+            default=bytes.hex,  # binary values
+        )
+        with DYNAMODB_LOCK:
+            now = time.monotonic()
+            for used, (_, at) in list(_tokens.items()):
+                if now - at > _TOKEN_WINDOW_SECONDS:
+                    del _tokens[used]
+            if token in _tokens:
+                if _tokens[token][0] != payload:
+                    raise IdempotentParameterMismatch()
+                return ActionResult({"ConsumedCapacity": [], "ItemCollectionMetrics": {}})
+            result = original(self)
+            _tokens[token] = (payload, time.monotonic())
+            return result
+
+    transact_write_items.__name__ = original.__name__
+    return transact_write_items

@@ -1,0 +1,247 @@
+"""DynamoDB's validation where moto 5.2.5 accepted what DynamoDB refuses
+(emulator/services/dynamodb_validation.py), moto in process through boto3. The cases are the
+documented rules: naming rules and data types
+(https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html),
+the service quotas (.../developerguide/ServiceQuotas.html: 25 batch writes, 4 MB and 100 actions
+per transaction), TransactWriteItems' ClientRequestToken
+(https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html),
+expressions never mixed with legacy parameters
+(.../developerguide/LegacyConditionalParameters.html).
+"""
+
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from tests.unit.emulator.support import client, fake_credentials
+
+pytestmark = pytest.mark.usefixtures("moto_patched")
+TABLE = "contacts"
+
+
+@pytest.fixture
+def ddb(monkeypatch):
+    fake_credentials(monkeypatch)
+    with mock_aws():
+        ddb = client("dynamodb")
+        ddb.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield ddb
+
+
+def refused(call, *args, code: str = "ValidationException", **kwargs) -> str:
+    """The message of the ClientError ``call`` raises, checked to carry ``code``."""
+    with pytest.raises(ClientError) as error:
+        call(*args, **kwargs)
+    assert error.value.response["Error"]["Code"] == code
+    return error.value.response["Error"]["Message"]
+
+
+def items(ddb) -> list[dict]:
+    return ddb.scan(TableName=TABLE)["Items"]
+
+
+def put_request(pk: str) -> dict:
+    return {"PutRequest": {"Item": {"pk": {"S": pk}}}}
+
+
+def test_batch_write_item_refuses_more_than_25_requests_and_writes_none(ddb):
+    message = refused(
+        ddb.batch_write_item, RequestItems={TABLE: [put_request(f"k{i}") for i in range(26)]}
+    )
+    assert "less than or equal to 25" in message
+    assert items(ddb) == []
+    ddb.batch_write_item(RequestItems={TABLE: [put_request(f"k{i}") for i in range(25)]})
+    assert len(items(ddb)) == 25
+
+
+def test_batch_write_item_refuses_a_put_and_a_delete_of_one_item(ddb):
+    message = refused(
+        ddb.batch_write_item,
+        RequestItems={TABLE: [put_request("a"), {"DeleteRequest": {"Key": {"pk": {"S": "a"}}}}]},
+    )
+    assert message == "Provided list of item keys contains duplicates"
+    assert items(ddb) == []
+
+
+def big_put(pk: str) -> dict:
+    return {"Put": {"TableName": TABLE, "Item": {"pk": {"S": pk}, "v": {"S": "x" * 390_000}}}}
+
+
+def test_transact_write_items_refuses_more_than_4_mb_in_all(ddb):
+    message = refused(ddb.transact_write_items, TransactItems=[big_put(f"b{i}") for i in range(11)])
+    assert "4 MB" in message
+    assert items(ddb) == []
+    ddb.transact_write_items(TransactItems=[big_put(f"b{i}") for i in range(10)])
+    for i in range(10):  # a scan would stop at 1 MB
+        assert "Item" in ddb.get_item(TableName=TABLE, Key={"pk": {"S": f"b{i}"}})
+
+
+def test_transact_get_items_refuses_two_reads_of_one_item(ddb):
+    get = {"Get": {"TableName": TABLE, "Key": {"pk": {"S": "a"}}}}
+    message = refused(ddb.transact_get_items, TransactItems=[get, get])
+    assert message == "Transaction request cannot include multiple operations on one item"
+
+
+def test_a_client_request_token_is_idempotent_and_refuses_another_payload(ddb):
+    def add_one(pk: str) -> dict:
+        return {
+            "Update": {
+                "TableName": TABLE,
+                "Key": {"pk": {"S": pk}},
+                "UpdateExpression": "ADD n :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        }
+
+    ddb.transact_write_items(ClientRequestToken="token-1", TransactItems=[add_one("a")])
+    ddb.transact_write_items(ClientRequestToken="token-1", TransactItems=[add_one("a")])
+    assert items(ddb) == [{"pk": {"S": "a"}, "n": {"N": "1"}}]  # the retry wrote nothing
+    refused(
+        ddb.transact_write_items,
+        ClientRequestToken="token-1",
+        TransactItems=[add_one("b")],
+        code="IdempotentParameterMismatchException",
+    )
+    assert items(ddb) == [{"pk": {"S": "a"}, "n": {"N": "1"}}]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"L": [{"SS": []}]}, "An string set  may not be empty"),
+        ({"M": {"inner": {"L": [{"NS": []}]}}}, "An number set  may not be empty"),
+        ({"SS": ["a", "a"]}, "Input collection [a, a] contains duplicates."),
+        ({"NS": ["1", "1.0"]}, "contains duplicates."),
+        ({"L": [{"SS": ["x", "x"]}]}, "Input collection [x, x] contains duplicates."),
+        ({"N": "1" * 39}, "Attempting to store more than 38 significant digits in a Number"),
+        ({"N": "1E+126"}, "Number overflow."),
+        ({"N": "-1E+126"}, "Number overflow."),
+    ],
+)
+def test_values_dynamodb_refuses_are_refused(ddb, value, message):
+    got = refused(ddb.put_item, TableName=TABLE, Item={"pk": {"S": "a"}, "v": value})
+    assert message in got
+    assert items(ddb) == []
+
+
+def test_the_limits_themselves_are_accepted(ddb):
+    largest = "9." + "9" * 37 + "E+125"
+    ddb.put_item(
+        TableName=TABLE,
+        Item={"pk": {"S": "a"}, "max": {"N": largest}, "digits": {"N": "1" * 38}},
+    )
+    got = ddb.get_item(TableName=TABLE, Key={"pk": {"S": "a"}})["Item"]
+    assert got["digits"] == {"N": "1" * 38}
+    assert got["max"] == {"N": "9" * 38 + "0" * 88}
+
+
+def test_numbers_come_back_normalised_and_keys_match_by_value(ddb):
+    ddb.create_table(
+        TableName="by-number",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "N"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.put_item(
+        TableName="by-number",
+        Item={
+            "id": {"N": "00042"},
+            "a": {"N": "1.50"},
+            "b": {"N": "1E2"},
+            "c": {"N": "-0.0"},
+            "s": {"NS": ["2.0", "010"]},
+        },
+    )
+    got = ddb.get_item(TableName="by-number", Key={"id": {"N": "42"}})["Item"]
+    assert got["id"] == {"N": "42"}
+    assert got["a"] == {"N": "1.5"}
+    assert got["b"] == {"N": "100"}
+    assert got["c"] == {"N": "0"}
+    assert sorted(got["s"]["NS"]) == ["10", "2"]
+
+
+@pytest.mark.parametrize(
+    ("call", "params", "legacy", "expression"),
+    [
+        (
+            "put_item",
+            {
+                "Item": {"pk": {"S": "a"}},
+                "ConditionExpression": "attribute_not_exists(pk)",
+                "Expected": {"pk": {"Exists": False}},
+            },
+            "Expected",
+            "ConditionExpression",
+        ),
+        (
+            "delete_item",
+            {
+                "Key": {"pk": {"S": "a"}},
+                "ConditionExpression": "attribute_exists(pk)",
+                "Expected": {"pk": {"Exists": False}},
+            },
+            "Expected",
+            "ConditionExpression",
+        ),
+        (
+            "query",
+            {
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "a"}},
+                "KeyConditions": {
+                    "pk": {"AttributeValueList": [{"S": "a"}], "ComparisonOperator": "EQ"}
+                },
+            },
+            "KeyConditions",
+            "KeyConditionExpression",
+        ),
+        (
+            "scan",
+            {
+                "FilterExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "a"}},
+                "ScanFilter": {
+                    "pk": {"AttributeValueList": [{"S": "a"}], "ComparisonOperator": "EQ"}
+                },
+            },
+            "ScanFilter",
+            "FilterExpression",
+        ),
+    ],
+)
+def test_an_expression_with_its_legacy_parameter_is_refused(ddb, call, params, legacy, expression):
+    message = refused(getattr(ddb, call), TableName=TABLE, **params)
+    assert message == (
+        "Can not use both expression and non-expression parameters in the same request: "
+        f"Non-expression parameters: {{{legacy}}} Expression parameters: {{{expression}}}"
+    )
+    assert items(ddb) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "constraint"),
+    [
+        ("ab", "Member must have length greater than or equal to 3"),
+        ("a" * 256, "Member must have length less than or equal to 255"),
+        ("contacts table", "Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+"),
+    ],
+)
+def test_table_names_outside_dynamodbs_rules_are_refused(ddb, name, constraint):
+    message = refused(
+        ddb.create_table,
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    assert message == (
+        f"1 validation error detected: Value '{name}' at 'tableName' failed to satisfy "
+        f"constraint: {constraint}"
+    )
+    assert ddb.list_tables()["TableNames"] == [TABLE]
+    assert constraint in refused(ddb.get_item, TableName=name, Key={"pk": {"S": "a"}})
