@@ -1,6 +1,6 @@
-"""moto 5.2.5's S3 event notifications as S3 sends them: the record in AWS's shape (key encoding,
-versionId, sequencer, identities), each record sent ``duplicate_deliveries`` times (S3 delivers
-at least once)."""
+"""moto 5.2.5's S3 event notifications as S3 sends them: the record in AWS's shape (eventVersion,
+key encoding, versionId, sequencer, identities), each record sent ``duplicate_deliveries`` times
+(S3 delivers at least once)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,10 @@ def install() -> None:
 # Gap: moto/s3/notifications.py _get_s3_event builds a record without versionId, sequencer,
 # userIdentity, requestParameters and responseElements, and form-encodes the key with '/' as
 # %2F. AWS: the key is URL-encoded with spaces as '+' but '/' left as is; versionId is present on
-# a versioned bucket; sequencer is a hex string that orders events of one key.
+# a versioned bucket; sequencer is a hex string that orders events of one key. And moto's
+# eventVersion is 2.1; since 2.4 S3 sends one version for every event type, 2.5 today
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
+S3_EVENT_VERSION = "2.5"
 _sequencer_lock = threading.Lock()
 _last_sequencer = 0
 
@@ -52,6 +55,7 @@ def _patch_s3_event_shape() -> None:
     def _get_s3_event(event_name: str, bucket: Any, key: Any, notification_id: str) -> Any:
         event = original(event_name, bucket, key, notification_id)
         for record in event["Records"]:
+            record["eventVersion"] = S3_EVENT_VERSION
             obj = record["s3"]["object"]
             obj["key"] = encode_s3_event_key(key.name)
             version = getattr(key, "_version_id", None)
