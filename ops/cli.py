@@ -6,16 +6,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
-from harness.stack import StackClient, samconfig_stack_name
+from harness.stack import CONSUMERS, StackClient, samconfig_stack_name
 
 from ops import callers, files, records, redrive, replay, status, table
 from ops.errors import OpsError
+
+# What reads the table's stream, by fan-out mode: the consumers (lambda), RouterFunction (router),
+# ChangePipe (pipe). IngestFunction, NotifierFunction and RouteFunction read none.
+STREAM_READERS = (*CONSUMERS, "RouterFunction", "ChangePipe")
+# How long a local endpoint may take to accept a connection before it counts as not there.
+ENDPOINT_CONNECT_SECONDS = 2
 
 
 @dataclass
@@ -64,8 +72,10 @@ def parser() -> argparse.ArgumentParser:
     again.add_argument("--dry-run", action="store_true", help="show what would be replayed")
     again.add_argument(
         "--function",
-        help="only the failures of this stream reader: a function's LogicalId (a consumer's, or "
-        "RouterFunction) or ChangePipe",
+        choices=STREAM_READERS,
+        metavar="READER",
+        help="only the failures of this stream reader: a consumer's LogicalId (fan-out mode "
+        f"lambda), RouterFunction (router) or ChangePipe (pipe): {' | '.join(STREAM_READERS)}",
     )
 
     claim_actions = group(commands, "idempotency", "Powertools idempotency records")
@@ -74,7 +84,9 @@ def parser() -> argparse.ArgumentParser:
         command.add_argument("function", help=" | ".join(records.CLAIMS))
         command.add_argument("file", nargs="?", help="IngestFunction: s3://bucket/key")
         command.add_argument("--version-id", help="IngestFunction: the object version")
-        command.add_argument("--notification-id", help="NotifierFunction: KIND#contact_id")
+        command.add_argument(
+            "--notification-id", type=notification_id, help="NotifierFunction: KIND#contact_id"
+        )
         command.add_argument("--kind", help="NotifierFunction: SURVEY | GIFT_CARD")
         command.add_argument("--contact-id", help="NotifierFunction: with --kind")
         if action == "purge":
@@ -103,6 +115,14 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("number", help="E.164, e.g. +15551234567")
     show.add_argument("--contacts", type=int, default=5, help="how many recent contacts")
     return top
+
+
+def notification_id(text: str) -> str:
+    """--notification-id's shape; the kind and the contact id are checked where it is used."""
+    kind, separator, contact_id = text.partition("#")
+    if not (kind and separator and contact_id):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KIND#contact_id, e.g. SURVEY#c-1001")
+    return text
 
 
 def group(commands: Any, name: str, text: str) -> Any:
@@ -155,6 +175,13 @@ def confirm(question: str) -> bool:
 
 def connect(name: str | None) -> StackClient:
     stack_name = name or samconfig_stack_name()
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint and not answering(endpoint):
+        # Said at once: the clients' retries would spend seconds on a port nothing listens on.
+        raise OpsError(
+            f"no stack answering at {endpoint} (AWS_ENDPOINT_URL): start the local stack with "
+            "`make up` in another shell, or unset AWS_ENDPOINT_URL for a deployed stack"
+        )
     try:
         return StackClient.deployed(stack_name)
     except ClientError as error:
@@ -163,6 +190,17 @@ def connect(name: str | None) -> StackClient:
         raise
     except AssertionError as error:  # StackClient: outputs missing
         raise OpsError(f"{stack_name} is not this application's stack: {error}") from None
+
+
+def answering(endpoint: str) -> bool:
+    """Whether anything accepts a connection at the endpoint URL."""
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=ENDPOINT_CONNECT_SECONDS):
+            return True
+    except OSError:
+        return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+IMPORT_ERROR = "Runtime.ImportModuleError"
+
 
 def _region() -> str:
     return os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
@@ -60,13 +62,25 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    _environment_from_running_stack(spec, template, args, env_vars)
+    refusal = _environment_from_running_stack(spec, template, args, env_vars)
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
     # A local endpoint gets dummy credentials; otherwise the caller's AWS_* settings pass through.
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
     with Runtime(
         [spec], endpoint_url=endpoint, log_dir=None, echo=True, echo_prefix=False
     ) as runtime:
         result = runtime.invoke(spec.logical_id, event)
+    unbuilt = template.parent / ".aws-sam" / "build" / spec.logical_id
+    if not result.ok and result.error["errorType"] == IMPORT_ERROR and not unbuilt.is_dir():
+        # The source runs without its layer's requirements: only `sam build` installs them.
+        print(
+            f"error: {spec.logical_id} cannot import its code ({result.error['errorMessage']}): "
+            f"there is no build ({unbuilt.relative_to(template.parent)}); run `make build`",
+            file=sys.stderr,
+        )
+        return 2
     document = result.payload if result.ok else result.error
     print(json.dumps(document))
     return 0 if result.ok else 1
@@ -74,14 +88,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _environment_from_running_stack(
     spec: Any, template: Path, args: argparse.Namespace, env_vars: dict[str, Any] | None
-) -> None:
+) -> str | None:
     """With AWS_ENDPOINT_URL pointing at a running local stack, take the function's environment
-    (real resource names) from the deployed function, as a deployed Lambda would see it."""
+    (real resource names) from the deployed function, as a deployed Lambda would see it. Why
+    that cannot be done (no stack there, or not this function), else None: the template's empty
+    names would only fail later, in an AWS call."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if not endpoint:
-        return
+        return None
     import boto3
     from botocore.config import Config
+    from botocore.exceptions import ClientError, EndpointConnectionError
 
     from emulator.stack import DUMMY_CREDENTIALS, load_samconfig
 
@@ -95,15 +112,22 @@ def _environment_from_running_stack(
         cfn = boto3.client("cloudformation", region_name=spec.region, config=quick, **credentials)
         # describe_stack_resources: moto's describe_stack_resource trips over skipped types
         resources = cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
-        physical = next(
+        physical = [
             r["PhysicalResourceId"]
             for r in resources
             if r.get("LogicalResourceId") == spec.logical_id
-        )
+        ]
+        if not physical:
+            return f"stack {stack_name!r} at {endpoint} has no {spec.logical_id}"
         lam = boto3.client("lambda", region_name=spec.region, config=quick, **credentials)
-        deployed = lam.get_function_configuration(FunctionName=physical)
-    except Exception:
-        return  # no such stack there: keep the template's values
+        deployed = lam.get_function_configuration(FunctionName=physical[0])
+    except EndpointConnectionError:
+        return (
+            f"no stack at {endpoint}: start one with `make up` (in another shell), or unset "
+            "AWS_ENDPOINT_URL to run with the template's values"
+        )
+    except ClientError as error:
+        return f"no stack {stack_name!r} at {endpoint}: {error}"
     spec.function_name = deployed["FunctionName"]
     spec.environment.update(deployed.get("Environment", {}).get("Variables", {}))
     overrides = env_vars or {}
@@ -111,3 +135,4 @@ def _environment_from_running_stack(
         {k: str(v) for k, v in overrides.get("Parameters", {}).items() if k in spec.environment}
     )
     spec.environment.update({k: str(v) for k, v in overrides.get(spec.logical_id, {}).items()})
+    return None
