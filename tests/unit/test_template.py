@@ -893,17 +893,35 @@ def rule_refusal(overrides: dict[str, str]) -> str | None:
     return None
 
 
-def test_prod_refuses_to_deploy_without_alarm_email_and_connect_instance():
-    connect = "arn:aws:connect:eu-west-1:111111111111:instance/0c6d5e7a-1b2c-4d3e-8f90-123456789abc"
-    prod = samconfig_envs()["prod"]
-    # As committed, prod names neither: its first deploy stops here, saying what to set.
-    assert "AlarmEmail" in rule_refusal(prod)
-    assert "ConnectInstanceArn" in rule_refusal(prod | {"AlarmEmail": "oncall@example.com"})
-    ready = {"AlarmEmail": "a@example.com", "ConnectInstanceArn": connect}
-    assert "ContactsKeyUsers" in rule_refusal(prod | ready)
-    uploader = "arn:aws:iam::111111111111:role/contact-exports"
-    assert rule_refusal(prod | ready | {"ContactsKeyUsers": uploader}) is None
-    for env in ("default", "test"):  # the other stages may run without either
+# What prod cannot deploy without, in the order of the template's Rules, each with an example
+# value: docs/deploy.md step 3's three, and PermissionsBoundary (committed already).
+STEP_3 = {
+    "AlarmEmail": "oncall@example.com",
+    "ConnectInstanceArn": (
+        "arn:aws:connect:us-east-1:111111111111:instance/0c6d5e7a-1b2c-4d3e-8f90-123456789abc"
+    ),
+    "ContactsKeyUsers": "arn:aws:iam::111111111111:role/contact-exports",
+}
+PROD_NEEDS = STEP_3 | {"PermissionsBoundary": "last-agent-routing-prod-permissions-boundary"}
+
+
+@pytest.mark.parametrize("step_3", [False, True], ids=["step-3-not-done", "step-3-done"])
+def test_prod_refuses_to_deploy_without_alarm_email_and_connect_instance(step_3):
+    """Pinned whatever samconfig.toml holds: prod's overrides as committed, with step 3's values
+    taken out (as the repository ships) or set (as deploy.md tells the deployer to)."""
+    committed = samconfig_envs()["prod"]
+    without = {name: value for name, value in committed.items() if name not in STEP_3}
+    prod = STEP_3 | committed if step_3 else without  # the deployer's own values win
+    missing = [name for name in PROD_NEEDS if not prod.get(name)]
+    assert missing == ([] if step_3 else list(STEP_3))
+    # Each deploy stops before changing anything, naming the next value to set, until none is.
+    for name in missing:
+        assert name in (rule_refusal(prod) or ""), name
+        prod = prod | {name: PROD_NEEDS[name]}
+    assert rule_refusal(prod) is None
+    for name in PROD_NEEDS:  # and each one alone, taken away, is refused again
+        assert name in (rule_refusal({k: v for k, v in prod.items() if k != name}) or ""), name
+    for env in ("default", "test"):  # the other stages may run without step 3's values
         assert rule_refusal(samconfig_envs()[env]) is None, env
 
 
