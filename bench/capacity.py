@@ -122,6 +122,10 @@ EVENTBRIDGE_QUOTAS = Source(
 SNS_QUOTAS = Source(
     "Amazon SNS endpoints and quotas", "https://docs.aws.amazon.com/general/latest/gr/sns.html"
 )
+SNS_FIFO_HIGH_THROUGHPUT = Source(
+    "SNS: high throughput FIFO topics (30,000 messages/s per account in us-east-1, 2025-01)",
+    "https://docs.aws.amazon.com/sns/latest/dg/fifo-high-throughput.html",
+)
 SNS_FIFO_SCOPE = Source(
     "SNS FifoThroughputScope (Topic: 3,000 messages/s and 20 MB/s; MessageGroup: regional limits)",
     "https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_sns.FifoThroughputScope.html",
@@ -173,7 +177,10 @@ QUOTAS = {
         3_000, "messages/s per FIFO topic, Topic scope", SNS_FIFO_SCOPE, False
     ),
     "sns_fifo_regional": Quota(
-        30_000, "messages/s, FIFO, MessageGroup scope (us-east-1 regional)", SNS_QUOTAS, True
+        30_000,
+        "messages/s per account, FIFO with FifoThroughputScope=MessageGroup (us-east-1)",
+        SNS_FIFO_HIGH_THROUGHPUT,
+        True,
     ),
     "sns_fifo_per_group": Quota(300, "messages/s per message group", SNS_QUOTAS, False),
     "sns_filter_policies": Quota(200, "filter policies per topic", SNS_QUOTAS, True),
@@ -845,9 +852,9 @@ def _hot_key(c: Counts, mode: str) -> list[str]:
         f"the partition serves {partition:,.0f} WCU/s ({QUOTAS['partition_wcu'].source.cite()}), "
         f"so one caller throttles past ~{partition / per_contact:,.0f} contacts/s even alone in "
         "its partition; LAST_AGENT is one item, which no split can spread",
-        "LastAgent writes once per contact, even when a newer contact of the caller follows in the "
-        "same batch: a burst of N contacts is N transactions on one LAST_AGENT item (a cancelled "
-        "or failed conditional write still consumes its write units)",
+        "LastAgent writes for every contact, even when a newer contact of the caller follows "
+        "in the same batch: a burst of N contacts is N transactions on one LAST_AGENT item (a "
+        "cancelled or failed conditional write still consumes its write units)",
     ]
     if mode == "lambda":
         lines.append(
