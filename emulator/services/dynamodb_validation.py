@@ -13,7 +13,8 @@ see it from AWS):
   maps): no empty set, no duplicate in a set (numbers compared by value), numbers of at most 38
   significant digits within 1E-130..9.99E+125 in magnitude; numbers are stored normalised
   (``00042`` -> ``42``, ``1.50`` -> ``1.5``, ``1E2`` -> ``100``), so they come back so and a key
-  written as ``042`` is the item of ``42``;
+  written as ``042`` is the item of ``42``; an update's arithmetic works at 38 digits and stores
+  its result so (``1.5 + 1.5`` is ``3``);
 - BatchWriteItem: at most 25 requests, no two for one item;
 - TransactGetItems: no two reads of one item;
 - TransactWriteItems: at most 4 MB of items in all; a ClientRequestToken reused within 10 minutes
@@ -34,14 +35,16 @@ https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWrite
 from __future__ import annotations
 
 import json
+import operator
 import re
 import time
 from collections.abc import Callable
-from decimal import Context, Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation, localcontext
 from typing import Any
 
 from moto.core.responses import ActionResult
 from moto.dynamodb.exceptions import DynamodbException, MockValidationException
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.responses import DynamoHandler
 
 from emulator.services import patching
@@ -91,7 +94,25 @@ def install() -> None:
     patching.replace(
         DynamoHandler, "transact_write_items", _idempotent(DynamoHandler.transact_write_items)
     )
-    _tokens.clear()
+    for name, operation in (("__add__", operator.add), ("__sub__", operator.sub)):
+        patching.replace(DynamoType, name, _arithmetic(operation, getattr(DynamoType, name)))
+    forget_tokens()
+
+
+def _arithmetic(
+    operation: Callable[[Decimal, Decimal], Decimal], original: Callable[..., Any]
+) -> Callable[..., Any]:
+    """UpdateExpression's ``+`` / ``-`` (and ADD) on numbers at DynamoDB's 38 digits, the result
+    normalised and checked as a stored number (moto: 28 digits, ``1.5 + 1.5`` is ``3.0``)."""
+
+    def method(self: DynamoType, other: DynamoType) -> DynamoType:
+        if self.type == other.type == "N":
+            with localcontext(_NUMBERS):
+                result = operation(Decimal(self.value), Decimal(other.value))
+            return DynamoType({"N": normalised_number(str(result))})
+        return original(self, other)
+
+    return method
 
 
 def _validated(action: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -321,6 +342,11 @@ def _length(scalar: Any) -> int:
 # --- ClientRequestToken ---------------------------------------------------------------------------
 # token -> (the request without its token, when it completed)
 _tokens: dict[str, tuple[str, float]] = {}
+
+
+def forget_tokens() -> None:
+    with DYNAMODB_LOCK:
+        _tokens.clear()
 
 
 def _idempotent(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -245,3 +245,19 @@ def test_table_names_outside_dynamodbs_rules_are_refused(ddb, name, constraint):
     )
     assert ddb.list_tables()["TableNames"] == [TABLE]
     assert constraint in refused(ddb.get_item, TableName=name, Key={"pk": {"S": "a"}})
+
+
+def test_update_arithmetic_keeps_38_digits_and_stores_the_result_normalised(ddb):
+    ddb.put_item(
+        TableName=TABLE,
+        Item={"pk": {"S": "a"}, "n": {"N": "1.5"}, "big": {"N": "1234567890123456789.0123456789"}},
+    )
+    got = ddb.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": "a"}},
+        UpdateExpression="SET n = n + :x, big = big - :tiny",
+        ExpressionAttributeValues={":x": {"N": "1.5"}, ":tiny": {"N": "0.0000000001"}},
+        ReturnValues="ALL_NEW",
+    )["Attributes"]
+    assert got["n"] == {"N": "3"}
+    assert got["big"] == {"N": "1234567890123456789.0123456788"}  # 29 digits: moto kept 28
