@@ -11,7 +11,8 @@
   Runtime, moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
 - Control endpoints on the same port (docs/local-stack.md):
   GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status,
-  GET /_emulator/iam.
+  GET /_emulator/iam, POST /_emulator/reset (empties the deployed stack's data:
+  services/reset.py).
 - IAM (emulator/iam/access.py): each call of a function worker is decided against that function's
   role, recorded, and refused with the service's AccessDenied unless its role allows it.
 - Call faults (``crash_after_call``, ``throttle``: emulator/core/faults.py) injected into the AWS
@@ -44,7 +45,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from emulator.core import calls
 from emulator.core.faults import Faults
 from emulator.lambda_.workers import Runtime
-from emulator.services import context, moto_patches
+from emulator.services import context, moto_patches, reset
 
 if TYPE_CHECKING:
     from emulator.delivery.engine import EventSourceMappingEngine
@@ -104,9 +105,17 @@ class ControlApp:
         elif name == "iam" and method == "GET":
             if self.server.access is not None:  # else 404: no IAM checks on this server
                 status, body = 200, self.server.access.snapshot()
-        elif name in ("faults", "faults/reset", "status", "iam"):
+        elif name == "reset" and method == "POST":
+            status, body = self.server.reset()
+        elif name in ("faults", "faults/reset", "status", "iam", "reset"):
             status, body = 405, {"message": f"{method} not allowed on {path}"}
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+        reason = {
+            200: "OK",
+            400: "Bad Request",
+            404: "Not Found",
+            405: "Method Not Allowed",
+            409: "Conflict",
+        }
         return _json_response(start_response, f"{status} {reason[status]}", body)
 
     def _aws_call(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -280,6 +289,12 @@ class EmulatorServer(ThreadedMotoServer):
             self._server.server_close()
             self._server = None
         context.release(self.runtime, self.faults)
+
+    def reset(self) -> tuple[int, dict[str, Any]]:
+        """POST /_emulator/reset: the deployed stack's data emptied, its resources kept."""
+        if self.stack_name is None:
+            return 409, {"message": "no stack deployed yet: nothing to reset"}
+        return 200, {"emptied": reset.reset_stack(self.stack_name, self.region)}
 
     def status(self) -> dict[str, Any]:
         mappings = []
