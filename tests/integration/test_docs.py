@@ -4,14 +4,20 @@ fails `make test`. The convention is in docs/architecture.md ("Docs that run").
 
 Blocks run four at a time (each must be self-contained) with `bash -euo pipefail` from the
 repository root, with the session's local stack in place of 127.0.0.1:4566, the tools of
-`make setup` (.tools/bin: sam, aws) on PATH and none of the caller's AWS settings.
+`make setup` (.tools/bin: sam, aws) on PATH and none of the caller's AWS settings. A block that
+reaches beyond the local stack fails, even if it hides the error: its HTTP(S) proxy is a listener
+that records the attempt and forwards nothing (the AWS CLI v1 sends `aws sqs` to
+queue.amazonaws.com whatever AWS_ENDPOINT_URL says, and a developer's ~/.aws credentials would
+make that a call to their account).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +102,37 @@ def outcomes(stack: StackClient) -> dict[str, subprocess.CompletedProcess]:
         stack.reset_faults()  # a block may set fault switches; the next tests start clean
 
 
+class OutsideCalls:
+    """A block's HTTP(S) proxy that forwards nothing: each request that reaches it (anything but
+    the local stack's names, NO_PROXY) is recorded by its request line and refused."""
+
+    LOCAL_NAMES = "127.0.0.1,localhost,::1"
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.attempts: list[str] = []
+        threading.Thread(target=self._refuse, daemon=True).start()
+
+    def env(self) -> dict[str, str]:
+        proxy = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+        return dict.fromkeys(names, proxy) | dict.fromkeys(
+            ("NO_PROXY", "no_proxy"), self.LOCAL_NAMES
+        )
+
+    def _refuse(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # closed: the block is done
+                return
+            with connection:
+                connection.settimeout(5)
+                request = connection.recv(4096).split(b"\r\n", 1)[0]
+                self.attempts.append(request.decode(errors="replace"))
+                connection.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+
+
 def run_block(stack: StackClient, block: Block) -> subprocess.CompletedProcess:
     assert stack.local
     port = str(stack.local.port)
@@ -103,15 +140,24 @@ def run_block(stack: StackClient, block: Block) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "EMULATOR_"))}
     env["PATH"] = os.pathsep.join([str(ROOT / ".tools" / "bin"), env.get("PATH", "")])
     env["EMULATOR_PORT"] = port
-    return subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BLOCK_TIMEOUT,
-        check=False,
-    )
+    outside = OutsideCalls()
+    try:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=ROOT,
+            env=env | outside.env(),
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT,
+            check=False,
+        )
+    finally:
+        outside.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        outside.listener.close()
+    if outside.attempts:  # a failure, even if the block went on or hid the error
+        done.returncode = done.returncode or 1
+        done.stderr += f"\nreached beyond the local stack: {outside.attempts}"
+    return done
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda block: block.name)
