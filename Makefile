@@ -132,7 +132,8 @@ test-phase-integration-modes test-phase-sam-local test-phase-chaos-modes: test-p
 # purpose, their dependencies are the layer's (an empty one trades each warning for a pip run and
 # two other lines per function, every build); and the pipeline deploys, not `sam deploy --guided`.
 build: setup ## sam build (python3.13, arm64 layer, no container)
-	sam build 2>&1 | sed -e '/^requirements.txt file not found. Continuing the build without dependencies.$$/d' \
+	@echo "sam build"
+	@sam build 2>&1 | sed -e '/^requirements.txt file not found. Continuing the build without dependencies.$$/d' \
 		-e '/^Commands you can use next$$/,$$d'
 
 up: setup build ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides; FANOUT=lambda|pipe|router)
