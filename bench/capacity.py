@@ -45,7 +45,7 @@ from bench.inprocess import (
     quiet,
 )
 from emulator.stack import load_template
-from tests.resources import FakeLambdaContext, create_resources
+from harness.in_process import FakeLambdaContext, create_resources
 
 RESULTS = ROOT / "bench" / "results.json"
 TEMPLATE = ROOT / "template.yaml"

@@ -32,7 +32,7 @@ from bench.inprocess import (
     quiet,
     sqs_event,
 )
-from tests.resources import FakeLambdaContext, Resources, create_resources
+from harness.in_process import FakeLambdaContext, Resources, create_resources
 
 NOTIFICATIONS = 20
 BUDGET_FIRST_WRITES = 2

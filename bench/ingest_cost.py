@@ -1,6 +1,6 @@
 """P2: DynamoDB requests per contact row when IngestFunction ingests a 10,000-row .jsonl file.
 
-In-process under moto (mock_aws): the stack's resources (tests.resources), the file put into the
+In-process under moto (mock_aws): the stack's resources (harness.in_process), the file put into the
 versioned bucket, IngestFunction's handler loaded cold and invoked once with an SQS event carrying
 the S3 notification as AWS sends it (versionId, sequencer, form-encoded key). Every DynamoDB call
 of every client built meanwhile is counted (bench.inprocess.RequestCounter), by operation and
@@ -28,7 +28,7 @@ from bench.inprocess import (
     s3_notification,
     sqs_event,
 )
-from tests.resources import FakeLambdaContext, create_resources
+from harness.in_process import FakeLambdaContext, create_resources
 
 ROWS = 10_000
 BUDGET_PER_ROW = 0.05

@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
-from urllib.parse import quote_plus
 
 import botocore.session
 from moto import mock_aws
 
 from bench.common import FUNCTIONS, REGION, ROOT, function_env, layer_path
 from emulator.services import moto_patches
-from tests.resources import import_handler
+from harness import events, in_process
 
 ACCOUNT = "123456789012"
 WRITE_OPERATIONS = frozenset(
@@ -146,68 +145,17 @@ def jsonl_lines(contacts: Iterator[dict[str, Any]]) -> Iterator[bytes]:
 
 
 def s3_notification(bucket: str, key: str, size: int, etag: str, version_id: str | None) -> dict:
-    """The S3 event notification body AWS puts on the queue (key form-encoded, with versionId and
-    sequencer, which moto's own notifications lack)."""
-    return {
-        "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "aws:s3",
-                "awsRegion": REGION,
-                "eventTime": datetime.now(UTC)
-                .isoformat(timespec="milliseconds")
-                .replace("+00:00", "Z"),
-                "eventName": "ObjectCreated:Put",
-                "userIdentity": {"principalId": "AWS:AIDAEXAMPLEEXPORTER"},
-                "requestParameters": {"sourceIPAddress": "198.51.100.7"},
-                "responseElements": {
-                    "x-amz-request-id": uuid.uuid4().hex[:16].upper(),
-                    "x-amz-id-2": uuid.uuid4().hex,
-                },
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "IngestIncoming",
-                    "bucket": {
-                        "name": bucket,
-                        "ownerIdentity": {"principalId": "A3NL1KOZZKExample"},
-                        "arn": f"arn:aws:s3:::{bucket}",
-                    },
-                    "object": {
-                        "key": quote_plus(key, safe="/"),
-                        "size": size,
-                        "eTag": etag.strip('"'),
-                        **({"versionId": version_id} if version_id else {}),
-                        "sequencer": f"{random.getrandbits(64):016X}00",
-                    },
-                },
-            }
-        ]
-    }
+    """The S3 event notification body AWS puts on the queue, now."""
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return events.s3_notification(
+        bucket, key, size=size, etag=etag, version_id=version_id, event_time=now
+    )
 
 
 def sqs_event(bodies: list[str], queue: str) -> dict:
     """An SQS event as the Lambda ESM delivers it."""
-    return {
-        "Records": [
-            {
-                "messageId": str(uuid.uuid4()),
-                "receiptHandle": f"AQEB{uuid.uuid4().hex}",
-                "body": body,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "1795940103000",
-                    "SenderId": "AROAEXAMPLE:bench",
-                    "ApproximateFirstReceiveTimestamp": "1795940103000",
-                },
-                "messageAttributes": {},
-                "md5OfBody": "0" * 32,
-                "eventSource": "aws:sqs",
-                "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}",
-                "awsRegion": REGION,
-            }
-            for body in bodies
-        ]
-    }
+    messages = [{"MessageId": str(uuid.uuid4()), "Body": body} for body in bodies]
+    return events.sqs_event(messages, f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}")
 
 
 # ---- DynamoDB request counter --------------------------------------------------------------------
@@ -298,7 +246,7 @@ def load_handler(logical_id: str) -> ModuleType:
     """functions/<dir>/app.py imported as a fresh module (a cold start); call inside the function's
     environment and the mock, so its module-level clients see both."""
     import_shared()
-    return import_handler(FUNCTIONS[logical_id])
+    return in_process.load_handler(FUNCTIONS[logical_id])
 
 
 def count_items(dynamodb, table: str, item_type: str) -> int:

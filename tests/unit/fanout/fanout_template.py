@@ -12,7 +12,7 @@ from cfnlint.decode import cfn_yaml
 
 from emulator.core.filters import FilterCriteria, Pattern, compile_event_pattern
 from emulator.services.sns_filter_policies import FilterPolicy
-from tests.unit.conftest import ROOT
+from harness import ROOT
 
 CONSUMERS = {
     "LastAgentFunction": "LastAgent",

@@ -1,19 +1,8 @@
 """Driving the fan-out handlers the way their event source mappings would."""
 
 import json
-import uuid
 
-from tests.unit.conftest import load_handler
-from tests.unit.fanout.builders import sqs_event
-
-
-def cold_start(function_dir: str, monkeypatch):
-    """load_handler under its own Powertools service name. Powertools configures a service's
-    logger once per process, bound to the sys.stdout of that moment: a fresh name, loaded in the
-    test's body (capsys swaps sys.stdout between setup and call), lets capsys see the handler's
-    JSON logs as CloudWatch would."""
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", f"{function_dir}-{uuid.uuid4().hex[:8]}")
-    return load_handler(function_dir, monkeypatch)
+from harness.events import sqs_event
 
 
 def queue_arn(stack, queue_url: str) -> str:

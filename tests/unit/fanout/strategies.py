@@ -7,7 +7,7 @@ import string
 
 from hypothesis import strategies as st
 
-from tests.unit.fanout.builders import record_of
+from harness.events import record_of
 
 EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 DISPOSITIONS = ("RESOLVED", "ABANDONED", "ESCALATED", "TRANSFERRED")

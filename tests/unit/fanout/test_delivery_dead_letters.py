@@ -7,8 +7,8 @@ import pytest
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 
 from emulator.stack import chosen, template_conditions
+from harness import ROOT
 from harness.stack import CONSUMERS, StackClient
-from tests.unit.conftest import ROOT
 
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
 RESOURCES = TEMPLATE["Resources"]

@@ -8,9 +8,10 @@ import re
 import pytest
 from shared import rules
 
-from tests.unit.conftest import ROOT
-from tests.unit.fanout.builders import contact, failed_ids, sqs_event, stream_event, stream_record
-from tests.unit.fanout.helpers import cold_start, enqueued, notify_all, queue_arn
+from harness import ROOT
+from harness.events import contact, failed_ids, sqs_event, stream_event, stream_record
+from harness.in_process import cold_start
+from tests.unit.fanout.helpers import enqueued, notify_all, queue_arn
 
 CONTACTS = [
     contact("c-1", "+14155550101", "2026-11-29T09:00:00Z", survey_opt_in=True),

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from emulator.core.filters import FilterCriteria
-from tests.unit.conftest import ROOT
+from harness import ROOT
+from harness.in_process import cold_start
 from tests.unit.fanout.fanout_template import selections
-from tests.unit.fanout.helpers import cold_start, enqueued
+from tests.unit.fanout.helpers import enqueued
 
 EVENTS = ROOT / "events"
 # Which stream consumer must see each sample record.

@@ -4,9 +4,10 @@ the stream delivers, repeats or re-exports, and whatever call a crash interrupts
 import pytest
 from shared import gift_cards, keys, rules
 
+from harness.events import contact, failed_ids, stream_event, stream_record
+from harness.in_process import cold_start
 from tests.faults import Crash, record_calls
-from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
-from tests.unit.fanout.helpers import cold_start, enqueued, notify_all
+from tests.unit.fanout.helpers import enqueued, notify_all
 
 ABANDONED = contact("c-abandoned", disposition=rules.ABANDONED, agent_id=None)
 

@@ -11,9 +11,8 @@ from shared import keys, model, rules
 from shared.aws import table
 
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
-from tests.resources import client
-from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
-from tests.unit.fanout.helpers import cold_start
+from harness.events import contact, failed_ids, stream_event, stream_record
+from harness.in_process import client, cold_start
 
 serializer = TypeSerializer()
 CALLER = "+14155550101"

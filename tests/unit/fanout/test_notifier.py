@@ -7,10 +7,10 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from shared import notifications
 from shared.aws import messaging
 
+from harness.events import contact, failed_ids, sqs_bodies_event, sqs_event
+from harness.in_process import ShrinkingClock, cold_start
 from tests.faults import Crash, record_calls, throttle
-from tests.resources import ShrinkingClock
-from tests.unit.fanout.builders import contact, failed_ids, sqs_bodies_event, sqs_event
-from tests.unit.fanout.helpers import cold_start, queue_arn
+from tests.unit.fanout.helpers import queue_arn
 
 SURVEY = notifications.survey(contact("c-1", survey_opt_in=True))
 GIFT_CARD = notifications.gift_card(

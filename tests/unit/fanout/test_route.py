@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared.aws import table
 
-from tests.unit.conftest import ROOT
-from tests.unit.fanout.builders import contact
-from tests.unit.fanout.helpers import cold_start
+from harness import ROOT
+from harness.events import contact
+from harness.in_process import cold_start
 
 EVENTS = ROOT / "events"
 

@@ -11,17 +11,11 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from hypothesis import HealthCheck, given, settings
 from shared import contacts, rules
 
+from harness.events import contact, failed_ids, sqs_event, stream_event, stream_record
+from harness.in_process import client, cold_start
 from tests.faults import throttle
-from tests.resources import client
-from tests.unit.fanout.builders import (
-    contact,
-    failed_ids,
-    sqs_event,
-    stream_event,
-    stream_record,
-)
 from tests.unit.fanout.fanout_template import CONSUMERS, selections
-from tests.unit.fanout.helpers import cold_start, notify_all, queue_arn
+from tests.unit.fanout.helpers import notify_all, queue_arn
 from tests.unit.fanout.strategies import stream_records
 from tests.unit.fanout.test_change_filters import SAMPLES
 

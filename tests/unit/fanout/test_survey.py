@@ -5,9 +5,10 @@ crash interrupts."""
 import pytest
 from shared import keys, rules
 
+from harness.events import contact, failed_ids, stream_event, stream_record
+from harness.in_process import cold_start
 from tests.faults import Crash, record_calls
-from tests.unit.fanout.builders import contact, failed_ids, stream_event, stream_record
-from tests.unit.fanout.helpers import cold_start, enqueued, notify_all
+from tests.unit.fanout.helpers import enqueued, notify_all
 
 OPTED_IN = contact("c-survey", survey_opt_in=True)
 

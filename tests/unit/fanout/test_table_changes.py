@@ -9,15 +9,10 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from shared import keys, rules
 from shared.aws.table_changes import TableChanges
 
-from tests.unit.fanout.builders import (
-    contact,
-    failed_ids,
-    sqs_bodies_event,
-    stream_event,
-    stream_record,
-)
+from harness.events import contact, failed_ids, sqs_bodies_event, stream_event, stream_record
+from harness.in_process import cold_start
 from tests.unit.fanout.fanout_template import bus_event
-from tests.unit.fanout.helpers import cold_start, notify_all
+from tests.unit.fanout.helpers import notify_all
 
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:last-agent-routing-SurveyQueue"
 RESOLVED = contact("c-resolved", survey_opt_in=True)

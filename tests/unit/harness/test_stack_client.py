@@ -7,8 +7,8 @@ import time
 import boto3
 import pytest
 
+from harness.in_process import REGION, client
 from harness.stack import CONSUMERS, StackClient
-from tests.resources import REGION, client
 
 
 def stack_of(mode: str | None) -> StackClient:

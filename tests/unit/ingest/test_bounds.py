@@ -8,8 +8,8 @@ import pytest
 from shared import files
 from shared import ingest as ingest_module
 
-from tests.resources import ShrinkingClock
-from tests.unit.ingest.conftest import Delivery
+from harness.in_process import ShrinkingClock
+from tests.unit.ingest.support import Delivery
 
 GOOD = {
     "contact_id": "c-1",

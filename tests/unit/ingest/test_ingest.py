@@ -11,8 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 from shared.aws import table
 
-from tests.unit.conftest import FakeLambdaContext
-from tests.unit.ingest.conftest import Delivery, Ingest, error_response
+from harness.in_process import FakeLambdaContext
+from tests.unit.ingest.support import Delivery, Ingest, error_response
 
 GOOD = [
     {

@@ -20,8 +20,8 @@ from shared import files, keys, model
 from shared.ingest import FileReport, Progress
 from shared.s3_events import S3Object
 
-from tests.unit.conftest import moto_stack
-from tests.unit.ingest.conftest import Ingest
+from tests.unit.ingest.support import Ingest
+from tests.unit.support import moto_stack
 
 INGESTED_AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 S3_OBJECT = S3Object("b", "incoming/f.jsonl", None, "0055", 1, None, "2026-11-29T12:00:00.000Z")

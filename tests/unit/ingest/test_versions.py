@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from tests.resources import ShrinkingClock
-from tests.unit.ingest.conftest import Delivery, notification
+from harness.in_process import ShrinkingClock
+from tests.unit.ingest.support import Delivery, notification
 
 CONTACT = {
     "contact_id": "c-1",

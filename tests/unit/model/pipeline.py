@@ -23,7 +23,7 @@ SQS semantics kept from AWS (IngestQueue, NotificationQueue and the consumer que
 received messages; those the function did not report as failed are deleted; the others (or all,
 on a crash) are received again later. The claim a crashed invocation left has expired by then (SQS
 waits out the visibility timeout, longer than the function's timeout: see
-tests.resources.ShrinkingClock). Not modelled: two invocations running at the very same time (the
+harness.in_process.ShrinkingClock). Not modelled: two invocations running at the very same time (the
 local stack's chaos run has those), IngestQueue's and NotificationQueue's own dead-letter queues
 (their redrive is the same move as a consumer queue's).
 """
@@ -45,13 +45,14 @@ from shared import ingest, keys
 
 from emulator.core.filters import FilterCriteria
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
+from harness.events import sqs_event
+from harness.in_process import ACCOUNT, REGION, ShrinkingClock, client, load_handler
 from harness.stack import StackClient
 from ops import files as ops_files
 from ops.errors import OpsError
 from tests.faults import CallLog, Crash, Throttle, record_calls, throttle
-from tests.resources import REGION, ShrinkingClock, client
-from tests.unit.conftest import Stack, load_handler
 from tests.unit.fanout.fanout_template import bus_event, pipe_filter, router_filter, selections
+from tests.unit.support import Stack
 
 MODES = ("lambda", "pipe", "router")
 FUNCTION_DIRS = {
@@ -334,7 +335,7 @@ class Pipeline:
             return False
         if reverse:
             messages.reverse()
-        event = {"Records": [sqs_record(m, url) for m in messages]}
+        event = sqs_event(messages, f"arn:aws:sqs:{REGION}:{ACCOUNT}:{url.rsplit('/', 1)[-1]}")
         failed: set[str] = set()
         for delivery in range(2 if twice else 1):
             outcome = self.invoke(function, event, crash_after if delivery == 0 else None)
@@ -635,18 +636,3 @@ def _arn(sqs, url: str) -> str:
     return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-
-
-def sqs_record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:
-    name = queue_url.rsplit("/", 1)[-1]
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": message.get("Attributes", {}),
-        "messageAttributes": {},
-        "md5OfBody": message["MD5OfBody"],
-        "eventSource": "aws:sqs",
-        "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:{name}",
-        "awsRegion": REGION,
-    }

@@ -10,9 +10,9 @@ this walks every single one.
 import pytest
 from shared import ingest
 
-from tests.unit.conftest import moto_stack
 from tests.unit.model.design import check_final_state
 from tests.unit.model.pipeline import FUNCTION_DIRS, OPERATIONS, Pipeline
+from tests.unit.support import moto_stack
 
 
 def row(contact_id: str, caller: str, minute: int, **fields) -> dict:

@@ -25,9 +25,9 @@ from hypothesis.stateful import (
 )
 from shared import ingest, rules
 
-from tests.unit.conftest import moto_stack
 from tests.unit.model.design import check_final_state
 from tests.unit.model.pipeline import MODES, OPERATIONS, PIPE, Pipeline
+from tests.unit.support import moto_stack
 
 EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "6"))
 STEPS = int(os.environ.get("MODEL_STEPS", "30"))

@@ -6,8 +6,8 @@ import json
 import boto3
 import pytest
 
+from harness.in_process import REGION, client
 from harness.stack import StackClient
-from tests.resources import REGION, client
 
 TEMPLATE = {
     "Resources": {"StreamFailureQueue": {"Type": "AWS::SQS::Queue"}},

@@ -8,12 +8,11 @@ import json
 import pytest
 from shared import keys
 
+from harness.events import contact, failed_ids, sqs_event, stream_record
+from harness.in_process import ACCOUNT, REGION, load_handler
 from harness.stack import CONSUMERS, FAILURE_QUEUES, StackClient
 from ops import redrive, status
 from ops.errors import OpsError
-from tests.resources import ACCOUNT, REGION
-from tests.unit.conftest import load_handler
-from tests.unit.fanout.builders import contact, failed_ids, sqs_event, stream_record
 
 CALLER = "+14155550199"
 

@@ -7,7 +7,7 @@ import json
 from shared import idempotency
 
 from ops import files, records
-from tests.unit.ingest.conftest import Delivery, Ingest
+from tests.unit.ingest.support import Delivery, Ingest
 from tests.unit.ops.conftest import args
 
 ROW = {

@@ -9,12 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from shared import keys
 
+from harness.in_process import FakeLambdaContext, ShrinkingClock, load_handler
 from harness.stack import StackClient
 from ops import files, status
 from ops.errors import OpsError
-from tests.resources import FakeLambdaContext, ShrinkingClock
-from tests.unit.conftest import load_handler
-from tests.unit.ingest.conftest import Delivery, Ingest, error_response, sqs_event
+from tests.unit.ingest.support import Delivery, Ingest, error_response, sqs_event
 from tests.unit.test_template import of_type
 
 ROWS = 800

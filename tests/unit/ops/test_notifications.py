@@ -8,12 +8,11 @@ import json
 import pytest
 from shared import idempotency, keys, notifications
 
+from harness.events import sqs_bodies_event
+from harness.in_process import client, load_handler
 from harness.stack import StackClient
 from ops import cli, records
 from ops.errors import OpsError
-from tests.resources import client
-from tests.unit.conftest import load_handler
-from tests.unit.fanout.builders import sqs_bodies_event
 from tests.unit.fanout.helpers import queue_arn
 from tests.unit.ops.conftest import args
 

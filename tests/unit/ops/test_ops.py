@@ -7,12 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from shared import keys, notifications
 
+from harness.in_process import client, load_handler
 from harness.stack import StackClient
 from ops import callers, records, redrive, replay, status
 from ops.cli import main
 from ops.errors import OpsError
-from tests.resources import client
-from tests.unit.conftest import load_handler
 from tests.unit.ops.conftest import args
 
 

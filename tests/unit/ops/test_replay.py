@@ -16,12 +16,10 @@ from shared import keys
 from emulator.core.filters import FilterCriteria
 from emulator.lambda_.workers import InvokeResult
 from emulator.services import context
+from harness.in_process import FakeLambdaContext, client, cold_start
 from ops import replay
 from ops.stream_filter import StreamFilter, UnsupportedFilter
-from tests.resources import client
-from tests.unit.conftest import FakeLambdaContext
 from tests.unit.fanout.fanout_template import resources
-from tests.unit.fanout.helpers import cold_start
 from tests.unit.fanout.strategies import stream_records
 
 FUNCTION = "unit-SurveyFunction"

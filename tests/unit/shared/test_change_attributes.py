@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from hypothesis import assume, given
 from shared import contacts, rules
 
-from tests.unit.fanout.builders import contact, stream_record
+from harness.events import contact, stream_record
 from tests.unit.fanout.strategies import stream_records
 
 EVENTS = Path(__file__).resolve().parents[3] / "events"

@@ -10,10 +10,9 @@ from hypothesis import strategies as st
 from shared import model
 from shared.model import Contact, parse_contact
 
+from harness.in_process import client, cold_start
 from ops import replay
-from tests.resources import client
-from tests.unit.fanout.helpers import cold_start
-from tests.unit.ingest.conftest import Ingest
+from tests.unit.ingest.support import Ingest
 
 GOOD = {
     "contact_id": "c-1_A",

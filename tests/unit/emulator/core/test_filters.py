@@ -24,6 +24,8 @@ from emulator.core.filters import (
     detect_source,
     record_view,
 )
+from harness import events
+from harness.events import contact as contact_item
 from tests.contract import STREAM_FILTERS
 from tests.unit.emulator.support import ROOT
 
@@ -360,22 +362,8 @@ def test_dynamodb_records_are_matched_as_sent():
 
 
 def sqs_record(body: str) -> dict:
-    return {
-        "messageId": "059f36b4-87a3-44ab-83d2-661975830a7d",
-        "receiptHandle": "AQEBwJnKyrHigUMZj6rYigCgxlaS3SLy0a...",
-        "body": body,
-        "attributes": {
-            "ApproximateReceiveCount": "1",
-            "SentTimestamp": "1545082649183",
-            "SenderId": "AIDAIENQZJOLO23YVJ4VO",
-            "ApproximateFirstReceiveTimestamp": "1545082649185",
-        },
-        "messageAttributes": {},
-        "md5OfBody": "e4e68fb7bd0e697a0ae8f1bb342846b3",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-west-2:123456789012:my-queue",
-        "awsRegion": "us-west-2",
-    }
+    message = {"MessageId": "059f36b4-87a3-44ab-83d2-661975830a7d", "Body": body}
+    return events.sqs_record(message, "arn:aws:sqs:us-west-2:123456789012:my-queue")
 
 
 JSON_BODY = sqs_record(
@@ -593,25 +581,9 @@ def stream_record(event_name: str, new: dict | None, old: dict | None = None) ->
 
 
 def contact(**overrides) -> dict:
-    item = {
-        "pk": "CALLER#+15550100",
-        "sk": "CONTACT#2026-11-29T10:05:00.000Z#c-1",
-        "type": "CONTACT",
-        "contact_id": "c-1",
-        "caller": "+15550100",
-        "agent_id": "agent-7",
-        "queue": "support",
-        "started_at": "2026-11-29T10:00:00.000Z",
-        "ended_at": "2026-11-29T10:05:00.000Z",
-        "disposition": "RESOLVED",
-        "wait_seconds": 30,
-        "email": "caller@example.com",
-        "survey_opt_in": True,
-        "long_wait": False,
-        "first_export": True,
-    }
-    item.update(overrides)
-    return {k: v for k, v in item.items() if v is not None}  # None = attribute absent
+    """A CONTACT item of one caller; None removes an attribute."""
+    fields = {"queue": "support", "email": "caller@example.com", "survey_opt_in": True}
+    return contact_item(contact_id="c-1", caller="+15550100", **(fields | overrides))
 
 
 RESOLVED_ALL = contact()

@@ -1,6 +1,6 @@
-"""What tests and the benchmark need to run handlers in-process (mock_aws): the stack's stores and
-queues as plain moto resources (keys and stream settings as template.yaml gives them), a handler
-imported cold, and the Lambda context it is called with."""
+"""What the unit tests and the benchmark need to run handlers in process (mock_aws): the stack's
+stores and queues as plain moto resources (keys and stream settings as template.yaml gives them),
+a handler loaded cold, and the Lambda context it is called with."""
 
 import functools
 import importlib.util
@@ -8,14 +8,15 @@ import os
 import sys
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 
 import boto3
 
+from harness import ROOT
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
-FUNCTIONS_DIR = Path(__file__).resolve().parents[1] / "functions"
+FUNCTIONS_DIR = ROOT / "functions"
 
 
 @dataclass
@@ -107,14 +108,28 @@ def create_resources(prefix: str = "") -> Resources:
     )
 
 
-def import_handler(function_dir: str) -> ModuleType:
-    """functions/<function_dir>/app.py imported as a fresh module (a cold start). Every handler
-    module is called `app`, so each import gets a unique module name."""
+def load_handler(function_dir: str, monkeypatch=None) -> ModuleType:
+    """functions/<function_dir>/app.py imported as a fresh module: a cold start (its module-level
+    clients and settings built afresh). Every handler module is called `app`, so each load gets a
+    unique module name. With ``monkeypatch``, as Lambda starts the function:
+    AWS_LAMBDA_FUNCTION_NAME set and the function's directory first on sys.path (the task root)."""
     path = FUNCTIONS_DIR / function_dir / "app.py"
+    if monkeypatch is not None:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", f"{function_dir}-function")
+        monkeypatch.syspath_prepend(str(path.parent))
     spec = importlib.util.spec_from_file_location(f"app_{function_dir}_{uuid.uuid4().hex}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def cold_start(function_dir: str, monkeypatch) -> ModuleType:
+    """load_handler under a Powertools service name of its own. Powertools configures a service's
+    logger once per process, bound to the sys.stdout of that moment: a fresh name, loaded in the
+    test's body (capsys swaps sys.stdout between setup and call), lets capsys see the handler's
+    JSON logs as CloudWatch would."""
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", f"{function_dir}-{uuid.uuid4().hex[:8]}")
+    return load_handler(function_dir, monkeypatch)
 
 
 class FakeLambdaContext:
