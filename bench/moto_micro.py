@@ -43,6 +43,7 @@ from moto.sqs.models import Message, sqs_backends  # noqa: E402
 from werkzeug.test import Client  # noqa: E402
 
 from emulator.services import moto_patches  # noqa: E402
+from harness.in_process import create_stream_table  # noqa: E402
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -142,20 +143,7 @@ def api(quick: bool) -> None:
     c = clients(wsgi)
     ddb, sqs, streams = c["dynamodb"], c["sqs"], c["dynamodbstreams"]
     table = f"bench-{time.monotonic_ns()}"
-    ddb.create_table(
-        TableName=table,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
-    stream_arn = ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    stream_arn = create_stream_table(ddb, table)
     url = sqs.create_queue(QueueName=f"bench-{time.monotonic_ns()}")["QueueUrl"]
     n = 100 if quick else 400
     counter = iter(range(10**9))

@@ -51,14 +51,13 @@ def _client(service: str, endpoint_url: str | None):
     return boto3.client(service, region_name=REGION, endpoint_url=endpoint_url)
 
 
-def create_resources(prefix: str = "") -> Resources:
-    """Create the resources under moto (call inside mock_aws or against a moto server)."""
-    dynamodb = client("dynamodb")
-    dynamodb.create_table(
-        TableName=f"{prefix}contacts",
+def create_stream_table(dynamodb, name: str, sort_key_type: str = "S") -> str:
+    """A table keyed as ContactsTable (pk, sk) with a NEW_AND_OLD_IMAGES stream; its stream ARN."""
+    return dynamodb.create_table(
+        TableName=name,
         AttributeDefinitions=[
             {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": sort_key_type},
         ],
         KeySchema=[
             {"AttributeName": "pk", "KeyType": "HASH"},
@@ -66,7 +65,13 @@ def create_resources(prefix: str = "") -> Resources:
         ],
         BillingMode="PAY_PER_REQUEST",
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
+    )["TableDescription"]["LatestStreamArn"]
+
+
+def create_resources(prefix: str = "") -> Resources:
+    """Create the resources under moto (call inside mock_aws or against a moto server)."""
+    dynamodb = client("dynamodb")
+    create_stream_table(dynamodb, f"{prefix}contacts")
     dynamodb.create_table(
         TableName=f"{prefix}idempotency",
         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],

@@ -14,6 +14,7 @@ from moto import mock_aws
 
 from emulator.delivery.sources import StreamSource
 from emulator.services import dynamodbstreams
+from harness.in_process import create_stream_table
 from tests.unit.emulator.support import REGION
 
 KEYS = [f"customer-{n}" for n in range(10)]
@@ -38,19 +39,7 @@ class Aws:
         self.ddb, self.streams = clients
 
     def table(self, name: str = "contacts") -> str:
-        return self.ddb.create_table(
-            TableName=name,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )["TableDescription"]["LatestStreamArn"]
+        return create_stream_table(self.ddb, name)
 
     def shard_ids(self, arn: str) -> list[str]:
         description = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]

@@ -17,6 +17,7 @@ from moto.core.responses import BaseResponse
 from moto.core.utils import get_service_model
 
 from emulator.services import responses
+from harness.in_process import create_stream_table
 from tests.unit.emulator.support import REGION, fake_credentials
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
@@ -81,19 +82,7 @@ ITEM = {
 
 def test_dynamodb_operations_parse_the_same_both_ways(compared):
     ddb = boto3.client("dynamodb", region_name=REGION)
-    ddb.create_table(
-        TableName="tbl",
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "N"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
+    create_stream_table(ddb, "tbl", sort_key_type="N")
     key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
     ddb.put_item(TableName="tbl", Item=ITEM, ReturnConsumedCapacity="TOTAL")
     ddb.put_item(TableName="tbl", Item=ITEM, ReturnValues="ALL_OLD")
