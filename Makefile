@@ -70,7 +70,7 @@ lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and
 	$(UV) run ruff format --check .
 	$(UV) run cfn-lint template.yaml
 	sam validate --lint --template template.yaml
-	checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
+	checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml --config-file template.checkov.yaml
 	$(UV) run check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yaml
 	$(UV) run check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml
 	$(UV) run zizmor --offline .github/workflows
