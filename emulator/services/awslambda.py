@@ -89,6 +89,7 @@ def _drop(registry: dict[str, Any], esm: Any) -> None:
 # - streams: StartingPosition TRIM_HORIZON or LATEST (required); MaximumRetryAttempts -1..10,000;
 #   MaximumRecordAgeInSeconds -1 or 60..604,800; ParallelizationFactor 1..10; an OnFailure
 #   destination that is an SQS queue or SNS topic, no OnSuccess;
+# - ScalingConfig (SQS only): MaximumConcurrency 2..1,000 (API_ScalingConfig);
 # - FunctionResponseTypes: only ReportBatchItemFailures;
 # - settings the local stack does not implement are refused, naming the setting (ESM_NOT_LOCAL),
 #   never ignored.
@@ -96,7 +97,6 @@ MAX_FILTERS = 5
 ESM_NOT_LOCAL = {
     "TumblingWindowInSeconds": "tumbling windows (state carried between invocations)",
     "StartingPositionTimestamp": "StartingPosition AT_TIMESTAMP",
-    "ScalingConfig": "a maximum concurrency for SQS pollers",
     "ProvisionedPollerConfig": "provisioned pollers",
     "MetricsConfig": "event source mapping metrics",
     "KMSKeyArn": "filter criteria encrypted with a KMS key",
@@ -171,10 +171,29 @@ def validate_event_source_mapping(backend: Any, config: dict[str, Any]) -> None:
             f"FunctionResponseTypes {unknown} not supported: the only value is "
             f"{REPORT_BATCH_ITEM_FAILURES}"
         )
+    _validate_scaling(config.get("ScalingConfig"), sqs=service == "sqs")
     if service == "sqs":
         _validate_sqs_mapping(backend, config, arn, fifo=fifo, batch_size=batch_size, window=window)
     elif is_stream:
         _validate_stream_mapping(config)
+
+
+def _validate_scaling(scaling: Any, *, sqs: bool) -> None:
+    if _unset("ScalingConfig", scaling):
+        return
+    if not sqs:
+        raise InvalidParameterValueException(
+            "Unsupported ScalingConfig parameter for given event source mapping type."
+        )
+    maximum = scaling.get("MaximumConcurrency")
+    if maximum is None:
+        return
+    value = parse_int(maximum, 0)
+    if not 2 <= value <= 1000:
+        raise InvalidParameterValueException(
+            f"ScalingConfig.MaximumConcurrency {maximum} is out of range: it must be between 2 "
+            "and 1000"
+        )
 
 
 REPORT_BATCH_ITEM_FAILURES = "ReportBatchItemFailures"

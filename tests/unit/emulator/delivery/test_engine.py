@@ -26,8 +26,6 @@ from aws_lambda_powertools.utilities.parser.models import (
     SqsModel,
 )
 from botocore.config import Config
-from moto.awslambda.models import lambda_backends
-from moto.core import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 
 from emulator.core import wakeups
@@ -924,12 +922,7 @@ def test_sqs_mapping_starts_five_pollers_and_scales_with_the_backlog(aws, runtim
 def test_sqs_scaling_stops_at_the_mappings_maximum_concurrency(aws, runtime, engine):
     runtime.delay = 0.2
     url, arn = aws.queue("capped", visibility=30)
-    mapping = aws.mapping(arn, BatchSize=1)
-    # ScalingConfig as Lambda stores it (the local stack's CreateEventSourceMapping refuses it for
-    # now: emulator/services/moto_patches.py ESM_NOT_LOCAL).
-    lambda_backends[DEFAULT_ACCOUNT_ID][REGION]._event_source_mappings[mapping].scaling_config = {
-        "MaximumConcurrency": 2
-    }
+    mapping = aws.mapping(arn, BatchSize=1, ScalingConfig={"MaximumConcurrency": 2})
     esm = engine()
     assert esm.stats()[mapping]["pollers"] == 2
     aws.send(url, *[str(n) for n in range(10)])

@@ -250,6 +250,31 @@ def test_an_on_failure_destination_on_an_sqs_mapping_is_refused(aws):
     )
 
 
+def test_an_sqs_mapping_keeps_its_maximum_concurrency(aws):
+    created = aws.create(aws.queue("capped"), ScalingConfig={"MaximumConcurrency": 5})
+    stored = aws.lam.get_event_source_mapping(UUID=created["UUID"])
+    assert stored["ScalingConfig"] == {"MaximumConcurrency": 5}
+
+
+@pytest.mark.parametrize("maximum", [1, 1001])
+def test_a_maximum_concurrency_outside_2_to_1000_is_refused(aws, maximum):
+    aws.refused(
+        aws.queue(f"capped-{maximum}"),
+        "MaximumConcurrency",
+        "between 2 and 1000",
+        ScalingConfig={"MaximumConcurrency": maximum},
+    )
+
+
+def test_a_stream_mapping_takes_no_scaling_config(aws):
+    aws.refused(
+        aws.stream("scaled"),
+        "Unsupported ScalingConfig",
+        StartingPosition="LATEST",
+        ScalingConfig={"MaximumConcurrency": 5},
+    )
+
+
 # --- streams -------------------------------------------------------------------------------------
 
 
