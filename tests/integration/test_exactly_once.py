@@ -193,7 +193,7 @@ def test_a_file_longer_than_a_function_timeout_is_completed_by_continuations(
     does not depend on how fast the local table is): every invocation stops in time, saves its
     progress and continues in a new one. No contact_cleanup: local only, the stack goes away."""
     stack = local_stack
-    failures_before = stack.failed_invocations("IngestFunction")
+    failures_before = len(stack.failures())
     caller = new_caller()
     valid = [contact(caller, minutes=n % 600, disposition="TRANSFERRED") for n in range(1000)]
     junk_per_row = 399
@@ -207,7 +207,15 @@ def test_a_file_longer_than_a_function_timeout_is_completed_by_continuations(
         {"N": str(1000 * junk_per_row)},
     )
     assert int(log["steps"]["N"]) > 1  # it took more than one invocation...
-    assert stack.failed_invocations("IngestFunction") == failures_before  # ...none timed out
+    # ...and none timed out. (On a loaded machine a step's message can wait out its visibility
+    # timeout before a worker is free and be delivered twice: the second delivery fails on the
+    # first's claim and is retried, which is at-least-once delivery, not a timeout.)
+    timeouts = [
+        f
+        for f in stack.failures()[failures_before:]
+        if f.function == "IngestFunction" and f.outcome == "timeout"
+    ]
+    assert timeouts == []
     report = files.read_report(key)
     assert len(report) == 1001 and report[-1] == {
         "level": "summary",
