@@ -6,8 +6,11 @@ started, reprocess runs are numbered 1, 2, ...): it deletes the file's report an
 IngestQueue the first step of the next run, the layer's own continuation message
 (s3_events.continuation, after line 0, run N + 1) for the file's S3 object as the original event
 described it (sequencer and event time from the processing log, so the rows keep their export
-order). Without a processing log (the event never got that far) the object itself gives them: its
-LastModified, and the sequencer the key's newest-version item holds for it. That step replaces
+order). Without a processing log there is nothing to reprocess: the file's S3 event has not
+started its first run (it is queued, being retried, or in IngestDeadLetterQueue), and only that
+event knows the sequencer and event time that order the file's rows (the object's own metadata
+has neither: LastModified is not the eventTime, and S3 gives the sequencer in events alone), so a
+reprocess then is refused rather than guessed. That step replaces
 the log; from then on every step of an earlier run (a continuation still queued or in
 IngestDeadLetterQueue) is acknowledged as obsolete, so nothing needs releasing. It refuses while
 a step of the file holds its claim (a function is running it): that step would go on beside the
@@ -27,8 +30,6 @@ from ops import file_ref, records, table
 from ops.errors import Confirm, OpsError
 from ops.file_ref import FileRef
 
-# The sequencer of a version the key's newest-version item does not know: before any real one.
-FIRST_SEQUENCER = "0"
 LOG_FIELDS = (
     "outcome",
     "run",
@@ -63,9 +64,16 @@ def reprocess(
     stack: StackClient, url: str, version_id: str | None, confirm: Confirm
 ) -> tuple[Any, str, bool]:
     file = file_ref.resolve(stack, url, version_id)
+    head = head_object(stack, file)
     log = stack.file_log(file.file_id)
-    values = plain(log) if log else {}
-    s3_object = original_object(stack, file, values or None)
+    if log is None:
+        raise OpsError(
+            f"{file.file_id} has not been processed yet: its S3 event starts its first run (it is "
+            "queued, being retried, or in IngestDeadLetterQueue: `ops dlq redrive` it). Only that "
+            "event knows the file's sequencer; reprocess once `ops file status` shows a log"
+        )
+    values = plain(log)
+    s3_object = original_object(stack, file, head, values)
     refuse_while_running(stack, file.file_id, values)
     run = values.get("run", 0) + 1
     if confirm is not None and not confirm(
@@ -144,31 +152,36 @@ def in_progress_for_long(stack: StackClient, seconds: int) -> list[dict[str, Any
     return sorted(found, key=lambda file: -file["in_progress_seconds"])
 
 
-def original_object(stack: StackClient, file: FileRef, log: dict | None) -> s3_events.S3Object:
+def head_object(stack: StackClient, file: FileRef) -> dict[str, Any]:
     try:
-        head = stack.s3.head_object(Bucket=file.bucket, Key=file.key, VersionId=file.version)
+        return stack.s3.head_object(Bucket=file.bucket, Key=file.key, VersionId=file.version)
     except stack.s3.exceptions.ClientError as error:
         if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound", "400"):
             raise OpsError(f"no version {file.version} of {file.url}") from None
         raise
+
+
+def original_object(
+    stack: StackClient, file: FileRef, head: dict[str, Any], log: dict[str, Any]
+) -> s3_events.S3Object:
+    """The file's S3 object as its event described it (the processing log kept the sequencer and
+    event time). Refused when a newer version of the key is applied and the file is done (its
+    rows stored or superseded, or the file STALE): a reprocess would change nothing. A file still
+    IN_PROGRESS is not refused: its runs finish it whatever came since (shared.ingest)."""
     newest = stack.get_item(keys.object_key(file.bucket, file.key))
     newest_file = newest["file_id"]["S"] if newest else None
-    if log and "event_time" in log and "sequencer" in log:
-        sequencer, event_time = log["sequencer"], log["event_time"]
-    else:
-        sequencer = newest["sequencer"]["S"] if newest_file == file.file_id else FIRST_SEQUENCER
-        event_time = keys.utc_timestamp(head["LastModified"])
     s3_object = s3_events.S3Object(
         bucket=file.bucket,
         key=file.key,
         version_id=file.version,
-        sequencer=sequencer,
+        sequencer=log["sequencer"],
         size=head["ContentLength"],
         etag=head.get("ETag", "").strip('"') or None,
-        event_time=event_time,
+        event_time=log["event_time"],
     )
     if (
-        newest
+        log["outcome"] != ingest.IN_PROGRESS
+        and newest
         and newest_file != file.file_id
         and (newest["sequencer"]["S"] > s3_object.ordering_sequencer)
     ):

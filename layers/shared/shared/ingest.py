@@ -191,7 +191,9 @@ def ingest_file(
         margin=margin,
     )
     if log is None or _number(task.run) > _number(log.get("run")):
-        return _start_run(task, resume, dynamodb=dynamodb, table_name=table_name, now=ingested_at)
+        return _start_run(
+            task, log, resume, dynamodb=dynamodb, table_name=table_name, now=ingested_at
+        )
     if _number(task.run) < _number(log.get("run")):
         return _obsolete(task)  # the file was reprocessed after this step was sent
     started = log["run_started_at"] if task.run is not None else s3_object.event_time
@@ -206,6 +208,7 @@ def ingest_file(
 
 def _start_run(
     task: FileTask,
+    replaced: dict[str, Any] | None,
     resume: Callable[[Progress, str], FileOutcome],
     *,
     dynamodb,
@@ -213,12 +216,19 @@ def _start_run(
     now: datetime,
 ) -> FileOutcome:
     """A run's first step: its log replaces none, or an earlier run's. The first run started
-    with the upload (the event's time); a reprocess run starts now."""
+    with the upload (the event's time); a reprocess run starts now. The key's newest version is
+    claimed once per file: a run replacing one that claimed it (any outcome but STALE) applies
+    the file as that run did, even if a newer version came since (a file overtaken while in
+    progress is finished; contact by contact, the newer export wins). Claimed again, it would end
+    STALE, "changed nothing", with the rows the earlier run stored."""
     s3_object = task.s3_object
     if task.after_line:
         raise LookupError(f"no processing log of run {task.run} to resume {s3_object.file_id}")
     started = s3_object.event_time if task.run is None else keys.utc_timestamp(now)
-    newer = table.claim_newest_version(dynamodb, table_name, s3_object)
+    if replaced is None or replaced["outcome"] == STALE:
+        newer = table.claim_newest_version(dynamodb, table_name, s3_object)
+    else:
+        newer = None
     progress = Progress()
     values = {"outcome": IN_PROGRESS if newer is None else STALE, "run_started_at": started}
     if newer is not None:

@@ -41,7 +41,7 @@ from urllib.parse import quote_plus
 
 import boto3
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from shared import ingest, keys
+from shared import ingest
 
 from emulator.core.filters import FilterCriteria
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
@@ -383,26 +383,21 @@ class Pipeline:
 
     def file_reprocess(self, upload: Upload) -> bool:
         """`ops file reprocess s3://<bucket>/<key> --version-id <v> --yes` (ops.files) of a file
-        whose processing has ended, or its refusal (a newer version is applied). A reprocess of
-        a file still IN_PROGRESS (a step queued or dead-lettered) is issue 20's item 2, fenced by
-        runs there: not modelled until then."""
-        log = self.stack.dynamodb.get_item(
-            TableName=self.stack.contacts_table,
-            Key={
-                name: {"S": value}
-                for name, value in keys.processing_log_key(upload.file_id).items()
-            },
-            ConsistentRead=True,
-        ).get("Item")
-        if log is None or log["outcome"]["S"] == ingest.IN_PROGRESS:
+        finished or not processed yet (its S3 event still queued, held or failing: refused), or
+        its refusal (a newer version applied, a step holding its claim); counted by the state of
+        the file's log then. A file still IN_PROGRESS is not reprocessed here: with it, the model
+        finds a step failing for ever on its report (NoSuchKey: the reprocess deleted it), open."""
+        log = self.ops_stack.file_log(upload.file_id)
+        state = "no log" if log is None else log["outcome"]["S"]
+        if state == ingest.IN_PROGRESS:
             return False
         url = f"s3://{upload.bucket}/{upload.key}"
         try:
             ops_files.reprocess(self.ops_stack, url, upload.version_id, confirm=None)
         except OpsError:
-            self.operator["file reprocess refused"] += 1
+            self.operator[f"file reprocess refused ({state})"] += 1
             return False
-        self.operator["file reprocess"] += 1
+        self.operator[f"file reprocess ({state})"] += 1
         return True
 
     def idempotency_purge(self) -> bool:

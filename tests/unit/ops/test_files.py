@@ -202,3 +202,77 @@ def test_a_file_in_progress_for_more_than_an_hour_pages_someone():
     )
     assert alarm["TreatMissingData"] == "notBreaching"
     assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_a_reprocess_before_the_files_s3_event_is_processed_is_refused(ingest, ops_stack):
+    """No processing log yet: the sequencer and event time that order the file's rows are only in
+    its S3 event (the object's metadata has neither), and the event will start the run. Before,
+    a guessed sequencer ("0") made run 1 lose the newest-version claim to the file itself: the
+    file ended STALE, superseded by itself."""
+    delivery = ingest.put("incoming/a.jsonl", json.dumps(row(1)) + "\n")
+    url = f"s3://{ops_stack.bucket}/incoming/a.jsonl"
+
+    with pytest.raises(OpsError) as refused:
+        files.reprocess(ops_stack, url, None, confirm=None)
+
+    assert "has not been processed yet" in str(refused.value)
+    assert queued(ingest) == []  # nothing sent
+    assert deliver_until_quiet(ingest, [delivery]) == 1
+    log = ingest.log_of(delivery)
+    assert (log["outcome"], log["rows_ok"], "run" in log) == ("PROCESSED", 1, False)
+    assert [item["contact_id"] for item in ingest.items()] == ["c-1"]
+
+
+def test_a_reprocess_of_a_file_in_progress_finishes_it_though_a_newer_version_came_meanwhile(
+    ingest, ops_stack
+):
+    """Version 1 stops after line N (its rows up to N stored) and is reprocessed; version 2 of the
+    key is applied before run 1's first step. Version 1's first run had claimed its version, so
+    the reprocess goes on as that run would have (a file overtaken while in progress is finished,
+    contact by contact the newer export wins). Before, run 1 claimed the version again, lost to
+    version 2 and ended STALE ("changed nothing"), the first N rows stored and the rest never."""
+    first = ingest.put("incoming/big.jsonl", big_file())
+    assert ingest.run(first, context=ShrinkingClock()) == []
+    [old_step] = queued(ingest)  # held: it waits in the queue or the DLQ
+    stored_before = ingest.log_of(first)["next_line"]
+    assert 0 < stored_before < ROWS
+
+    url, version = url_of(ingest, first)
+    files.reprocess(ops_stack, url, version, confirm=None)
+    [new_run] = queued(ingest)
+    corrected = {**row(1), "agent_id": "agent-8"}
+    second = ingest.put("incoming/big.jsonl", json.dumps(corrected) + "\n")
+    assert ingest.run(second) == []
+    assert ingest.log_of(second)["outcome"] == "PROCESSED"
+
+    deliver_until_quiet(ingest, [Delivery("old-step", old_step.body), new_run])
+
+    log = ingest.log_of(first)
+    assert (log["outcome"], log["run"], log["rows_ok"] + log["rows_superseded"]) == (
+        "PROCESSED",
+        1,
+        ROWS,
+    )
+    contacts = {item["contact_id"]: item for item in ingest.items()}
+    assert len(contacts) == ROWS
+    assert contacts["c-1"]["agent_id"] == "agent-8"  # the newer export of c-1
+
+
+def test_a_file_in_progress_can_be_reprocessed_after_a_newer_version_was_applied(ingest, ops_stack):
+    """Version 1 stops after line N and its step is lost to the DLQ; version 2 is applied. Version
+    1 must still end (else IngestFileInProgressAlarm pages for ever): its reprocess finishes it.
+    Before, it was refused as superseded ("a reprocess would change nothing")."""
+    first = ingest.put("incoming/big.jsonl", big_file())
+    assert ingest.run(first, context=ShrinkingClock()) == []
+    queued(ingest)  # its step: dead-lettered, never redriven
+    second = ingest.put("incoming/big.jsonl", json.dumps(row(1)) + "\n")
+    assert ingest.run(second) == []
+
+    url, version = url_of(ingest, first)
+    reprocessed, _, _ = files.reprocess(ops_stack, url, version, confirm=None)
+    deliver_until_quiet(ingest, queued(ingest))
+
+    assert (reprocessed["run"], reprocessed["previous_outcome"]) == (1, "IN_PROGRESS")
+    log = ingest.log_of(first)
+    assert (log["outcome"], log["rows_ok"] + log["rows_superseded"]) == ("PROCESSED", ROWS)
+    assert len(ingest.items()) == ROWS
