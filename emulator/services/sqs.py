@@ -23,9 +23,11 @@ receive time once the receive count reached maxReceiveCount, FIFO: no message of
 one of its messages is in flight (one ReceiveMessage may return several of one group, in order),
 long polling. Two behaviours follow AWS rather than moto: a message past the queue's
 MessageRetentionPeriod is deleted when a receive reaches it (moto marked it received and stopped
-the receive), and a FIFO deduplication id is remembered for 5 minutes from its first acceptance
+the receive), a FIFO deduplication id is remembered for 5 minutes from its first acceptance
 even after the message is deleted, per queue or per message group (DeduplicationScope); moto
-compared only with messages still in the queue.
+compared only with messages still in the queue; and SetQueueAttributes without ``Policy`` keeps
+the queue's policy (moto set it to None on every call, so changing a queue's visibility timeout
+dropped the policy that lets a rule or topic deliver to it).
 
 Every message added to a queue (SendMessage, SendMessageBatch, SNS and S3 deliveries, DLQ
 redrive: all go through ``Queue.add_message``) calls ``emulator.core.wakeups.notify(queue ARN)``.
@@ -562,6 +564,15 @@ def generate_receipt_handle() -> str:
 
 
 _original_body_md5: property = Message.__dict__["body_md5"]
+_original_set_attributes = Queue._set_attributes
+
+
+def _set_attributes(self: Queue, attributes: dict[str, Any], now: float | None = None) -> None:
+    """moto's, except that a call without Policy leaves the policy as it was (as SQS does)."""
+    policy = getattr(self, "policy", None)
+    _original_set_attributes(self, attributes, now)
+    if "Policy" not in attributes:
+        self.policy = policy
 
 
 def install() -> None:
@@ -575,6 +586,7 @@ def install() -> None:
     replace(Queue, "add_message", add_message)
     replace(Queue, "delete_message", delete_message)
     replace(Queue, "wait_for_messages", wait_for_messages)
+    replace(Queue, "_set_attributes", _set_attributes)
     replace(SQSBackend, "receive_message", receive_message)
     replace(SQSBackend, "change_message_visibility", change_message_visibility)
     replace(Message, "visible", property(_visible))

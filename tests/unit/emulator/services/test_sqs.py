@@ -350,3 +350,27 @@ def test_a_queue_with_messages_from_before_the_install_keeps_them(aws):
     assert counts(aws, url) == (0, 2, 0)
     aws.delete_message(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"])
     assert counts(aws, url) == (0, 1, 0)
+
+
+def test_setting_other_attributes_keeps_the_queues_policy(aws):
+    url = aws.create_queue(QueueName="with-policy")["QueueUrl"]
+    policy = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "events.amazonaws.com"},
+                    "Action": "sqs:SendMessage",
+                    "Resource": "*",
+                }
+            ],
+        }
+    )
+    aws.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+    aws.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "1"})
+    kept = aws.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy", "VisibilityTimeout"])
+    assert kept["Attributes"] == {"Policy": policy, "VisibilityTimeout": "1"}
+    aws.set_queue_attributes(QueueUrl=url, Attributes={"Policy": ""})  # "" removes it
+    gone = aws.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])
+    assert "Policy" not in gone.get("Attributes", {})
