@@ -39,7 +39,10 @@ def ops(stack: StackClient, monkeypatch, capsys):
             monkeypatch.setenv(name, value)
 
     def run(*argv: str) -> tuple[int, str, str]:
-        code = main(["--stack", stack.name, *argv])
+        try:
+            code = main(["--stack", stack.name, *argv])
+        except SystemExit as usage:  # argparse's refusal, as `python -m ops` exits with it
+            code = usage.code
         out, err = capsys.readouterr()
         return code, out, err
 
