@@ -2,8 +2,8 @@
 the files IN_PROGRESS for longer than an hour (`ops status`).
 
 A reprocess starts a new run of the file (shared.ingest: the first run is the one its S3 event
-started, reprocess runs are numbered 1, 2, ...): it deletes the file's report and sends
-IngestQueue the first step of the next run, the layer's own continuation message
+started, reprocess runs are numbered 1, 2, ...): it sends IngestQueue the first step of the
+next run, the layer's own continuation message
 (s3_events.continuation, after line 0, run N + 1) for the file's S3 object as the original event
 described it (sequencer and event time from the processing log, so the rows keep their export
 order). Without a processing log there is nothing to reprocess: the file's S3 event has not
@@ -12,9 +12,11 @@ event knows the sequencer and event time that order the file's rows (the object'
 has neither: LastModified is not the eventTime, and S3 gives the sequencer in events alone), so a
 reprocess then is refused rather than guessed. That step replaces
 the log; from then on every step of an earlier run (a continuation still queued or in
-IngestDeadLetterQueue) is acknowledged as obsolete, so nothing needs releasing. It refuses while
-a step of the file holds its claim (a function is running it): that step would go on beside the
-new run. Contacts already stored are rewritten as the same export (no survey or gift card again).
+IngestDeadLetterQueue) is acknowledged as obsolete, so nothing needs releasing. The report stays:
+until then a step of the earlier run that comes before the new run's first is the log's and reads
+it; the new run writes its own over it, whole (empty if it reports nothing). It refuses while a
+step of the file holds its claim (a function is running it): that step would go on beside the new
+run. Contacts already stored are rewritten as the same export (no survey or gift card again).
 """
 
 from __future__ import annotations
@@ -81,9 +83,6 @@ def reprocess(
         "still queued or dead-lettered will be acknowledged as obsolete"
     ):
         raise OpsError("not confirmed: nothing changed")
-    report_key = values.get("report_key")
-    if report_key:
-        stack.s3.delete_object(Bucket=file.bucket, Key=report_key)
     message = stack.sqs.send_message(
         QueueUrl=stack.outputs["IngestQueueUrl"],
         MessageBody=s3_events.continuation(s3_events.FileTask(s3_object, 0, run)),
@@ -92,7 +91,6 @@ def reprocess(
         "file_id": file.file_id,
         "run": run,
         "previous_outcome": values.get("outcome"),
-        "report_deleted": report_key,
         "message_id": message["MessageId"],
     }
     text = (

@@ -18,7 +18,9 @@ line number. Outcomes, in the file's PROCESSING_LOG item:
 
 Runs: the log belongs to one run of the file, the one its S3 event started (no run number) or the
 latest `ops file reprocess` (1, 2, ...), which replaces the log of an earlier run when its first
-step starts. A step of any other run (a continuation still queued or dead-lettered when the file
+step starts. Until then a step of the earlier run is the log's and goes on (with its report); the
+reprocess run ends with its own report written whole over the earlier one (empty if it reports
+nothing). A step of any other run (a continuation still queued or dead-lettered when the file
 was reprocessed) is OBSOLETE: it stores no log, no report and no continuation, and a step that
 was running when a newer run took over finds its log write refused and ends OBSOLETE too.
 
@@ -300,7 +302,10 @@ def _resume(
             outcome = REJECTED_FILE
         if outcome != IN_PROGRESS:
             report.finish()
-        if report.has_lines:
+        # A reprocess run ends with its report written, empty if it reports nothing: it
+        # replaces whole whatever an earlier run left there (ops deletes none: a step of that
+        # run, due until this run's first step takes the log over, reads it).
+        if report.has_lines or (task.run is not None and outcome != IN_PROGRESS):
             # The contacts' writes are versioned and harmless, a report is not: a newer run
             # that took over while this step ran has written its own.
             log = table.file_log(dynamodb, table_name, s3_object.file_id)

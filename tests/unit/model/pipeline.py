@@ -382,15 +382,13 @@ class Pipeline:
         )
 
     def file_reprocess(self, upload: Upload) -> bool:
-        """`ops file reprocess s3://<bucket>/<key> --version-id <v> --yes` (ops.files) of a file
-        finished or not processed yet (its S3 event still queued, held or failing: refused), or
-        its refusal (a newer version applied, a step holding its claim); counted by the state of
-        the file's log then. A file still IN_PROGRESS is not reprocessed here: with it, the model
-        finds a step failing for ever on its report (NoSuchKey: the reprocess deleted it), open."""
+        """`ops file reprocess s3://<bucket>/<key> --version-id <v> --yes` (ops.files) of any file,
+        at any step: finished, IN_PROGRESS (its next step queued, failing or held) or not
+        processed yet (its S3 event still queued, held or failing: refused); or its refusal (a
+        newer version applied to a finished file, a step holding its claim); counted by the
+        state of the file's log then."""
         log = self.ops_stack.file_log(upload.file_id)
         state = "no log" if log is None else log["outcome"]["S"]
-        if state == ingest.IN_PROGRESS:
-            return False
         url = f"s3://{upload.bucket}/{upload.key}"
         try:
             ops_files.reprocess(self.ops_stack, url, upload.version_id, confirm=None)

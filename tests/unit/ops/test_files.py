@@ -276,3 +276,66 @@ def test_a_file_in_progress_can_be_reprocessed_after_a_newer_version_was_applied
     log = ingest.log_of(first)
     assert (log["outcome"], log["rows_ok"] + log["rows_superseded"]) == ("PROCESSED", ROWS)
     assert len(ingest.items()) == ROWS
+
+
+def test_a_step_of_the_replaced_run_that_comes_first_keeps_reading_its_report(ingest, ops_stack):
+    """The file stops after line N with rows reported; it is reprocessed, and its "after N" step
+    arrives before the new run's first step (which has not taken the log over yet): the log still
+    names that step's run, so the step is due and resumes, reading the report of its run. Before,
+    the reprocess had deleted that report: the step failed on NoSuchKey at every delivery, and
+    behind it in each batch the new run's first step was deferred, so the file never finished."""
+    bad_lines = {n for n in range(1, ROWS + 1) if n % 10 == 0}
+    delivery = ingest.put("incoming/big.jsonl", big_file(bad_lines))
+    assert ingest.run(delivery, context=ShrinkingClock()) == []
+    [old_step] = queued(ingest)
+    assert ingest.log_of(delivery)["report_rows"] > 0
+
+    url, version = url_of(ingest, delivery)
+    files.reprocess(ops_stack, url, version, confirm=None)
+    [new_run] = queued(ingest)
+    assert ingest.run(Delivery("old-step", old_step.body), context=ShrinkingClock()) == []
+
+    deliver_until_quiet(ingest, [new_run, *queued(ingest)])
+
+    assert len(ingest.items()) == ROWS - len(bad_lines)
+    log = ingest.log_of(delivery)
+    assert (log["outcome"], log["run"]) == ("PROCESSED", 1)
+    assert [entry["line"] for entry in ingest.report_at(log["report_key"])] == sorted(bad_lines)
+    assert ingest.metrics()["FileStepsObsolete"] == 1  # the old run's next step
+
+
+def test_a_reprocess_that_rejects_nothing_leaves_no_row_of_the_earlier_runs_report(
+    ingest, ops_stack, monkeypatch
+):
+    """The first run could not read a row (a fault since fixed), so its report lists it; the
+    reprocess stores every row. Its report replaces the earlier one (ops deletes none): empty,
+    not the earlier run's line."""
+    shared_model = ingest.app.ingest.model
+    parse_contact = shared_model.parse_contact
+
+    def fails_on_c_2(fields, **kwargs):
+        if fields.get("contact_id") == "c-2":
+            raise ValueError("a fault since fixed")
+        return parse_contact(fields, **kwargs)
+
+    monkeypatch.setattr(shared_model, "parse_contact", fails_on_c_2)
+    delivery = ingest.put(
+        "incoming/small.jsonl", "".join(json.dumps(row(n)) + "\n" for n in (1, 2, 3))
+    )
+    assert ingest.run(delivery) == []
+    first = ingest.log_of(delivery)
+    assert [entry["line"] for entry in ingest.report_at(first["report_key"])] == [2]
+    monkeypatch.setattr(shared_model, "parse_contact", parse_contact)
+
+    files.reprocess(ops_stack, *url_of(ingest, delivery), confirm=None)
+    deliver_until_quiet(ingest, queued(ingest))
+
+    log = ingest.log_of(delivery)
+    assert (log["outcome"], log["run"], log["rows_ok"], log["rows_rejected"]) == (
+        "PROCESSED",
+        1,
+        3,
+        0,
+    )
+    assert len(ingest.items()) == 3
+    assert ingest.report_at(first["report_key"]) == []
