@@ -3,13 +3,14 @@ services give install(), and an ``AWS::NoValue`` list item left out as CloudForm
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar, Self
 
 from emulator.services import patching
 
 
-class StackResource:
+class StackResource(ABC):
     """A resource model as moto's CloudFormation parser uses one (moto/cloudformation/parsing.py).
 
     Duck-typed, not a moto ``CloudFormationModel`` subclass: those register themselves in moto for
@@ -23,16 +24,18 @@ class StackResource:
     ATTRIBUTES: ClassVar[tuple[str, ...]] = ()
 
     @property
+    @abstractmethod
     def physical_resource_id(self) -> str:  # what Ref gives
-        raise NotImplementedError
+        ...
 
     def attributes(self) -> dict[str, Any]:
         return {}
 
-    def delete(self, account_id: str, region_name: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def delete(self, account_id: str, region_name: str) -> None: ...
 
     @classmethod
+    @abstractmethod
     def create(
         cls,
         properties: dict[str, Any],
@@ -43,7 +46,6 @@ class StackResource:
     ) -> Self:
         """The resource made from its template ``properties`` (``physical_name``: what moto named
         it, from the stack and ``logical_id``)."""
-        raise NotImplementedError
 
     @classmethod
     def create_from_cloudformation_json(
