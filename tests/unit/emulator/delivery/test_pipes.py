@@ -146,7 +146,7 @@ class Local:
         )["Attributes"]
         return int(attributes["ApproximateNumberOfMessages"])
 
-    def settle(self, timeout=10.0):
+    def settle(self, timeout=60.0):
         eventually(self.engine.idle, timeout=timeout, interval=0.05)
 
 
@@ -165,7 +165,7 @@ def local(tmp_path_factory):
         )
         engine.start()
         try:
-            eventually(engine.all_enabled, timeout=10, interval=0.05)
+            eventually(engine.all_enabled, timeout=60, interval=0.05)
             yield Local(server.endpoint_url, deployment.outputs, engine)
         finally:
             engine.stop()
@@ -242,7 +242,7 @@ def test_stopped_pipe_delivers_nothing_until_started(local):
     local.engine.refresh()
     _put(local, "5", "a")
     # bounded: the record would reach QueueA within a few polls if the stopped pipe delivered
-    assert stable(lambda: local.depth("QueueA"), polls=4, timeout=5, interval=0.1) == 0
+    assert stable(lambda: local.depth("QueueA"), polls=4, timeout=30, interval=0.1) == 0
     pipes.start_pipe(Name=name)
     local.engine.refresh()
     local.settle()

@@ -318,7 +318,7 @@ def test_function_output_goes_to_its_log_file(runtime, tmp_path):
     runtime.invoke("FnA", {"action": "print"})
     log = tmp_path / "logs" / "FnA.log"
     # The worker's output reaches the file on its own, shortly after the response.
-    eventually(lambda: "hello from stack-FnA-ABC" in log.read_text(), timeout=5, interval=0.05)
+    eventually(lambda: "hello from stack-FnA-ABC" in log.read_text(), timeout=30, interval=0.05)
 
 
 def test_unknown_function_and_names_it_answers_to(runtime):

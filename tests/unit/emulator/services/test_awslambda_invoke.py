@@ -50,7 +50,7 @@ class FakeRuntime:
             return InvokeResult(False, None, document, raw=json.dumps(document).encode())
         return InvokeResult(True, json.loads(raw), None, raw=raw)
 
-    def wait_for_calls(self, count: int, timeout: float = 2.0) -> None:
+    def wait_for_calls(self, count: int, timeout: float = 30.0) -> None:
         with self.lock:
             if not self.called.wait_for(lambda: len(self.calls) >= count, timeout):
                 raise AssertionError(f"{len(self.calls)} invocations, expected {count}")
@@ -195,7 +195,7 @@ def failing(event: bytes, attempt: int) -> bytes:
     raise RuntimeError(f"attempt {attempt} failed")
 
 
-def wait_for_log(caplog, fragment: str, timeout: float = 2.0) -> None:
+def wait_for_log(caplog, fragment: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not any(fragment in r.getMessage() for r in caplog.records):
         if time.monotonic() > deadline:

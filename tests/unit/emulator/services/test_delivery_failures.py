@@ -144,7 +144,7 @@ def test_a_failing_send_is_retried_as_the_retry_policy_says_then_dead_lettered(b
     bus["put"]({"change": 4})
     assert messages(sqs, bus["dlq"]) == []  # first retry after 1 s, the second 2 s later
 
-    (dead,) = eventually(lambda: messages(sqs, bus["dlq"]), timeout=15, interval=0.2)
+    (dead,) = eventually(lambda: messages(sqs, bus["dlq"]), timeout=60, interval=0.2)
     assert attributes(dead)["ERROR_CODE"] == "ERROR_FROM_TARGET"
     assert attributes(dead)["RETRY_ATTEMPTS"] == "2"
     assert attributes(dead)["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"

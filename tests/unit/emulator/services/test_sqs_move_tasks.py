@@ -53,7 +53,7 @@ def finished(sqs, source_arn: str) -> dict:
         assert task["Status"] != "RUNNING", task
         return task
 
-    return eventually(done, timeout=10, interval=0.05)
+    return eventually(done, timeout=60, interval=0.05)
 
 
 def test_messages_go_back_to_the_queue_each_came_from(sqs):
