@@ -23,6 +23,13 @@ DEFAULT_TEMPLATE = "template.yaml"
 PROCESS_START = time.monotonic()  # the `ready` line's time counts imports too
 
 
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return number
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -133,6 +140,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="where each function's output goes, as <LogicalId>.log (default: .emulator/logs "
         "beside the template, shared by every stack started from it)",
+    )
+    up.add_argument(
+        "--metrics-time-factor",
+        type=_positive_float,
+        default=None,
+        help="CloudWatch seconds per real second for the metrics and alarms (default 60: a "
+        "60 s alarm period lasts 1 s, SQS metrics are sampled every second; 1: real time)",
     )
     up.add_argument("--verbose", action="store_true", help="echo function logs with a prefix")
     up.add_argument(

@@ -45,6 +45,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from emulator.core import calls
 from emulator.core.faults import Faults
 from emulator.lambda_.workers import Runtime
+from emulator.monitoring.monitor import Monitor
 from emulator.services import context, moto_patches, reset
 
 if TYPE_CHECKING:
@@ -205,7 +206,10 @@ class EmulatorServer(ThreadedMotoServer):
         faults: Faults | None = None,
         runtime: Runtime | None = None,
         region: str = "us-east-1",
+        metrics_time_factor: float | None = None,
     ) -> None:
+        """``metrics_time_factor``: CloudWatch's metrics and alarms run (monitoring/), that many
+        CloudWatch seconds per real second; None: no metrics."""
         super().__init__(ip_address=LOOPBACK, port=port, verbose=False)
         self.also_on = None if host in (LOOPBACK, "localhost") else host
         self.names = LOCAL_NAMES | {host.lower()}
@@ -217,6 +221,7 @@ class EmulatorServer(ThreadedMotoServer):
         self.ready = False
         self.engine: EventSourceMappingEngine | None = None  # once `up` started it
         self.access: Access | None = None  # IAM checks of workers' calls, once deployed
+        self.monitor = None if metrics_time_factor is None else Monitor(region, metrics_time_factor)
         self._error: BaseException | None = None
         self._lock = threading.Lock()
 
@@ -274,12 +279,18 @@ class EmulatorServer(ThreadedMotoServer):
             reason = "address in use" if isinstance(self._error, SystemExit) else self._error
             where = " and ".join(filter(None, (self._ip_address, self.also_on)))
             raise OSError(f"cannot serve on {where}:{self._port}: {reason}")
+        if self.monitor is not None:
+            if self.runtime is not None:
+                self.runtime.observers.append(self.monitor.metrics)
+            self.monitor.start()
 
     def set_runtime(self, runtime: Runtime | None) -> None:
         self.runtime = runtime
         context.set_runtime(runtime)
 
     def stop(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
         if self._also_server is not None:
             self._also_server.shutdown()
             self._also_server.server_close()

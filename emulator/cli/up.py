@@ -30,6 +30,7 @@ def fault_switches(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace, started: float) -> int:
     from emulator.iam import access
     from emulator.lambda_.workers import DEFAULT_ACCOUNT_CONCURRENCY, Runtime
+    from emulator.monitoring.monitor import DEFAULT_TIME_FACTOR
     from emulator.server import EmulatorServer
     from emulator.stack import DeployError, deploy, load_samconfig
 
@@ -64,7 +65,14 @@ def run(args: argparse.Namespace, started: float) -> int:
         log_dir=Path(args.log_dir) if args.log_dir else template.parent / ".emulator" / "logs",
         echo=args.verbose,
     )
-    server = EmulatorServer(port, host=args.host, faults=faults, runtime=runtime, region=region)
+    server = EmulatorServer(
+        port,
+        host=args.host,
+        faults=faults,
+        runtime=runtime,
+        region=region,
+        metrics_time_factor=args.metrics_time_factor or DEFAULT_TIME_FACTOR,
+    )
     try:
         server.start()
         try:

@@ -172,7 +172,15 @@ class _RuntimeApiServer(ThreadingHTTPServer):
 class _LogSink:
     """One log file per function (all its workers), optionally echoed with a prefix."""
 
-    def __init__(self, path: Path | None, echo: bool, prefix: str, stream: Any = None) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        echo: bool,
+        prefix: str,
+        stream: Any = None,
+        on_line: Any = None,  # callable(line), for each line written
+    ) -> None:
+        self._on_line = on_line
         self._lock = threading.Lock()
         self._file = None
         if path is not None:
@@ -190,6 +198,8 @@ class _LogSink:
                 out = self._stream or sys.stderr
                 out.buffer.write(self._prefix + line)
                 out.flush()
+        if self._on_line is not None:
+            self._on_line(line)
 
     def close(self) -> None:
         with self._lock:
@@ -445,6 +455,9 @@ class Runtime:
             secrets.choice(_KEY_PREFIX_ALPHABET) for _ in range(16 - _KEY_NUMBER_WIDTH)
         )
         self._key_numbers = itertools.count(1)
+        # Told of every invocation and every line a function prints (the local stack's metrics,
+        # emulator/monitoring): observer.invoked(spec, result), observer.logged(spec, line).
+        self.observers: list[Any] = []
         for spec in functions:
             self.register(spec)
 
@@ -539,7 +552,11 @@ class Runtime:
     def _sink_for(self, spec: FunctionSpec) -> _LogSink:
         path = self.log_dir / f"{spec.logical_id}.log" if self.log_dir else None
         prefix = f"[{spec.logical_id}] " if self.echo_prefix else ""
-        return _LogSink(path, self.echo, prefix)
+        def logged(line: bytes) -> None:
+            for observer in self.observers:
+                observer.logged(spec, line)
+
+        return _LogSink(path, self.echo, prefix, on_line=logged)
 
     def _pool(self, spec: FunctionSpec) -> _Pool:
         with self._lock:
@@ -591,7 +608,10 @@ class Runtime:
             )
         body = event if isinstance(event, bytes) else json.dumps(event).encode()
         with self._account_slots:
-            return self._invoke(spec, body)
+            result = self._invoke(spec, body)
+        for observer in self.observers:
+            observer.invoked(spec, result)
+        return result
 
     def _invoke(self, spec: FunctionSpec, body: bytes) -> InvokeResult:
         inv = _Invocation(body, spec.timeout, spec.arn)

@@ -16,6 +16,7 @@ import threading
 from emulator.services import (
     awslambda,
     cloudformation,
+    cloudwatch,
     context,
     delivery_failures,
     dynamodb,
@@ -55,8 +56,14 @@ def install() -> None:
         dynamodb_validation.install()  # wraps the handler methods dynamodb.py locks
         s3.install()
         sns.install()
+        cloudwatch.install()
         cloudformation.install(
-            [sns.SnsSubscriptionModel, pipes.PipeModel, delivery_failures.QueuePolicyModel]
+            [
+                sns.SnsSubscriptionModel,
+                pipes.PipeModel,
+                delivery_failures.QueuePolicyModel,
+                cloudwatch.AlarmModel,
+            ]
         )
         _installed = True
 

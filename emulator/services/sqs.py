@@ -368,6 +368,15 @@ def index(queue: Queue) -> QueueIndex:
     return found
 
 
+def oldest_sent_ms(queue: Queue) -> int | None:
+    """When the queue's oldest message was sent (epoch ms; None: empty), for its
+    ApproximateAgeOfOldestMessage metric (emulator/monitoring)."""
+    idx = index(queue)
+    with idx.lock:
+        oldest = next(iter(idx.entries.values()), None)
+    return None if oldest is None else oldest.sent_timestamp
+
+
 # --- the Queue model ------------------------------------------------------------------------------
 def _get_messages(self: Queue) -> list[Message]:
     """Queue._messages: every message, in send order (a copy: change it through the queue)."""
