@@ -1,6 +1,7 @@
 """Least privilege at run time: every AWS call of a function's worker is decided against that
-function's execution role as deployed, recorded, and (enforcement on, the default) refused with
-the service's own AccessDenied error when the role does not allow it.
+function's execution role as deployed together with the policy of the resource it reaches (a
+bucket, queue, topic or key policy: emulator/iam/resources.py), recorded, and (enforcement on, the
+default) refused with the service's own AccessDenied error when they do not allow it.
 
 - The roles: each function's role as moto's IAM holds it after the stack was created (inline
   policies with every Ref / GetAtt resolved, as CloudFormation deploys them), plus the managed
@@ -11,10 +12,11 @@ the service's own AccessDenied error when the role does not allow it.
   access key id (Runtime.caller); emulator.iam.authorizations says what the request asks for, and
   emulator.iam decides. Only function workers' calls are checked: tests, the deployer, the
   event-source-mapping engine (in process, no HTTP) and `invoke` CLI workers are not.
-- The record: per function, its policies and each distinct call (action, resource, condition
-  keys, decision, the grants that allowed it) with a count. ``dynamodb:LeadingKeys`` values are
-  item data (a caller's number, say): the record keeps only their prefix up to the first
-  separator (``CALLER#+4930...`` -> ``CALLER#*``). `up` writes it to
+- The record: per function, its policies and each distinct call (action, resource, the
+  request's own condition keys (the global ones, the same for every call of a role, left out),
+  decision, the grants that allowed it: the role's and the resource policy's) with a count.
+  ``dynamodb:LeadingKeys`` values are item data (a caller's number, say): the record keeps only
+  their prefix up to the first separator (``CALLER#+4930...`` -> ``CALLER#*``). `up` writes it to
   ``.emulator/iam/<start>-<pid>.json`` beside the template when it stops (read by
   ``python -m emulator iam-report``); ``GET /_emulator/iam`` returns it live.
 """
@@ -39,8 +41,16 @@ from moto.iam.aws_managed_policies import aws_managed_policies_data
 from moto.iam.models import iam_backends
 
 from emulator.core import calls
-from emulator.iam import authorizations
-from emulator.iam.policy import Decision, Policy, Request, evaluate
+from emulator.iam import authorizations, resources
+from emulator.iam.policy import (
+    RESOURCE_BASED,
+    Decision,
+    Policy,
+    PolicyError,
+    Principal,
+    Request,
+    authorize,
+)
 from emulator.stack import Deployment, load_template, local_code
 
 log = logging.getLogger("emulator.iam")
@@ -80,8 +90,8 @@ def fingerprint(template_path: Path) -> str:
 
 
 def deployed_roles(deployment: Deployment) -> dict[str, dict[str, Any]]:
-    """{LogicalId: {"role": name, "policies": {policy name: document}}} of the stack's
-    functions, read from moto's IAM and the translated template."""
+    """{LogicalId: {"role": name, "arn": role ARN, "policies": {policy name: document}}} of the
+    stack's functions, read from moto's IAM and the translated template."""
     iam = iam_backends[DEFAULT_ACCOUNT_ID]["global"]
     managed_documents = json.loads(aws_managed_policies_data)
     roles = {}
@@ -103,7 +113,7 @@ def deployed_roles(deployment: Deployment) -> dict[str, dict[str, Any]]:
                 policies[name] = managed_documents[name]["Document"]
             else:
                 policies[name] = json.loads(iam.get_policy(arn).document)
-        roles[spec.logical_id] = {"role": role_name, "policies": policies}
+        roles[spec.logical_id] = {"role": role_name, "arn": role.arn, "policies": policies}
     return roles
 
 
@@ -174,9 +184,11 @@ class Access:
             log.warning("iam: unchecked fn=%s op=%s (%s)", logical_id, operation, reason)
             self._record(logical_id, Request(operation, None), None)
             return None
+        principal = Principal.role_session(self.roles[logical_id]["arn"], logical_id)
+        own_keys = resources.role_session_context(principal)
         refused = None
         for request in requests:
-            decision = evaluate(policies, request)
+            decision = self._decide(principal, policies, resources.with_context(request, own_keys))
             self._record(logical_id, request, decision)
             if not decision.allowed and refused is None:
                 refused = request, decision
@@ -192,18 +204,30 @@ class Access:
         )
         if not self.enforce:
             return None
-        role = self.roles[logical_id]["role"]
-        reason = (
-            f"with an explicit deny in an identity-based policy: {decision.denied_by}"
-            if decision.denied_by
-            else f"because no identity-based policy allows the {request.action} action"
-        )
         message = (
-            f"User: arn:aws:sts::{self.account}:assumed-role/{role}/{logical_id} is not "
-            f"authorized to perform: {request.action} on resource: {request.resource or '*'} "
-            f"{reason}"
+            f"User: {principal.arns[0]} is not authorized to perform: {request.action} on "
+            f"resource: {request.resource or '*'} {decision.reason(request.action)}"
         )
         return calls.access_denied_response(environ, service, message)
+
+    @staticmethod
+    def _decide(principal: Principal, policies: list[Policy], request: Request) -> Decision:
+        """The role's policies with the resource's; a resource policy the evaluator cannot
+        decide refuses the call (logged), as a policy it cannot read must never allow."""
+        try:
+            resource_policy, owner, key_policy = resources.resource_policy(request.resource)
+        except PolicyError as error:
+            log.error("iam: policy of %s not evaluated (%s): refused", request.resource, error)
+            unread = f"policy of {request.resource} (not evaluated)"
+            return Decision(False, denied_by=unread, denied_in=RESOURCE_BASED)
+        return authorize(
+            request,
+            principal,
+            policies,
+            resource_policy,
+            resource_account=owner,
+            key_policy=key_policy,
+        )
 
     def _record(self, logical_id: str, request: Request, decision: Decision | None) -> None:
         """``decision`` None: the call could not be checked."""

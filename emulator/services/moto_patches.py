@@ -60,6 +60,8 @@ def install() -> None:
         cloudformation.install(
             [
                 sns.SnsSubscriptionModel,
+                sns.TopicPolicyModel,
+                s3.BucketPolicyModel,
                 pipes.PipeModel,
                 delivery_failures.QueuePolicyModel,
                 cloudwatch.AlarmModel,

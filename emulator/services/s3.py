@@ -1,10 +1,12 @@
 """moto 5.2.5's S3 event notifications as S3 sends them: the record in AWS's shape (eventVersion,
 key encoding, versionId, sequencer, identities), each record sent ``duplicate_deliveries`` times
-(S3 delivers at least once)."""
+(S3 delivers at least once), only to a queue whose policy lets S3 send for the bucket; and
+AWS::S3::BucketPolicy in CloudFormation."""
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 import time
@@ -14,15 +16,24 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from moto.s3 import notifications
+from moto.s3.exceptions import InvalidArgumentError
+from moto.s3.models import FakeBucket, s3_backends
+from moto.utilities.utils import get_partition
 
+from emulator.iam.resources import service_may
 from emulator.services import context, patching
+from emulator.services.cloudformation import StackResource
 
 log = logging.getLogger("emulator.moto")
+
+
+S3 = "s3.amazonaws.com"
 
 
 def install() -> None:
     _patch_s3_event_shape()
     _patch_s3_duplicate_notifications()
+    _patch_s3_queue_permissions()
 
 
 # --- the S3 event notification record -------------------------------------------------
@@ -98,3 +109,84 @@ def _patch_s3_duplicate_notifications() -> None:
                 _original(account_id, event_body, target, region_name)
 
         patching.replace(notifications, name, send)
+
+
+# --- S3 may send to a queue only as its policy allows ---------------------------------
+# Gap: moto sets any notification configuration and sends to any queue. AWS (S3 user guide,
+# "Granting permissions to publish event notification messages to a destination"): S3 sends as
+# the service principal s3.amazonaws.com with aws:SourceArn the bucket and aws:SourceAccount its
+# owner; PutBucketNotificationConfiguration is refused (InvalidArgument, "Unable to validate the
+# following destination configurations") when a queue's policy does not allow that, and a
+# delivery the queue's policy no longer allows is lost. A queue without a policy is let in (the
+# local stack's rule for every service principal, docs/local-stack.md).
+def _s3_may_send(bucket_name: str, account_id: str, queue_arn: str) -> bool:
+    return service_may(
+        S3,
+        "sqs:SendMessage",
+        queue_arn,
+        source_arn=f"arn:aws:s3:::{bucket_name}",
+        source_account=account_id,
+    )
+
+
+def _patch_s3_queue_permissions() -> None:
+    original_configure = patching.original(FakeBucket, "set_notification_configuration")
+    original_send = notifications._send_sqs_message
+
+    def set_notification_configuration(self: FakeBucket, config: dict[str, Any] | None) -> None:
+        queues = [q.get("Queue") for q in (config or {}).get("QueueConfiguration") or []]
+        for queue_arn in queues:
+            if queue_arn and not _s3_may_send(self.name, self.account_id, queue_arn):
+                raise InvalidArgumentError(
+                    "Unable to validate the following destination configurations",
+                    queue_arn,
+                    "Permissions on the destination queue do not allow S3 to publish "
+                    "notifications from this bucket",
+                )
+        original_configure(self, config)
+
+    def send(account_id: str, event_body: Any, queue_name: str, region_name: str) -> None:
+        records = event_body.get("Records", []) if isinstance(event_body, dict) else []
+        bucket = records[0]["s3"]["bucket"]["name"] if records else event_body.get("Bucket")
+        queue_arn = f"arn:aws:sqs:{region_name}:{account_id}:{queue_name}"
+        if bucket and not _s3_may_send(bucket, account_id, queue_arn):
+            log.error("s3: %s may not send to %s (its policy): event lost", bucket, queue_name)
+            return
+        original_send(account_id, event_body, queue_name, region_name)
+
+    patching.replace(FakeBucket, "set_notification_configuration", set_notification_configuration)
+    patching.replace(notifications, "_send_sqs_message", send)
+
+
+# --- AWS::S3::BucketPolicy in CloudFormation ------------------------------------------
+# Gap: moto/cloudformation/parsing.py knows no AWS::S3::BucketPolicy (skipped), so a deployed
+# bucket has no policy. Ref is the bucket's name.
+class BucketPolicyModel(StackResource):
+    TYPE = "AWS::S3::BucketPolicy"
+
+    def __init__(self, bucket: str, account_id: str, region_name: str) -> None:
+        self.bucket = bucket
+        self.account_id = account_id
+        self.region_name = region_name
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.bucket
+
+    @classmethod
+    def create(
+        cls,
+        properties: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        physical_name: str,
+        logical_id: str,
+    ) -> BucketPolicyModel:
+        bucket = properties["Bucket"]
+        document = json.dumps(properties["PolicyDocument"]).encode()
+        s3_backends[account_id][get_partition(region_name)].put_bucket_policy(bucket, document)
+        return cls(bucket, account_id, region_name)
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        backend = s3_backends[self.account_id][get_partition(self.region_name)]
+        backend.delete_bucket_policy(self.bucket)

@@ -1,9 +1,11 @@
 """moto 5.2.5's SNS: FIFO topics that deduplicate and answer with a SequenceNumber, and
-AWS::SNS::Subscription in CloudFormation (filter policies: sns_filter_policies.py)."""
+AWS::SNS::Subscription and AWS::SNS::TopicPolicy in CloudFormation (filter policies:
+sns_filter_policies.py)."""
 
 from __future__ import annotations
 
 import collections
+import copy
 import hashlib
 import json
 import logging
@@ -248,3 +250,46 @@ class SnsSubscriptionModel(StackResource):
     def delete(self, account_id: str, region_name: str) -> None:
         backend = sns_backends[self.account_id][self.region_name]
         backend.subscriptions.pop(self.arn, None)
+
+
+# --- AWS::SNS::TopicPolicy in CloudFormation ------------------------------------------------------
+# Gap: moto/cloudformation/parsing.py knows no AWS::SNS::TopicPolicy (skipped), so a deployed
+# topic keeps moto's default policy. Here the policy is set on each of its Topics; deleting the
+# resource gives them the default policy again, as SNS does.
+class TopicPolicyModel(StackResource):
+    TYPE = "AWS::SNS::TopicPolicy"
+
+    def __init__(self, topic_arns: list[str], account_id: str) -> None:
+        self.topic_arns = topic_arns
+        self.account_id = account_id
+        self.id = f"topic-policy-{uuid.uuid4()}"
+
+    @property
+    def physical_resource_id(self) -> str:
+        return self.id
+
+    @classmethod
+    def create(
+        cls,
+        properties: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        physical_name: str,
+        logical_id: str,
+    ) -> TopicPolicyModel:
+        arns = list(properties["Topics"])
+        for arn in arns:
+            _topic(account_id, arn)._policy_json = copy.deepcopy(properties["PolicyDocument"])
+        return cls(arns, account_id)
+
+    def delete(self, account_id: str, region_name: str) -> None:
+        for arn in self.topic_arns:
+            topic = _topic(self.account_id, arn)
+            name = parse_arn(arn).resource
+            topic._policy_json = topic._create_default_topic_policy(
+                parse_arn(arn).region, self.account_id, name
+            )
+
+
+def _topic(account_id: str, arn: str) -> Topic:
+    return sns_backends[account_id][parse_arn(arn).region].get_topic(arn)

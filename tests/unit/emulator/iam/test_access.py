@@ -36,6 +36,33 @@ Resources:
     Type: AWS::SNS::Topic
   Bucket:
     Type: AWS::S3::Bucket
+  # the resource policies: one allows what the role does not, one denies what the role allows
+  OpenTopic:
+    Type: AWS::SNS::Topic
+  OpenTopicPolicy:
+    Type: AWS::SNS::TopicPolicy
+    Properties:
+      Topics: [!Ref OpenTopic]
+      PolicyDocument:
+        Version: "2012-10-17"
+        Statement:
+          - Sid: FnPublishes
+            Effect: Allow
+            Principal: {AWS: !GetAtt FnRole.Arn}
+            Action: sns:Publish
+            Resource: !Ref OpenTopic
+  BucketPolicy:
+    Type: AWS::S3::BucketPolicy
+    Properties:
+      Bucket: !Ref Bucket
+      PolicyDocument:
+        Version: "2012-10-17"
+        Statement:
+          - Sid: SealedFiles
+            Effect: Deny
+            Principal: "*"
+            Action: s3:GetObject
+            Resource: !Sub "${Bucket.Arn}/incoming/sealed/*"
   Fn:
     Type: AWS::Serverless::Function
     Metadata:
@@ -52,6 +79,7 @@ Resources:
           TABLE: !Ref Table
           QUEUE_URL: !Ref Queue
           TOPIC_ARN: !Ref Topic
+          OPEN_TOPIC_ARN: !Ref OpenTopic
           BUCKET: !Ref Bucket
       Policies:
         - Statement:
@@ -160,6 +188,21 @@ def test_calls_the_role_does_not_allow_fail_with_the_services_access_denied(loca
     ]
     table = local.client("dynamodb")
     assert "Item" not in table.get_item(TableName=local.env["TABLE"], Key={"pk": {"S": "own#2"}})
+
+
+def test_a_resource_policy_allows_what_the_role_does_not_and_its_deny_beats_the_roles_allow(local):
+    bucket, topic = local.env["BUCKET"], local.env["OPEN_TOPIC_ARN"]
+    local.client("s3").put_object(Bucket=bucket, Key="incoming/sealed/a", Body=b"x")
+    assert local.run(
+        ("sns", "publish", {"TopicArn": "$OPEN_TOPIC_ARN", "Message": "m"}),
+        ("s3", "get_object", {"Bucket": "$BUCKET", "Key": "incoming/sealed/a"}),
+    ) == ["ok", "AccessDenied"]
+    calls = local.server.access.snapshot()["functions"]["Fn"]["calls"]
+    (published,) = [c for c in calls if c["resource"] == topic]
+    assert published["grants"] == [f"policy of {topic}/FnPublishes"]
+    (sealed,) = [c for c in calls if c["resource"].endswith("incoming/sealed/a")]
+    assert sealed["denied_by"] == f"policy of arn:aws:s3:::{bucket}/SealedFiles"
+    assert "aws:principalarn" not in sealed["context"]  # the record keeps the request's own keys
 
 
 def test_with_enforcement_off_a_denied_call_is_applied_and_recorded(local):

@@ -1,0 +1,133 @@
+"""The policies that are not the caller's: each resource's own policy as the local stack holds it
+(an S3 bucket policy, an SQS queue policy, an SNS topic policy, a KMS key policy), the global
+condition keys of a request, and the service principals' deliveries decided by those policies.
+
+- ``resource_policy(arn)``: the policy moto holds for the resource an ARN names (a bucket's for
+  its objects too), its owner account, and whether it is a key policy; None for a resource
+  without one (or a service without resource policies here, such as DynamoDB).
+- Global keys (IAM user guide, "AWS global condition context keys"): a role session's requests
+  carry ``aws:PrincipalArn`` (the role's ARN, not the session's), ``aws:PrincipalAccount`` and
+  ``aws:SecureTransport``; a service principal's ``aws:SourceArn`` (the bucket, rule, topic or pipe
+  it acts for), ``aws:SourceAccount`` and ``aws:SecureTransport``.
+- ``aws:SecureTransport`` is "true" for every request: the local endpoint is plain HTTP on the
+  loopback interface and stands for AWS's HTTPS endpoints (docs/local-stack.md, "IAM"), so a
+  DenyInsecureTransport statement denies only requests a test marks insecure.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from moto.kms.models import kms_backends
+from moto.s3.models import s3_backends
+from moto.sns.models import sns_backends
+from moto.sqs.models import sqs_backends
+
+from emulator.core.arns import parse_arn
+from emulator.iam.policy import Policy, PolicyError, Principal, Request, authorize
+
+log = logging.getLogger("emulator.iam")
+SECURE_TRANSPORT = "true"  # see the module docstring
+
+
+@functools.lru_cache(maxsize=256)
+def parsed(name: str, document: str) -> Policy:
+    """A resource policy's document, parsed once per text."""
+    return Policy.parse(name, document, resource_based=True)
+
+
+def _document(policy: Any) -> str | None:
+    if not policy:
+        return None
+    if isinstance(policy, bytes):
+        return policy.decode()
+    return policy if isinstance(policy, str) else json.dumps(policy)
+
+
+def _bucket_policy(bucket_name: str) -> tuple[str | None, str | None]:
+    owner = s3_backends.bucket_accounts.get(bucket_name)
+    if owner is None:
+        return None, None
+    partition, account = owner
+    bucket = s3_backends[account][partition].buckets.get(bucket_name)
+    return (_document(bucket.policy) if bucket else None), account
+
+
+def _policy_document(arn: str) -> tuple[str | None, str | None]:
+    """(the policy's text or None, the owner account) of the resource ``arn`` names."""
+    parts = parse_arn(arn)
+    if parts.service == "s3":
+        return _bucket_policy(parts.resource.partition("/")[0])
+    if parts.service == "sqs":
+        queue = sqs_backends[parts.account][parts.region].queues.get(parts.resource)
+        return (_document(queue.policy) if queue else None), parts.account
+    if parts.service == "sns":
+        topic = sns_backends[parts.account][parts.region].topics.get(arn)
+        return (_document(topic._policy_json) if topic else None), parts.account
+    if parts.service == "kms" and parts.resource.startswith("key/"):
+        key = kms_backends[parts.account][parts.region].keys.get(parts.resource[4:])
+        return (_document(key.policy) if key else None), parts.account
+    return None, parts.account
+
+
+def resource_policy(arn: str | None) -> tuple[Policy | None, str | None, bool]:
+    """(the resource's policy or None, its owner account or None, whether it is a key policy).
+    A policy the evaluator cannot decide raises PolicyError."""
+    if not arn or arn == "*":
+        return None, None, False
+    try:
+        document, owner = _policy_document(arn)
+    except ValueError:  # not an ARN: a resource the local stack cannot tell
+        return None, None, False
+    if document is None:
+        return None, owner, False
+    parts = parse_arn(arn)
+    holder = f"arn:aws:s3:::{parts.resource.partition('/')[0]}" if parts.service == "s3" else arn
+    return parsed(f"policy of {holder}", document), owner, parts.service == "kms"
+
+
+def role_session_context(principal: Principal) -> dict[str, Sequence[str]]:
+    """The global keys of a role session's request (see the module docstring)."""
+    return {
+        "aws:principalarn": [principal.arns[-1]],
+        "aws:principalaccount": [principal.account],
+        "aws:securetransport": [SECURE_TRANSPORT],
+    }
+
+
+def with_context(request: Request, keys: Mapping[str, Sequence[str]]) -> Request:
+    return Request(request.action, request.resource, {**request.context, **keys})
+
+
+def service_may(
+    service: str, action: str, resource: str, *, source_arn: str, source_account: str
+) -> bool:
+    """Whether the resource's policy lets ``service`` (``sqs.amazonaws.com``, ...) make
+    ``action`` on ``resource`` for ``source_arn``. A resource without a policy lets it in (the
+    callers' rule, documented in docs/local-stack.md); a policy that cannot be evaluated refuses
+    (logged)."""
+    try:
+        policy, owner, key_policy = resource_policy(resource)
+    except PolicyError as error:
+        log.error("policy of %s not evaluated (%s): %s refused", resource, error, service)
+        return False
+    if policy is None:
+        return True
+    context = {
+        "aws:sourcearn": [source_arn],
+        "aws:sourceaccount": [source_account],
+        "aws:securetransport": [SECURE_TRANSPORT],  # the services call each other over TLS
+    }
+    principal = Principal(owner or source_account, service=service)
+    decision = authorize(
+        Request(action, resource, context),
+        principal,
+        resource_policy=policy,
+        resource_account=owner,
+        key_policy=key_policy,
+    )
+    return decision.allowed
