@@ -39,7 +39,7 @@ FANOUT_MODES := lambda pipe router
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
-	@echo "FANOUT=lambda|pipe|router (default lambda): the local stack's fan-out mode for up, run, chaos, integration"
+	@echo "FANOUT=lambda|pipe|router|pipe-topic (default lambda): the local stack's fan-out mode for up, run, chaos, integration"
 
 setup: $(STAMP) ## install the test environment and the tools
 	$(UV) sync --frozen

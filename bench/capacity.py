@@ -1,7 +1,7 @@
 """Capacity model (issue 28): for a contact rate and a fan-out mode, what AWS must provide, what
 breaks first, what it costs per million contacts, and which settings to change.
 
-    uv run python -m bench.capacity --contacts-per-second 500 [--fan-out lambda|pipe|router]
+    uv run python -m bench.capacity --contacts-per-second 500 [--fan-out lambda|pipe|router|pipe-topic]
     uv run python -m bench.capacity --markdown     # the table in docs/performance.md
 
 Arithmetic only, no AWS calls. Its inputs:
@@ -49,7 +49,8 @@ from harness.in_process import FakeLambdaContext, create_resources
 
 RESULTS = ROOT / "bench" / "results.json"
 TEMPLATE = ROOT / "template.yaml"
-MODES = ("lambda", "pipe", "router")
+MODES = ("lambda", "pipe", "router", "pipe-topic")
+PIPE_MODES = ("pipe", "pipe-topic")  # ChangePipe reads the stream
 DOC_RATES = (50, 500, 5_000)
 WORKLOAD_CONTACTS = 20_000  # P5's load: the bench's generated contacts
 LAST_AGENT_CONTACTS = 20
@@ -660,7 +661,8 @@ def plan(
             "past two consumers use FanOut=router or pipe (docs/design.md, Which to pick)"
         )
     else:
-        changes = rate * c.share_any if mode == "pipe" else rate  # the router passes every CONTACT
+        # the pipe passes what some consumer acts on, the router every CONTACT
+        changes = rate * c.share_any if mode in PIPE_MODES else rate
         if mode == "pipe":
             per_request = min(settings.mappings["ChangePipe"].batch_size, 10)  # PutEvents: <= 10
             add(
@@ -685,6 +687,8 @@ def plan(
                 "rules_per_bus",
                 rate_bound=False,
             )
+        if mode in PIPE_MODES:
+            per_request = min(settings.mappings["ChangePipe"].batch_size, 10)  # a batch: <= 10
             lanes = settings.mappings["ChangePipe"].parallelization
             result.lines.append(
                 Line(
@@ -696,7 +700,7 @@ def plan(
                     f"one batch per shard per ParallelizationFactor ({LAMBDA_STREAMS.cite()})",
                 )
             )
-        else:
+        if mode in ("router", "pipe-topic"):
             add("SNS", "ChangeTopic Publish (standard)", changes, "Publish/s", "sns_publish")
             add(
                 "SNS",
@@ -704,9 +708,10 @@ def plan(
                 len(consumers),
                 "policies",
                 "sns_filter_policies",
-                "5 attribute keys, 150 combinations each",
+                "5 keys, 150 combinations each (body: weighed by nesting depth)",
                 rate_bound=False,
             )
+        if mode == "router":
             stream_consumers += _stream_consumer(
                 result,
                 settings,
@@ -819,6 +824,10 @@ def _costs(c: Counts, settings: Settings, mode: str, contacts_per_file: int) -> 
         costs["EventBridge (Pipes + bus events)"] = p["pipes_event"].of(changes) + p[
             "bus_event"
         ].of(changes)
+    if mode == "pipe-topic":  # SNS delivers to SQS at no charge
+        changes = n * c.share_any
+        costs["EventBridge Pipes (events)"] = p["pipes_event"].of(changes)
+        costs["SNS ChangeTopic (Publish)"] = p["sns_publish"].of(changes)
     if mode == "router":
         costs["SNS ChangeTopic (Publish)"] = p["sns_publish"].of(n)
         invocations += n / m["RouterStreamMapping"].batch_size

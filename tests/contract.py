@@ -89,3 +89,25 @@ CHANGE_POLICIES = {
         ]
     },
 }
+
+# FanOut=pipe-topic: each consumer's subscription filter policy over the message body (the stream
+# record ChangePipe publishes): its stream filter where SNS can hold it. SNS weighs a body
+# policy's values by their nesting depth (a leaf four levels down counts 4, at most 150 a
+# policy): Survey's five conditions weigh 1,024, so its policy holds three of them and its queue
+# mapping the whole filter (QUEUE_FILTERS).
+CHANGE_BODY_POLICIES = {
+    "LastAgentFunction": {"$or": STREAM_FILTERS["LastAgentFunction"]},
+    "SurveyFunction": {
+        **_FIRST_EXPORT,
+        "dynamodb": {
+            "NewImage": {
+                "first_export": {"BOOL": [True]},
+                "disposition": {"S": ["RESOLVED"]},
+                "survey_opt_in": {"BOOL": [True]},
+            }
+        },
+    },
+    "GoodwillFunction": {"$or": STREAM_FILTERS["GoodwillFunction"]},
+}
+# FanOut=pipe-topic: the consumer queue mappings' FilterCriteria (on the message body).
+QUEUE_FILTERS = {"SurveyFunction": [{"body": STREAM_FILTERS["SurveyFunction"][0]}]}

@@ -17,7 +17,7 @@ runtime:
   OnFailure destination (SQS or SNS) with the DDBStreamBatchInfo record.
 
 EventBridge Pipes (emulator/delivery/pipes.py) run on the same stream pollers: each pipe moto holds
-is a mapping (``pipe:<name>``) whose "function" is its event bus target (``pipes.EventBusTarget``).
+is a mapping (``pipe:<name>``) whose "function" is its target (``pipes.PipeTarget``).
 
 Pollers wait on emulator.core.wakeups (moto signals a source when a message or record arrives) with
 a timeout, never on a timer: a caught-up engine costs next to nothing.
@@ -113,7 +113,7 @@ class EventSourceMappingEngine:
             max_sqs_pollers=max_sqs_pollers,
         )
         self._pipe_ctx = EngineContext(
-            pipes.EventBusTarget(account_id, region),
+            pipes.PipeTarget(account_id, region),
             faults,
             region=region,
             endpoint_url=endpoint_url,

@@ -1,5 +1,5 @@
-"""EventBridge Pipes that run: a DynamoDB stream source, its filters, an event bus target
-(moto's pipes validated and in CloudFormation: emulator/services/pipes.py).
+"""EventBridge Pipes that run: a DynamoDB stream source, its filters, an event bus or SNS topic
+target (moto's pipes validated and in CloudFormation: emulator/services/pipes.py).
 
 - ``pipe_mappings``: each pipe as an event-source mapping configuration, so the engine
   (emulator/delivery/engine.py) polls its stream with the stream pollers Lambda mappings use
@@ -8,17 +8,22 @@
   ``OnPartialBatchItemFailure: AUTOMATIC_BISECT``, ParallelizationFactor, DeadLetterConfig as the
   OnFailure destination). A pipe runs while its desired state is RUNNING (StopPipe pauses it, it
   resumes from its checkpoint).
-- ``EventBusTarget``: what the pollers "invoke" for a pipe: one PutEvents entry per record, to
-  the target bus in process (moto's events backend, whose rules emulator/services/events.py
-  delivers). ``Source`` defaults to ``Pipe <pipe name>``, ``DetailType`` to
-  ``Event from aws:dynamodb``, ``Resources`` to ``[]`` (what Pipes sends without
-  ``EventBridgeEventBusParameters``); ``Detail`` is the stream record as Pipes passes it on:
-  ``eventID``, ``eventName``, ``eventVersion``, ``eventSource``, ``awsRegion``, ``dynamodb``
-  (Keys, NewImage, OldImage, SequenceNumber, SizeBytes, StreamViewType,
-  ApproximateCreationDateTime) and ``eventSourceARN``. A batch whose PutEvents fails (an error,
-  or any entry with an ErrorCode) fails as a whole and is retried as a Lambda batch is; once the
-  retries or the record age run out it goes to the DeadLetterConfig queue or topic (Lambda's
-  OnFailure record, with the pipe's ARN as ``functionArn``), or is logged as dropped.
+- ``PipeTarget``: what the pollers "invoke" for a pipe: each record of the batch, as Pipes passes
+  it on (``eventID``, ``eventName``, ``eventVersion``, ``eventSource``, ``awsRegion``,
+  ``dynamodb`` (Keys, NewImage, OldImage, SequenceNumber, SizeBytes, StreamViewType,
+  ApproximateCreationDateTime) and ``eventSourceARN``), delivered in process to the target's moto
+  backend:
+  - an event bus: one PutEvents entry per record (whose rules emulator/services/events.py
+    delivers), the record as ``Detail``; ``Source`` defaults to ``Pipe <pipe name>``,
+    ``DetailType`` to ``Event from aws:dynamodb``, ``Resources`` to ``[]`` (what Pipes sends
+    without ``EventBridgeEventBusParameters``);
+  - an SNS topic: one message per record (Pipes uses PublishBatch), the record's JSON as the
+    message, no attributes (Pipes has no SNS target parameters); the topic's subscriptions
+    filter and deliver it (emulator/services/sns_filter_policies.py, delivery_failures.py).
+  A batch whose delivery fails (an error, or any entry with an ErrorCode) fails as a whole and is
+  retried as a Lambda batch is; once the retries or the record age run out it goes to the
+  DeadLetterConfig queue or topic (Lambda's OnFailure record, with the pipe's ARN as
+  ``functionArn``), or is logged as dropped.
 """
 
 from __future__ import annotations
@@ -30,13 +35,15 @@ from typing import Any
 
 from moto.events.models import events_backends
 from moto.pipes.models import Pipe, pipes_backends
+from moto.sns.models import sns_backends
 
+from emulator.core.arns import service_of
 from emulator.core.values import parse_int
 from emulator.delivery.mappings import MappingConfig
 from emulator.lambda_.workers import InvokeResult
 
 PIPE_MAPPING_PREFIX = "pipe:"  # MappingConfig.uuid of a pipe: "pipe:<name>"
-PUT_EVENTS_LIMIT = 10  # entries per PutEvents call
+BATCH_LIMIT = 10  # entries per PutEvents or PublishBatch call
 
 
 # --- pipes as event-source mappings --------------------------------------------------------------
@@ -73,9 +80,9 @@ def pipe_mappings(account_id: str, region: str) -> list[MappingConfig]:
     return [mapping_config(pipe) for pipe in list(backend.pipes.values())]
 
 
-class EventBusTarget:
-    """The pollers' invoker for pipes: ``invoke(<pipe ARN>, {"Records": [...]})`` puts one event
-    per record on the pipe's target bus (see the module docstring)."""
+class PipeTarget:
+    """The pollers' invoker for pipes: ``invoke(<pipe ARN>, {"Records": [...]})`` delivers each
+    record to the pipe's target bus or topic (see the module docstring)."""
 
     def __init__(self, account_id: str, region: str):
         self.account_id = account_id
@@ -89,16 +96,12 @@ class EventBusTarget:
         if pipe is None:
             return _failed(request_id, "ResourceNotFoundException", f"pipe {name} not found")
         records = json.loads(event)["Records"]
-        entries = [self._entry(pipe, record) for record in records]
-        bus = events_backends[self.account_id][self.region]
+        deliver = self._publish if service_of(pipe.target) == "sns" else self._put_events
         try:
-            for start in range(0, len(entries), PUT_EVENTS_LIMIT):
-                results = bus.put_events(entries[start : start + PUT_EVENTS_LIMIT])
-                errors = [r for r in results if r.get("ErrorCode")]
-                if errors:
-                    return _failed(
-                        request_id, errors[0]["ErrorCode"], errors[0].get("ErrorMessage")
-                    )
+            for start in range(0, len(records), BATCH_LIMIT):
+                error = deliver(pipe, records[start : start + BATCH_LIMIT])
+                if error is not None:
+                    return _failed(request_id, error.get("ErrorCode"), error.get("ErrorMessage"))
         except Exception as error:
             return _failed(request_id, type(error).__name__, str(error))
         return InvokeResult(
@@ -108,6 +111,19 @@ class EventBusTarget:
             request_id=request_id,
             duration_ms=(time.monotonic() - started) * 1000,
         )
+
+    def _put_events(self, pipe: Pipe, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The first entry's error PutEvents answers with, None when all were put."""
+        bus = events_backends[self.account_id][self.region]
+        results = bus.put_events([self._entry(pipe, record) for record in records])
+        return next((r for r in results if r.get("ErrorCode")), None)
+
+    def _publish(self, pipe: Pipe, records: list[dict[str, Any]]) -> None:
+        """Each record published to the topic; an entry that fails raises (moto's PublishBatch
+        would drop it unreported), failing the batch."""
+        backend = sns_backends[self.account_id][self.region]
+        for record in records:
+            backend.publish(message=json.dumps(record), arn=pipe.target)
 
     @staticmethod
     def _entry(pipe: Pipe, record: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +137,8 @@ class EventBusTarget:
         }
 
 
-def _failed(request_id: str, error_type: str, message: str | None) -> InvokeResult:
+def _failed(request_id: str, error_type: str | None, message: str | None) -> InvokeResult:
+    error_type = error_type or "InternalException"
     return InvokeResult(
         ok=False,
         payload=None,

@@ -8,10 +8,13 @@ knows no ``AWS::Pipes::Pipe`` (the resource is skipped). Here:
 
 - ``install()``: CreatePipe / UpdatePipe validated before moto stores anything: what the local
   stack does not run is refused with ``ValidationException`` naming it (a source other than a
-  DynamoDB stream, a target other than an event bus, an enrichment, an input template, target
-  parameters other than ``EventBridgeEventBusParameters`` Source / DetailType / Resources, dynamic
-  ``$.`` paths, DynamoDB stream settings outside AWS's ranges), so a stack fails to deploy
-  instead of running a pipe that does something else.
+  DynamoDB stream, a target other than an event bus or a standard SNS topic, an enrichment, an
+  input template, target parameters other than ``EventBridgeEventBusParameters`` Source /
+  DetailType / Resources, dynamic ``$.`` paths, DynamoDB stream settings outside AWS's ranges),
+  and what AWS refuses for the target: a FIFO topic ("SNS FIFO topics not supported"), a
+  BatchSize above the target's batch (10 for a bus or a topic: "Amazon EventBridge Pipes
+  batching and concurrency"), so a stack fails to deploy instead of running a pipe that does
+  something else.
 - ``PipeModel``: ``AWS::Pipes::Pipe`` in CloudFormation, created through moto's pipes backend
   (``Ref`` the pipe's name, ``GetAtt`` Arn / CurrentState / CreationTime / LastModifiedTime /
   StateReason, as AWS).
@@ -39,6 +42,8 @@ _STREAM_SETTINGS = {
     "ParallelizationFactor": (1, 10),
 }
 _BUS_PARAMETERS = ("Source", "DetailType", "Resources")
+# the most records one PutEvents / PublishBatch call takes: a larger BatchSize is refused
+_TARGET_BATCH = {"events": 10, "sns": 10}
 
 
 def _refuse(message: str) -> None:
@@ -55,8 +60,12 @@ def validate_pipe(
     """Refuse (ValidationException) what AWS refuses or the local stack does not run."""
     if source_kind(source) != "dynamodb":
         _refuse(f"Source {source}: the local stack runs pipes from DynamoDB streams only")
-    if service_of(target) != "events" or not parse_arn(target).resource.startswith("event-bus/"):
-        _refuse(f"Target {target}: the local stack runs pipes to event buses only")
+    target_service = service_of(target)
+    if target_service == "sns":
+        if target.endswith(".fifo"):
+            _refuse(f"Target {target}: Pipes does not support SNS FIFO topics")
+    elif target_service != "events" or not parse_arn(target).resource.startswith("event-bus/"):
+        _refuse(f"Target {target}: the local stack runs pipes to event buses and SNS topics only")
     if enrichment:
         _refuse("Enrichment is not emulated by the local stack")
     params = source_parameters or {}
@@ -67,8 +76,15 @@ def validate_pipe(
         FilterCriteria.from_mapping(params.get("FilterCriteria"))
     except InvalidPatternError as error:
         _refuse(f"SourceParameters.{error.path}: {error.problem}")
-    _validate_stream_parameters(params.get("DynamoDBStreamParameters") or {})
-    _validate_target_parameters(target_parameters or {})
+    stream = params.get("DynamoDBStreamParameters") or {}
+    _validate_stream_parameters(stream)
+    batch = _setting(stream.get("BatchSize", 1), 0)
+    if batch > _TARGET_BATCH[target_service]:
+        _refuse(
+            f"SourceParameters.DynamoDBStreamParameters.BatchSize {batch} is above what the "
+            f"target takes in one call ({_TARGET_BATCH[target_service]})"
+        )
+    _validate_target_parameters(target_parameters or {}, target_service)
 
 
 def _validate_stream_parameters(stream: dict[str, Any]) -> None:
@@ -101,10 +117,12 @@ def _setting(value: Any, invalid: int) -> int:
         return invalid
 
 
-def _validate_target_parameters(params: dict[str, Any]) -> None:
+def _validate_target_parameters(params: dict[str, Any], target_service: str) -> None:
     for name in params:
         if name != "EventBridgeEventBusParameters":
             _refuse(f"TargetParameters.{name} is not emulated by the local stack")
+        if target_service != "events":
+            _refuse(f"TargetParameters.{name} does not apply to an {target_service} target")
     bus = params.get("EventBridgeEventBusParameters") or {}
     for name, value in bus.items():
         where = f"TargetParameters.EventBridgeEventBusParameters.{name}"

@@ -15,7 +15,7 @@ from shared import keys, model
 from shared.aws import table as contacts_store
 
 from emulator.stack import DeployError, check_rules, chosen, template_conditions
-from tests.contract import CHANGE_POLICIES, STREAM_FILTERS
+from tests.contract import CHANGE_BODY_POLICIES, CHANGE_POLICIES, QUEUE_FILTERS, STREAM_FILTERS
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
@@ -53,8 +53,9 @@ FUNCTIONS = {
     "RouteFunction": ("functions/route", {"CONTACTS_TABLE_NAME"}),
     "RouterFunction": ("functions/router", {"CHANGE_TOPIC_ARN"}),
 }
-FAN_OUT_MODES = ("lambda", "pipe", "router")
+FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic")
 CONSUMERS = ("LastAgent", "Survey", "Goodwill")
+PIPE_MODES = ("pipe", "pipe-topic")  # the modes ChangePipe reads the stream in
 POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
 ENV_SOURCES = {
     "CONTACTS_TABLE_NAME": {"Ref": "ContactsTable"},
@@ -285,6 +286,13 @@ def test_each_fan_out_mode_creates_its_own_resources_only():
         "lambda": {"StreamMapping"},
         "pipe": {"Queue", "DeadLetterQueue", "QueuePolicy", "ChangeRule", "QueueMapping"},
         "router": {"Queue", "DeadLetterQueue", "QueuePolicy", "ChangeSubscription", "QueueMapping"},
+        "pipe-topic": {
+            "Queue",
+            "DeadLetterQueue",
+            "QueuePolicy",
+            "ChangeSubscription",
+            "QueueMapping",
+        },
     }
     own = {
         "lambda": set(),
@@ -295,6 +303,7 @@ def test_each_fan_out_mode_creates_its_own_resources_only():
             "RouterFunctionLogGroup",
             "RouterStreamMapping",
         },
+        "pipe-topic": {"ChangePipe", "ChangePipeRole", "ChangeTopic"},
     }
     everything = set().union(*own.values()) | {
         f"{c}{part}" for c in CONSUMERS for parts in per_consumer.values() for part in parts
@@ -329,7 +338,13 @@ def test_the_pipe_reads_the_union_of_the_consumers_filters():
     assert 0 <= int(stream["MaximumRetryAttempts"]) <= 10000
     assert 60 <= int(stream["MaximumRecordAgeInSeconds"]) <= 86400
     assert stream["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["StreamFailureQueue", "Arn"]}
-    assert pipe["Target"] == {"Fn::GetAtt": ["ChangeBus", "Arn"]}
+    targets = {mode: chosen(pipe["Target"], conditions({"FanOut": mode})) for mode in PIPE_MODES}
+    assert targets == {
+        "pipe": {"Fn::GetAtt": ["ChangeBus", "Arn"]},
+        "pipe-topic": {"Ref": "ChangeTopic"},
+    }
+    # PutEvents and PublishBatch take at most 10 entries (Pipes refuses a larger batch)
+    assert int(stream["BatchSize"]) <= 10
     patterns = [
         json.loads(f["Pattern"]) for f in pipe["SourceParameters"]["FilterCriteria"]["Filters"]
     ]
@@ -350,7 +365,9 @@ def test_each_rule_is_its_consumers_filter_and_delivers_the_change_itself(consum
 
 @pytest.mark.parametrize("consumer", CONSUMERS)
 def test_each_subscription_filters_the_routers_attributes_as_the_contract(consumer):
-    subscription = RESOURCES[f"{consumer}ChangeSubscription"]["Properties"]
+    subscription = chosen(
+        RESOURCES[f"{consumer}ChangeSubscription"]["Properties"], conditions({"FanOut": "router"})
+    )
     assert subscription["TopicArn"] == {"Ref": "ChangeTopic"}
     assert subscription["Endpoint"] == {"Fn::GetAtt": [f"{consumer}Queue", "Arn"]}
     assert subscription["RawMessageDelivery"] is True  # the body is the change itself
@@ -359,11 +376,48 @@ def test_each_subscription_filters_the_routers_attributes_as_the_contract(consum
 
 
 @pytest.mark.parametrize("consumer", CONSUMERS)
+def test_each_subscription_filters_the_change_itself_in_pipe_topic_mode(consumer):
+    pipe_topic = conditions({"FanOut": "pipe-topic"})
+    subscription = chosen(RESOURCES[f"{consumer}ChangeSubscription"]["Properties"], pipe_topic)
+    assert subscription["RawMessageDelivery"] is True
+    assert subscription["FilterPolicyScope"] == "MessageBody"
+    assert subscription["FilterPolicy"] == CHANGE_BODY_POLICIES[f"{consumer}Function"]
+    mapping = chosen(RESOURCES[f"{consumer}QueueMapping"]["Properties"], pipe_topic)
+    written = QUEUE_FILTERS.get(f"{consumer}Function")
+    if written is None:
+        assert "FilterCriteria" not in mapping
+    else:
+        assert [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]] == written
+    for mode in ("pipe", "router"):  # the other queue modes filter before the queue
+        mapping = chosen(
+            RESOURCES[f"{consumer}QueueMapping"]["Properties"], conditions({"FanOut": mode})
+        )
+        assert "FilterCriteria" not in mapping, mode
+
+
+def test_the_pipe_role_may_deliver_to_its_own_target_only():
+    role = RESOURCES["ChangePipeRole"]["Properties"]
+    for mode, action, resource in (
+        ("pipe", "events:PutEvents", {"Fn::GetAtt": ["ChangeBus", "Arn"]}),
+        ("pipe-topic", "sns:Publish", {"Ref": "ChangeTopic"}),
+    ):
+        (document,) = chosen(role["Policies"], conditions({"FanOut": mode}))
+        granted = {
+            (a, json.dumps(s["Resource"], sort_keys=True))
+            for s in document["PolicyDocument"]["Statement"]
+            for a in as_list(s["Action"])
+            if not a.startswith(("dynamodb:", "sqs:"))
+        }
+        assert granted == {(action, json.dumps(resource, sort_keys=True))}, mode
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS)
 def test_only_the_changes_source_may_send_to_a_consumers_queue(consumer):
     statement = policy_statements(f"{consumer}QueuePolicy", mode=None)["AllowChanges"]
     for mode, service, source in (
         ("pipe", "events.amazonaws.com", {"Fn::GetAtt": [f"{consumer}ChangeRule", "Arn"]}),
         ("router", "sns.amazonaws.com", {"Ref": "ChangeTopic"}),
+        ("pipe-topic", "sns.amazonaws.com", {"Ref": "ChangeTopic"}),
     ):
         deployed = chosen(statement, conditions({"FanOut": mode}))
         assert deployed["Principal"] == {"Service": service}
@@ -824,7 +878,7 @@ def test_the_pipe_and_its_rules_alarm_on_failures():
     (pipe,) = _alarms_on(
         "AWS/EventBridge/Pipes", "ExecutionFailed", "PipeName", {"Ref": "ChangePipe"}
     )
-    assert alarm_condition(pipe) == "FanOutByPipe"
+    assert alarm_condition(pipe) == "HasChangePipe"
     for consumer in CONSUMERS:
         name = RESOURCES[f"{consumer}ChangeRule"]["Properties"]["Name"]
         (rule,) = _alarms_on("AWS/Events", "FailedInvocations", "RuleName", name)
@@ -1039,7 +1093,7 @@ def test_every_role_carries_the_bootstraps_permissions_boundary(translated, env,
         if v["Type"] == "AWS::IAM::Role" and created(v, mode)
     }
     assert len(roles) == len([f for f in FUNCTIONS if created(RESOURCES[f], mode)]) + (
-        mode == "pipe"
+        mode in PIPE_MODES
     )
     for name, role in roles.items():
         assert role["Properties"].get("PermissionsBoundary") == {
@@ -1085,8 +1139,14 @@ def test_each_function_reads_only_its_own_queue_and_stream(function, mode):
 
 def test_stream_listing_is_never_scoped_to_a_resource():
     # dynamodb:ListStreams has no resource type: scoped to a stream it would never match.
-    documents = [p["PolicyDocument"] for p in RESOURCES["ChangePipeRole"]["Properties"]["Policies"]]
-    found = [s for d in documents for s in d["Statement"]]
+    found = [
+        s
+        for mode in PIPE_MODES
+        for p in chosen(
+            RESOURCES["ChangePipeRole"]["Properties"]["Policies"], conditions({"FanOut": mode})
+        )
+        for s in p["PolicyDocument"]["Statement"]
+    ]
     for function in FUNCTIONS:
         for mode in FAN_OUT_MODES:
             found += statements(function, mode)
@@ -1139,6 +1199,7 @@ PIPELINE_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/
     [
         ("NotificationsTopic", "NotifierFunctionRole", "lambda"),
         ("ChangeTopic", "RouterFunctionRole", "router"),
+        ("ChangeTopic", "ChangePipeRole", "pipe-topic"),
     ],
 )
 def test_topics_with_personal_data_have_one_publisher_and_are_changed_by_the_pipeline_only(

@@ -1,6 +1,7 @@
 """The fan-out's selections as template.yaml declares them, in every FanOut mode: each consumer's
 stream mapping filter (lambda), its rule's event pattern (pipe), its subscription's filter policy
-(router), and the pipe's and the router mapping's own filters; compiled with the local stack's
+(router: over attributes; pipe-topic: over the body, with its queue mapping's filter), and the
+pipe's and the router mapping's own filters; compiled with the local stack's
 matchers (emulator/core/filters.py, emulator/services/sns_filter_policies.py: the same language
 AWS documents)."""
 
@@ -12,6 +13,7 @@ from cfnlint.decode import cfn_yaml
 
 from emulator.core.filters import FilterCriteria, Pattern, compile_event_pattern
 from emulator.services.sns_filter_policies import FilterPolicy
+from emulator.stack import chosen, template_conditions
 from harness import ROOT
 
 CONSUMERS = {
@@ -29,10 +31,30 @@ class Selection:
     rule: Pattern  # <X>ChangeRule EventPattern (pipe)
     subscription: FilterPolicy  # <X>ChangeSubscription FilterPolicy (router)
     subscription_policy: dict  # the policy as the template writes it
+    body_subscription: FilterPolicy  # <X>ChangeSubscription FilterPolicy (pipe-topic)
+    body_subscription_policy: dict
+    queue: FilterCriteria  # <X>QueueMapping FilterCriteria (pipe-topic; none: every message)
+
+
+@functools.cache
+def template() -> dict:
+    return cfn_yaml.load(str(ROOT / "template.yaml"))
 
 
 def resources() -> dict:
-    return cfn_yaml.load(str(ROOT / "template.yaml"))["Resources"]
+    return template()["Resources"]
+
+
+def deployed(value, mode: str):
+    """``value`` as a stack of FanOut ``mode`` deploys it (Fn::If chosen; the other parameters
+    their defaults)."""
+    defaults = {name: str(p.get("Default", "")) for name, p in template()["Parameters"].items()}
+    return chosen(value, template_conditions(template(), defaults | {"FanOut": mode}))
+
+
+def _policy(subscription: dict) -> tuple[FilterPolicy, dict]:
+    policy = json.loads(json.dumps(subscription["FilterPolicy"]))
+    return FilterPolicy(policy, subscription.get("FilterPolicyScope")), policy
 
 
 @functools.cache
@@ -42,14 +64,19 @@ def selections() -> dict[str, Selection]:
     result = {}
     for function, prefix in CONSUMERS.items():
         subscription = found[f"{prefix}ChangeSubscription"]["Properties"]
-        policy = json.loads(json.dumps(subscription["FilterPolicy"]))
+        by_attributes, attributes_policy = _policy(deployed(subscription, "router"))
+        by_body, body_policy = _policy(deployed(subscription, "pipe-topic"))
+        queue_mapping = deployed(found[f"{prefix}QueueMapping"]["Properties"], "pipe-topic")
         result[function] = Selection(
             stream=FilterCriteria.from_mapping(
                 found[f"{prefix}StreamMapping"]["Properties"]["FilterCriteria"]
             ),
             rule=compile_event_pattern(found[f"{prefix}ChangeRule"]["Properties"]["EventPattern"]),
-            subscription=FilterPolicy(policy, subscription.get("FilterPolicyScope")),
-            subscription_policy=policy,
+            subscription=by_attributes,
+            subscription_policy=attributes_policy,
+            body_subscription=by_body,
+            body_subscription_policy=body_policy,
+            queue=FilterCriteria.from_mapping(queue_mapping.get("FilterCriteria")),
         )
     return result
 
@@ -71,6 +98,22 @@ def publish_attributes(attributes: dict[str, str]) -> dict[str, dict[str, str]]:
     """Attributes as Publish takes them (what shared.aws.messaging.publish_change sends)."""
     return {
         name: {"DataType": "String", "StringValue": value} for name, value in attributes.items()
+    }
+
+
+def queue_message(body: str) -> dict:
+    """An SQS record of an event source mapping's batch, carrying ``body`` (what a queue mapping's
+    FilterCriteria see)."""
+    return {
+        "messageId": "2e1424d4-f796-459a-8184-9c92662be6da",
+        "receiptHandle": "AQEBzWwaftRI0KuVm4tP+/7q1rGgNqicHq",
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:last-agent-routing-SurveyQueue",
+        "awsRegion": "us-east-1",
     }
 
 

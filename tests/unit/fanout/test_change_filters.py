@@ -7,6 +7,9 @@ values on both sides of the filters), as template.yaml declares the selections:
   (shared.contacts.change_attributes) iff its stream mapping's FilterCriteria match the record;
 - pipe: its rule's event pattern matches the event ChangePipe puts on ChangeBus iff its
   FilterCriteria match the record; the pipe's own filter admits a record iff some consumer's does;
+- pipe-topic: its subscription's filter policy on the body (the record ChangePipe publishes)
+  and then its queue mapping's FilterCriteria on that body admit the record iff its
+  FilterCriteria do;
 - the router's mapping admits every record some subscription takes (it drops none a consumer needs).
 
 Matched with the local stack's matchers (emulator/core/filters.py,
@@ -20,13 +23,18 @@ from pathlib import Path
 import pytest
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from hypothesis import Phase, example, find, given, settings
+from moto.sns.exceptions import SNSInvalidParameter
+from moto.sns.models import SNSBackend
 from shared import contacts
 
+from emulator.services import moto_patches
+from tests.contract import STREAM_FILTERS
 from tests.unit.fanout.fanout_template import (
     CONSUMERS,
     bus_event,
     pipe_filter,
     publish_attributes,
+    queue_message,
     router_filter,
     selections,
 )
@@ -43,11 +51,14 @@ def admitted(record: dict) -> dict[str, dict[str, bool]]:
     """Consumer -> mode -> whether that mode's selection gives the consumer the record."""
     attributes = publish_attributes(contacts.change_attributes(DynamoDBRecord(record)))
     event = bus_event(record)
+    body = json.dumps(record)  # what ChangePipe publishes to ChangeTopic (pipe-topic)
     return {
         consumer: {
             "lambda": selection.stream.matches(record),
-            "router": selection.subscription.matches(attributes, json.dumps(record)),
+            "router": selection.subscription.matches(attributes, body),
             "pipe": selection.rule.matches(event),
+            "pipe-topic": selection.body_subscription.matches({}, body)
+            and selection.queue.matches(queue_message(body)),
         }
         for consumer, selection in selections().items()
     }
@@ -67,6 +78,7 @@ def test_every_mode_gives_each_consumer_exactly_its_stream_filters_records(recor
     for consumer, by_mode in modes.items():
         assert by_mode["router"] == by_mode["lambda"], (consumer, "router", record)
         assert by_mode["pipe"] == by_mode["lambda"], (consumer, "pipe", record)
+        assert by_mode["pipe-topic"] == by_mode["lambda"], (consumer, "pipe-topic", record)
 
     anyone = any(by_mode["lambda"] for by_mode in modes.values())
     assert pipe_filter().matches(record) == anyone
@@ -95,6 +107,27 @@ def test_the_sample_records_reach_the_same_consumers_in_every_mode(record):
 def test_the_subscriptions_are_within_what_sns_allows():
     """At most 5 keys per policy (or per $or branch), as the contract says."""
     for selection in selections().values():
-        policy = selection.subscription_policy
-        branches = policy.get("$or", [policy])
-        assert all(len(branch) <= 5 for branch in branches)
+        for policy in (selection.subscription_policy, selection.body_subscription_policy):
+            branches = policy.get("$or", [policy])
+            assert all(len(branch) <= 5 for branch in branches)
+
+
+def test_the_body_policies_weigh_what_sns_accepts():
+    """SNS weighs a body policy's values by their nesting depth (a leaf four levels down counts
+    4; at most 150): each $or branch within it, as the local stack's SNS checks on Subscribe."""
+    moto_patches.install()
+    try:
+        _check_the_body_policies(SNSBackend("us-east-1", "123456789012"))
+    finally:
+        moto_patches.uninstall()
+
+
+def _check_the_body_policies(backend: SNSBackend) -> None:
+    for consumer, selection in selections().items():
+        backend._validate_filter_policy(selection.body_subscription_policy, "MessageBody")
+        # the whole stream filter as one body policy is what SNS refuses for Survey
+        filters = STREAM_FILTERS[consumer]
+        whole = filters[0] if len(filters) == 1 else {"$or": filters}
+        if consumer == "SurveyFunction":
+            with pytest.raises(SNSInvalidParameter, match="too complex"):
+                backend._validate_filter_policy(whole, "MessageBody")

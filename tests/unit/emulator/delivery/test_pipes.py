@@ -1,6 +1,7 @@
 """EventBridge Pipes, rules and SNS filter policies on the in-process local stack: a CloudFormation
 template with a table and its stream, a pipe (filtered) to a bus, two rules each to a queue of its
-own, and a topic with two filtered queue subscriptions."""
+own, a topic with two filtered queue subscriptions, and a second pipe (filtered) to a topic of its
+own with a queue subscribed by a filter on the message body."""
 
 import json
 import time
@@ -10,6 +11,8 @@ import boto3
 import pytest
 from botocore.config import Config
 from moto.events.models import EventsBackend
+from moto.sns.models import SNSBackend
+from shared.aws.table_changes import stream_record
 
 from emulator.delivery.engine import EventSourceMappingEngine
 from harness.polling import eventually, stable
@@ -96,6 +99,38 @@ Resources:
         $or:
           - kind: [GIFT_CARD]
           - wait_seconds: [{numeric: [">=", 600]}]
+  ChangeTopic:
+    Type: AWS::SNS::Topic
+  TopicPipeDeadLetterQueue:
+    Type: AWS::SQS::Queue
+  TopicPipe:
+    Type: AWS::Pipes::Pipe
+    Properties:
+      RoleArn: !GetAtt PipeRole.Arn
+      Source: !GetAtt Table.StreamArn
+      SourceParameters:
+        DynamoDBStreamParameters:
+          StartingPosition: LATEST
+          BatchSize: 10
+          MaximumRetryAttempts: 1
+          DeadLetterConfig: {Arn: !GetAtt TopicPipeDeadLetterQueue.Arn}
+        FilterCriteria:
+          Filters:
+            - Pattern: '{"dynamodb": {"NewImage": {"kind": {"S": ["t"]}}}}'
+      Target: !Ref ChangeTopic
+  QueueFlagged:
+    Type: AWS::SQS::Queue
+  FlaggedSubscription:
+    Type: AWS::SNS::Subscription
+    Properties:
+      TopicArn: !Ref ChangeTopic
+      Protocol: sqs
+      Endpoint: !GetAtt QueueFlagged.Arn
+      RawMessageDelivery: true
+      FilterPolicyScope: MessageBody
+      FilterPolicy:
+        eventName: [INSERT]
+        dynamodb: {NewImage: {flag: {S: ["yes"]}}}
 Outputs:
   TableName: {Value: !Ref Table}
   PipeName: {Value: !Ref Pipe}
@@ -106,6 +141,10 @@ Outputs:
   TopicArn: {Value: !Ref Topic}
   QueueSurvey: {Value: !Ref QueueSurvey}
   QueueGift: {Value: !Ref QueueGift}
+  TopicPipeArn: {Value: !GetAtt TopicPipe.Arn}
+  ChangeTopicArn: {Value: !Ref ChangeTopic}
+  QueueFlagged: {Value: !Ref QueueFlagged}
+  TopicPipeDeadLetterQueue: {Value: !Ref TopicPipeDeadLetterQueue}
 """
 
 
@@ -275,11 +314,75 @@ def test_sns_filter_policies_route_by_attribute_and_by_body(local):
     ]
 
 
+def test_a_pipe_to_a_topic_publishes_each_record_itself_for_body_filters(local):
+    _put(local, "t1", "t", flag={"S": "yes"})
+    _put(local, "t2", "t", flag={"S": "no"})  # the subscription's body filter drops it
+    _put(local, "t3", "a", flag={"S": "yes"})  # the topic pipe's own filter drops it
+    local.settle()
+    flagged = local.drain("QueueFlagged")
+    assert len(flagged) == 1
+    # raw delivery of what the pipe published: the stream record, as the consumers parse it
+    change = stream_record(flagged[0]["Body"])
+    assert change.event_name.name == "INSERT"
+    assert change.event_source == "aws:dynamodb"
+    assert change.event_source_arn.startswith(f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/")
+    assert change.dynamodb.keys == {"pk": "t1"}
+    assert change.dynamodb.new_image["flag"] == "yes"
+    local.drain("QueueA")  # the bus pipe took t3 (kind a)
+    local.drain("QueueAB")
+
+
+def test_a_batch_the_topic_refuses_goes_to_the_pipes_dead_letter_queue(local, monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("down")
+
+    monkeypatch.setattr(SNSBackend, "publish", refuse)
+    _put(local, "t4", "t", flag={"S": "yes"})
+    local.settle()
+    monkeypatch.undo()
+    assert local.drain("QueueFlagged") == []
+    dead = local.drain("TopicPipeDeadLetterQueue")
+    assert len(dead) == 1
+    record = json.loads(dead[0]["Body"])
+    assert record["requestContext"]["functionArn"] == local.outputs["TopicPipeArn"]
+    assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert record["DDBStreamBatchInfo"]["batchSize"] == 1
+
+
+FIFO_TOPIC = "arn:aws:sns:us-east-1:123456789012:changes.fifo"
+TOPIC = "arn:aws:sns:us-east-1:123456789012:changes"
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"Enrichment": "arn:aws:lambda:us-east-1:123456789012:function:f"}, "Enrichment"),
-        ({"Target": "arn:aws:sqs:us-east-1:123456789012:q"}, "event buses only"),
+        ({"Target": "arn:aws:sqs:us-east-1:123456789012:q"}, "event buses and SNS topics only"),
+        ({"Target": FIFO_TOPIC}, "does not support SNS FIFO topics"),
+        (
+            {
+                "Target": TOPIC,
+                "SourceParameters": {
+                    "DynamoDBStreamParameters": {"StartingPosition": "LATEST", "BatchSize": 11}
+                },
+            },
+            r"BatchSize 11 is above what the target takes in one call \(10\)",
+        ),
+        (
+            {
+                "SourceParameters": {
+                    "DynamoDBStreamParameters": {"StartingPosition": "LATEST", "BatchSize": 100}
+                },
+            },
+            r"BatchSize 100 is above what the target takes in one call \(10\)",
+        ),
+        (
+            {
+                "Target": TOPIC,
+                "TargetParameters": {"EventBridgeEventBusParameters": {"Source": "s"}},
+            },
+            "TargetParameters.EventBridgeEventBusParameters does not apply to an sns target",
+        ),
         (
             {"TargetParameters": {"InputTemplate": "{}"}},
             "TargetParameters.InputTemplate is not emulated",
