@@ -1,7 +1,7 @@
 """Capacity model (issue 28): for a contact rate and a fan-out mode, what AWS must provide, what
 breaks first, what it costs per million contacts, and which settings to change.
 
-    uv run python -m bench.capacity --contacts-per-second 500 [--fan-out lambda|pipe|router|pipe-topic]
+    uv run python -m bench.capacity --contacts-per-second 500 [--fan-out <FanOut mode>]
     uv run python -m bench.capacity --markdown     # the table in docs/performance.md
 
 Arithmetic only, no AWS calls. Its inputs:
