@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 from harness.stack import CONSUMERS, StackClient, samconfig_stack_name
 
-from ops import callers, files, records, redrive, replay, status, table
+from ops import callers, dashboard, files, records, redrive, replay, status, table
 from ops.errors import OpsError
 
 # What reads the table's stream, by fan-out mode: the consumers (lambda), RouterFunction (router),
@@ -39,14 +39,20 @@ class Report:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="python -m ops",
-        description="Operate the stack: status, DLQ redrive, stream replay, idempotency records, "
-        "file reprocessing, a caller's history.",
+        description="Operate the stack: status, dashboard, DLQ redrive, stream replay, idempotency "
+        "records, file reprocessing, a caller's history.",
     )
     top.add_argument("--stack", help="stack name (default: samconfig.toml's stack_name)")
     top.add_argument("--json", action="store_true", help="machine-readable output")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     commands.add_parser("status", help="queues, event source mappings, alarms")
+    board = commands.add_parser(
+        "dashboard", help="the stack's CloudWatch dashboard as a local web page"
+    )
+    board.add_argument(
+        "--port", type=int, default=dashboard.DEFAULT_PORT, help="on 127.0.0.1 (0: any free one)"
+    )
 
     dlq = group(commands, "dlq", "dead-letter queues")
     move = dlq.add_parser("redrive", help="move a DLQ's messages back to their source queue")
@@ -132,6 +138,7 @@ def group(commands: Any, name: str, text: str) -> Any:
 
 COMMANDS: dict[tuple[str, str | None], Callable[[StackClient, argparse.Namespace], Report]] = {
     ("status", None): lambda stack, args: Report(*status.report(stack)),
+    ("dashboard", None): lambda stack, args: Report(*dashboard.serve(stack, args.port)),
     ("dlq", "redrive"): lambda stack, args: Report(*dlq_redrive(stack, args)),
     ("stream", "replay"): lambda stack, args: Report(
         *replay.replay(stack, dry_run=args.dry_run, function=args.function)

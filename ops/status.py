@@ -4,7 +4,8 @@ alarms in ALARM. In fan-out modes pipe and router every consumer's queue and DLQ
 (StackClient.work_queues, .failure_queues), and the DLQ of what the bus or the topic could not
 deliver to that queue (<X>ChangeDeliveryDeadLetterQueue); every DLQ flagged like the others.
 Last, the contact files IN_PROGRESS for more than an hour (files.in_progress_for_long: a Scan of
-the table), each a file that is stalled or continuing without end.
+the table), each a file that is stalled or continuing without end. The stack's dashboard
+(its DashboardUrl output: the CloudWatch console) heads the report.
 
 Ages come from CloudWatch (SQS ApproximateAgeOfOldestMessage, Lambda IteratorAge: the maximum
 of the last 5 minutes). Where CloudWatch has none (a queue idle for a while; the local stack,
@@ -43,6 +44,7 @@ def report(stack: StackClient) -> tuple[dict[str, Any], str, bool]:
     data = {
         "stack": stack.name,
         "fan_out": stack.fan_out,
+        "dashboard_url": stack.outputs.get("DashboardUrl"),  # none on a stack from before it
         "queues": queues,
         "mappings": mappings,
         "pipes": pipe_status(stack),
@@ -210,7 +212,9 @@ def render(data: dict[str, Any]) -> str:
         if data["files_in_progress"]
         else "  none"
     )
+    dashboard = f"\ndashboard: {data['dashboard_url']}" if data["dashboard_url"] else ""
     return (
-        f"stack {data['stack']} (fan-out: {data['fan_out']})\n\n{queues}\n\n{mappings}{pipes}"
+        f"stack {data['stack']} (fan-out: {data['fan_out']}){dashboard}\n\n{queues}\n\n{mappings}"
+        f"{pipes}"
         f"\n\nalarms in ALARM:\n{alarms}\n\nfiles IN_PROGRESS for more than an hour:\n{stuck}"
     )

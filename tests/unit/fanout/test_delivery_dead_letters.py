@@ -9,6 +9,7 @@ from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 from emulator.stack import chosen, template_conditions
 from harness import ROOT
 from harness.stack import CONSUMERS, StackClient
+from tests.unit.test_template import alarm_threshold
 
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
 RESOURCES = TEMPLATE["Resources"]
@@ -101,7 +102,7 @@ def test_a_change_in_a_delivery_dlq_pages_someone(prefix):
     (alarm,) = alarms("AWS/SQS", "ApproximateNumberOfMessagesVisible", name)
     assert alarm["Condition"] == "FanOutByQueues"
     properties = alarm["Properties"]
-    assert (properties["ComparisonOperator"], properties["Threshold"]) == (
+    assert (properties["ComparisonOperator"], alarm_threshold(properties)) == (
         "GreaterThanThreshold",
         0,
     )

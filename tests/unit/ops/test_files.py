@@ -14,7 +14,7 @@ from harness.stack import StackClient
 from ops import files, status
 from ops.errors import OpsError
 from tests.unit.ingest.support import Delivery, Ingest, error_response, sqs_event
-from tests.unit.test_template import of_type
+from tests.unit.test_template import alarm_threshold, of_type
 
 ROWS = 800
 # Deliveries of IngestQueue a file of ROWS rows needs, with room to spare; a file that cycles
@@ -195,7 +195,7 @@ def test_a_file_in_progress_for_more_than_an_hour_pages_someone():
         "ContactCenter",
         [{"Name": "service", "Value": "ingest"}],
     )
-    assert (alarm["Statistic"], alarm["ComparisonOperator"], alarm["Threshold"]) == (
+    assert (alarm["Statistic"], alarm["ComparisonOperator"], alarm_threshold(alarm)) == (
         "Maximum",
         "GreaterThanThreshold",
         status.FILE_IN_PROGRESS_SECONDS,
