@@ -1,4 +1,4 @@
-"""`ops dlq redrive <X>ChangeDeliveryDeadLetterQueue` (fan-out modes pipe and router): the changes
+"""`ops dlq redrive <X>ChangeDeliveryDeadLetterQueue` (fan-out modes but lambda): the changes
 the bus or the topic could not deliver to a consumer's queue, sent to that queue as the consumer
 would have received them, then deleted from the DLQ, with a progress bar on stderr.
 
@@ -10,8 +10,8 @@ the consumer's queue takes:
   TARGET_ARN, ERROR_CODE, ERROR_MESSAGE, EXHAUSTED_RETRY_CONDITION and RETRY_ATTEMPTS
   attributes). The queue gets its ``detail``, what the target's InputPath ``$.detail`` delivers:
   the stream record.
-- router: SNS puts the message in the subscription's DLQ as the raw delivery would have sent it:
-  the stream record, sent on as it is.
+- router, pipe-topic: SNS puts the message in the subscription's DLQ as the raw delivery would
+  have sent it: the stream record, sent on as it is.
 
 A message that holds no stream record is left in the DLQ and reported (by message id and
 reason, never its content: it carries contact data), and the command exits 1. Each message is
@@ -41,7 +41,7 @@ VISIBILITY_SECONDS = 60
 def delivered_change(fan_out: str, body: str) -> str:
     """What the consumer's queue takes for one message of its delivery DLQ: the stream record's
     JSON. NotAStreamRecord (its reason names what is wrong) when the message holds none."""
-    if fan_out == "router":
+    if fan_out in ("router", "pipe-topic"):
         stream_record(body)
         return body
     try:

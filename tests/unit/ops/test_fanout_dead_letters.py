@@ -114,10 +114,11 @@ def test_a_change_the_bus_could_not_deliver_reaches_its_consumer_after_a_redrive
     assert last_agent(stack) == "agent-7"
 
 
+@pytest.mark.parametrize("mode", ["router", "pipe-topic"])
 def test_a_change_the_topic_could_not_deliver_is_sent_on_as_the_raw_message(
-    ops_stack, monkeypatch, lambda_context
+    ops_stack, monkeypatch, lambda_context, mode
 ):
-    stack = with_fan_out(ops_stack, "router")
+    stack = with_fan_out(ops_stack, mode)
     record = a_change()
     store(stack, record)
     raw = json.dumps(record)
