@@ -436,6 +436,11 @@ def summary(demo: Run) -> int:
     show_metric(
         demo.metrics, "LastAgentStale", "stale last-agent writes", "older contacts, refused"
     )
+    say(
+        "    (normal: each caller's contacts arrive in no order of time, as exports do; a\n"
+        "    contact that ended before the caller's stored last agent is refused, so the newest\n"
+        "    stays: that refusal is what keeps the last agents right)"
+    )
     show_failed_invocations(demo.stack)
     show_routes(demo, report)
     show_dead_letters(stack, report)

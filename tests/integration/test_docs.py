@@ -160,6 +160,52 @@ def run_block(stack: StackClient, block: Block) -> subprocess.CompletedProcess:
     return done
 
 
+# The README's line that points a new shell's AWS clients at the local stack.
+ENV_LINE = next(
+    line
+    for block in RUNNABLE
+    if block.path.name == "README.md"
+    for line in block.text.splitlines()
+    if line.startswith("export AWS_ENDPOINT_URL=")
+)
+# A doc's promise that AWS clients reach the local stack through AWS_ENDPOINT_URL alone.
+ENDPOINT_CLAIM = re.compile(r"\b(any|every) AWS client (with|pointed at|works)\b")
+
+
+def test_aws_sqs_needs_endpoint_url_and_every_doc_that_promises_aws_endpoint_url_says_so(
+    stack: StackClient,
+):
+    """The pinned AWS CLI v1 sends `aws sqs` to queue.amazonaws.com whatever AWS_ENDPOINT_URL
+    says (awscli/customizations/overridesslcommonname.py fills in --endpoint-url when none is
+    given, before AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_SQS or a config file's endpoint_url are
+    read), so a doc that promises every AWS client the local stack through AWS_ENDPOINT_URL must
+    name that exception and its --endpoint-url."""
+    if not stack.is_local:
+        pytest.skip("the AWS CLI's endpoint against the local stack")
+    as_printed = Block(ROOT / "README.md", 0, "bash", f"{ENV_LINE}\naws sqs list-queues")
+    ignored = run_block(stack, as_printed)
+    assert ignored.returncode != 0, ignored.stdout
+    assert "reached beyond the local stack" in ignored.stderr, ignored.stderr[-2000:]
+    as_documented = Block(
+        ROOT / "README.md",
+        0,
+        "bash",
+        f'{ENV_LINE}\naws sqs list-queues --endpoint-url "$AWS_ENDPOINT_URL" --output text',
+    )
+    given = run_block(stack, as_documented)
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert stack.outputs["NotificationQueueUrl"].rsplit("/", 1)[1] in given.stdout
+
+    silent = [
+        f"{path.relative_to(ROOT)}: ...{text[max(claim.start() - 40, 0) : claim.end() + 80]}..."
+        for path in DOCS
+        for paragraph in re.split(r"\n\s*\n", path.read_text())
+        if (claim := ENDPOINT_CLAIM.search(text := " ".join(paragraph.split())))
+        and "aws sqs" not in paragraph
+    ]
+    assert not silent, f"promise every AWS client the local stack, aws sqs included: {silent}"
+
+
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda block: block.name)
 def test_documented_commands_run_and_show_what_the_docs_say(outcomes, block: Block):
     done = outcomes[block.name]
