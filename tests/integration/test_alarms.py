@@ -1,0 +1,246 @@
+"""The runbooks' first line (docs/operations.md), from the alarm on: what lands in a dead-letter
+queue sets its alarm to ALARM and notifies the alarm topic; once `ops dlq redrive` has emptied
+the queue the alarm returns to OK and says so on the topic. For the notifications, the ingest
+and, in the modes that have them (pipe, router), the fan-out's delivery dead letters."""
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from shared import notifications
+
+from harness.builders import contact, new_caller
+from harness.polling import eventually
+from harness.stack import StackClient
+from ops.cli import main
+from tests.integration.support import quick_redelivery
+
+pytestmark = pytest.mark.integration
+
+
+class AlarmTopic:
+    """The stack's alarm topic (the alarms' actions) with a capture queue of the test's own
+    subscribed, and the alarms' states as CloudWatch reports them."""
+
+    def __init__(self, stack: StackClient):
+        self.stack = stack
+        self.cloudwatch = stack.client("cloudwatch")
+        alarm = self.alarm("NotificationDeadLetterQueueAlarm")
+        [self.topic_arn] = alarm["AlarmActions"]
+        sqs = stack.sqs
+        self.url = sqs.create_queue(QueueName=f"alarm-capture-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        if not stack.is_local:
+            sqs.set_queue_attributes(
+                QueueUrl=self.url, Attributes={"Policy": _topic_may_send(arn, self.topic_arn)}
+            )
+        self.subscription = stack.client("sns").subscribe(
+            TopicArn=self.topic_arn, Protocol="sqs", Endpoint=arn, ReturnSubscriptionArn=True
+        )["SubscriptionArn"]
+        self.notes: list[dict] = []
+
+    def alarm(self, logical_id: str) -> dict:
+        """The stack's alarm of that logical id (CloudFormation names it
+        <stack>-<logical id>-<suffix>, on AWS as locally)."""
+        prefix = f"{self.stack.name}-{logical_id}-"
+        [found] = self.cloudwatch.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"]
+        return found
+
+    def name(self, logical_id: str) -> str:
+        return self.alarm(logical_id)["AlarmName"]
+
+    def state(self, logical_id: str) -> str:
+        return self.alarm(logical_id)["StateValue"]
+
+    def notified(self, logical_id: str, state: str) -> dict | None:
+        """The topic's notification of the alarm's move to ``state`` since the capture began."""
+        for message in self.stack.sqs.receive_message(
+            QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", []):
+            self.notes.append(json.loads(json.loads(message["Body"])["Message"]))
+            self.stack.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=message["ReceiptHandle"])
+        name = self.name(logical_id)
+        found = [n for n in self.notes if n["AlarmName"] == name and n["NewStateValue"] == state]
+        return found[-1] if found else None
+
+    def fires_and_clears(self, logical_id: str, queue: str, recover) -> None:
+        """``queue``'s alarm goes to ALARM (notified, naming the queue), ``recover()`` runs, and
+        the alarm goes back to OK (notified, in its history)."""
+        fired = eventually(lambda: self.notified(logical_id, "ALARM"), timeout=600, interval=1)
+        assert self.state(logical_id) == "ALARM"
+        assert fired["OldStateValue"] == "OK"
+        assert fired["Trigger"]["Namespace"] == "AWS/SQS"
+        assert fired["Trigger"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        assert fired["Trigger"]["Dimensions"] == [
+            {"name": "QueueName", "value": self.stack.outputs[queue].rsplit("/", 1)[1]}
+        ]
+        assert fired["NewStateReason"].startswith("Threshold Crossed")
+        recover()
+        cleared = eventually(lambda: self.notified(logical_id, "OK"), timeout=600, interval=1)
+        assert cleared["OldStateValue"] == "ALARM"
+        assert self.state(logical_id) == "OK"
+        history = self.cloudwatch.describe_alarm_history(
+            AlarmName=self.name(logical_id), HistoryItemType="StateUpdate"
+        )["AlarmHistoryItems"]
+        summaries = [item["HistorySummary"] for item in history]
+        assert summaries[:2] == ["Alarm updated from ALARM to OK", "Alarm updated from OK to ALARM"]
+
+    def close(self) -> None:
+        self.stack.client("sns").unsubscribe(SubscriptionArn=self.subscription)
+        self.stack.sqs.delete_queue(QueueUrl=self.url)
+
+
+def _topic_may_send(queue_arn: str, topic_arn: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "sns.amazonaws.com"},
+                    "Action": "sqs:SendMessage",
+                    "Resource": queue_arn,
+                    "Condition": {"ArnEquals": {"aws:SourceArn": topic_arn}},
+                }
+            ],
+        }
+    )
+
+
+@pytest.fixture
+def alarms(stack: StackClient) -> Iterator[AlarmTopic]:
+    topic = AlarmTopic(stack)
+    yield topic
+    topic.close()
+
+
+@pytest.fixture
+def redrive(stack: StackClient, monkeypatch, capsys):
+    """`python -m ops --stack <the stack> dlq redrive <queue> --yes`, with what an operator's
+    shell sets for the local stack."""
+    if stack.local:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", stack.local.endpoint)
+        for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AWS_DEFAULT_REGION", stack.local.region)
+
+    def run(queue: str) -> None:
+        code = main(["--stack", stack.name, "dlq", "redrive", queue, "--yes"])
+        assert code == 0, capsys.readouterr()
+
+    return run
+
+
+def test_a_dead_lettered_notification_fires_its_alarm_until_redriven(
+    local_stack: StackClient, alarms, redrive
+):
+    """NotifierFunction crashes on its idempotency claim until fixed (as in the DLQ runbook):
+    the notification reaches NotificationDeadLetterQueue and its alarm fires; after the fix,
+    the redrive publishes it and the alarm clears."""
+    stack = local_stack
+    eventually(lambda: alarms.state("NotificationDeadLetterQueueAlarm") == "OK", timeout=60)
+    contact_id = f"it-alarm-{uuid.uuid4().hex[:10]}"
+    message = notifications.survey(
+        {"contact_id": contact_id, "caller": new_caller(), "email": "it@example.com"}
+    )
+    stack.faults(
+        crash_after_call=[{"function": "NotifierFunction", "operation": "dynamodb:PutItem"}]
+    )
+    try:
+        with quick_redelivery(stack, "NotificationQueueUrl"):
+            stack.sqs.send_message(
+                QueueUrl=stack.outputs["NotificationQueueUrl"], MessageBody=json.dumps(message)
+            )
+            eventually(
+                lambda: stack.queue_depth("NotificationDeadLetterQueueUrl") > 0,
+                timeout=60,
+                interval=0.5,
+            )
+    finally:
+        stack.reset_faults()
+
+    def recover() -> None:
+        redrive("NotificationDeadLetterQueue")
+
+    alarms.fires_and_clears(
+        "NotificationDeadLetterQueueAlarm", "NotificationDeadLetterQueueUrl", recover
+    )
+
+
+def test_a_dead_lettered_file_fires_the_ingest_alarm_until_redriven(
+    local_stack: StackClient, alarms, redrive, files
+):
+    """IngestFunction fails as often as IngestQueue receives the file's message: it lands in
+    IngestDeadLetterQueue and its alarm fires; the redrive ingests the file and clears it."""
+    stack = local_stack
+    eventually(lambda: alarms.state("IngestDeadLetterQueueAlarm") == "OK", timeout=60)
+    receives = json.loads(
+        stack.queue_attributes("IngestQueueUrl", "RedrivePolicy")["RedrivePolicy"]
+    )["maxReceiveCount"]
+    stack.faults(fail_invocations={"IngestFunction": int(receives)})
+    try:
+        with quick_redelivery(stack, "IngestQueueUrl"):
+            key, version = files.put_jsonl("dead-lettered.jsonl", [contact(new_caller())])
+            eventually(
+                lambda: stack.queue_depth("IngestDeadLetterQueueUrl") > 0, timeout=60, interval=0.5
+            )
+    finally:
+        stack.reset_faults()
+
+    def recover() -> None:
+        redrive("IngestDeadLetterQueue")
+        assert eventually(lambda: stack.file_outcome(key, version), timeout=60)
+
+    alarms.fires_and_clears("IngestDeadLetterQueueAlarm", "IngestDeadLetterQueueUrl", recover)
+
+
+def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
+    local_stack: StackClient, alarms, redrive, files, contact_cleanup
+):
+    """pipe, router: LastAgentQueue refuses the bus or the topic, so the change lands in
+    LastAgentChangeDeliveryDeadLetterQueue and its alarm fires; once the queue takes changes
+    again, the redrive delivers it and the alarm clears. lambda: the mode has no such queue and
+    the stack no such alarm."""
+    stack = local_stack
+    logical_id = "LastAgentChangeDeliveryDeadLetterQueueAlarm"
+    if not stack.consumers_read_queues:
+        assert stack.delivery_dead_letter_queues == {}
+        prefix = f"{stack.name}-{logical_id}-"
+        assert not alarms.cloudwatch.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"]
+        return
+    eventually(lambda: alarms.state(logical_id) == "OK", timeout=60)
+    caller = new_caller()
+    contact_cleanup.append(caller)
+    queue = "LastAgentQueueUrl"
+    policy = stack.queue_attributes(queue, "Policy")["Policy"]
+    refusing = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "sqs:SendMessage",
+                "Resource": stack.queue_arn(queue),
+            }
+        ],
+    }
+    url = stack.outputs[queue]
+    stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(refusing)})
+    try:
+        files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-alarm")])
+        eventually(
+            lambda: stack.queue_depth("LastAgentChangeDeliveryDeadLetterQueueUrl") > 0,
+            timeout=90,
+            interval=0.5,
+        )
+    finally:
+        stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+
+    def recover() -> None:
+        redrive("LastAgentChangeDeliveryDeadLetterQueue")
+        assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-alarm", timeout=60)
+
+    alarms.fires_and_clears(logical_id, "LastAgentChangeDeliveryDeadLetterQueueUrl", recover)
