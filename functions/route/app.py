@@ -10,7 +10,7 @@ import os
 import boto3
 from aws_lambda_powertools import Logger
 from botocore.config import Config
-from shared import model
+from shared import formats
 from shared.aws import table
 
 logger = Logger()
@@ -39,11 +39,11 @@ def lambda_handler(event: object, context) -> dict[str, str]:
     # The live contact's id, not personal data: it ties this log line to the call. Set on every
     # invocation (a warm logger keeps the last one), and only to an id: a hostile event puts
     # nothing else into the log.
-    is_id = isinstance(contact_id, str) and model.CONTACT_ID.fullmatch(contact_id)
+    is_id = isinstance(contact_id, str) and formats.CONTACT_ID.fullmatch(contact_id)
     logger.append_keys(connect_contact_id=contact_id if is_id else None)
     caller = field(field(contact_data, "CustomerEndpoint"), "Address")
     # Callers are stored as the input contract's E.164: anything else has no last agent.
-    if not isinstance(caller, str) or not model.E164.fullmatch(caller):
+    if not isinstance(caller, str) or not formats.E164.fullmatch(caller):
         logger.warning("caller is missing or not E.164: no last agent")
         return NOT_FOUND
     last_agent = table.get_last_agent(dynamodb, CONTACTS_TABLE_NAME, caller)

@@ -17,11 +17,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared import keys, rules
+from shared.formats import CONTACT_ID, E164
 
-CONTACT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # Amazon Connect's ContactId (and a user's id): a UUID, printed in either letter case.
 UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
-E164 = re.compile(r"\+[1-9][0-9]{6,14}")
 # Connect's user ids (UUIDs) and user names ([a-zA-Z0-9_.@-]): what RouteFunction hands the flow.
 AGENT_ID = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 # An internet address, ASCII only (the WHATWG form's rule, with a dot in the domain): no space,

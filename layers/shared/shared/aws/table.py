@@ -5,13 +5,15 @@ import random
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from shared import keys, rules
-from shared.s3_events import S3Object
+
+if TYPE_CHECKING:  # a type only: RouteFunction's cold start does without s3_events
+    from shared.s3_events import S3Object
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -211,7 +213,7 @@ def _write_group(
 # --- Ingest: the processing log of files ----------------------------------------------------------
 
 
-def claim_newest_version(dynamodb, table_name: str, s3_object: S3Object) -> str | None:
+def claim_newest_version(dynamodb, table_name: str, s3_object: "S3Object") -> str | None:
     """Record this object version as the newest applied of its key, unless a newer one is: then
     return that one's file id. S3 orders the events of one key by sequencer, not by arrival."""
     item = {
@@ -245,7 +247,7 @@ def file_log(dynamodb, table_name: str, file_id: str) -> dict[str, Any] | None:
 def write_file_log(
     dynamodb,
     table_name: str,
-    s3_object: S3Object,
+    s3_object: "S3Object",
     values: Mapping[str, Any],
     *,
     run: int | None,
