@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from moto.core.responses import ActionResult
+from moto.sns.exceptions import InvalidParameterValue
 from moto.sns.models import SNSBackend, Topic, sns_backends
 from moto.sns.responses import SNSResponse
 
@@ -30,6 +31,7 @@ log = logging.getLogger("emulator.moto")
 def install() -> None:
     _patch_sns_fifo_topic_attributes()
     _patch_sns_fifo_deduplication()
+    _patch_publish_batch_refusals()
 
 
 # --- SNS FIFO topics deduplicate ------------------------------------------------------------------
@@ -161,6 +163,26 @@ def _patch_sns_fifo_deduplication() -> None:
         "publish_batch",
         _with_sequence_numbers(SNSResponse.publish_batch, "Successful"),
     )
+
+
+# --- PublishBatch names every refused entry -------------------------------------------------
+# Gap: moto/sns/models.py SNSBackend.publish_batch lists an entry as Failed only when its publish
+# raised InvalidParameterValue; moto's own checks in SNSBackend.publish raise ValueError (a Subject
+# over 100 characters, an SMS over 1,600 bytes), and such an entry is left out of both Successful
+# and Failed. AWS (PublishBatch API) answers every entry in one of them: it refuses that entry
+# (Failed, InvalidParameter) as Publish refuses the message, and a caller that reads "not Failed"
+# as published would count it published. The ValueError is raised as InvalidParameterValue
+# instead: the same code and message as Publish's answer (moto's SNSInvalidParameter of it).
+def _patch_publish_batch_refusals() -> None:
+    original_publish = SNSBackend.publish
+
+    def publish(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original_publish(self, *args, **kwargs)
+        except ValueError as refusal:
+            raise InvalidParameterValue(str(refusal)) from None
+
+    patching.replace(SNSBackend, "publish", publish)
 
 
 def _with_sequence_numbers(original: Callable[..., Any], entries_key: str | None) -> Any:

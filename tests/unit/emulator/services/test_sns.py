@@ -120,6 +120,28 @@ def test_content_based_deduplication_and_publish_batch(moto_in_process, clock):
     assert fifo.delivered() == ["x"]
 
 
+def test_publish_batch_answers_a_refused_entry_in_failed_and_publishes_the_rest(
+    moto_in_process, clock
+):
+    """moto left an entry its own checks refused out of both lists (AWS names every entry)."""
+    fifo = Fifo()
+    entry = {"Message": "x", "MessageGroupId": "g", "MessageDeduplicationId": "b1"}
+    batch = fifo.sns.publish_batch(
+        TopicArn=fifo.topic,
+        PublishBatchRequestEntries=[
+            {"Id": "kept", **entry},
+            {"Id": "refused", **entry, "MessageDeduplicationId": "b2", "Subject": "s" * 101},
+        ],
+    )
+    assert [e["Id"] for e in batch["Successful"]] == ["kept"]
+    assert [(e["Id"], e["Code"], e["SenderFault"]) for e in batch["Failed"]] == [
+        ("refused", "InvalidParameter", True)
+    ]
+    assert fifo.delivered() == ["x"]
+    with pytest.raises(ClientError, match="InvalidParameter"):  # as Publish refuses it
+        fifo.sns.publish(TopicArn=fifo.topic, Subject="s" * 101, **entry)
+
+
 def test_standard_topics_do_not_deduplicate(moto_in_process):
     sns = client("sns")
     topic = sns.create_topic(Name="plain")["TopicArn"]
