@@ -1,8 +1,8 @@
 """GoodwillFunction: ContactsTable changes -> one gift card and its GIFT_CARD notification per
 contact, ever (abandoned contacts and long waits, by a contact's first export: a re-export gets
-nothing new). The changes arrive from the table's stream or, in fan-out modes pipe and router
-(template parameter FanOut), from GoodwillQueue as the same stream records
-(shared.aws.table_changes).
+nothing new), a batch's notifications enqueued in SendMessageBatch calls. The changes arrive
+from the table's stream or, in fan-out modes pipe and router (template parameter FanOut), from
+GoodwillQueue as the same stream records (shared.aws.table_changes).
 
 No idempotency store here: the card's id is derived from the contact_id and written with a
 conditional put, so every delivery, retry or re-export finds the one card; its notification id is
@@ -32,26 +32,42 @@ GOODWILL_WAIT_SECONDS = int(
 )
 
 
-def record_handler(record: DynamoDBRecord) -> None:
+def record_handler(record: DynamoDBRecord) -> dict | None:
+    """The record's gift card, issued now (once ever), and its GIFT_CARD notification, enqueued with
+    the batch's others (enqueue_batch)."""
     contact = contacts.first_export(record)
     if contact is None or not rules.gift_card_due(contact, GOODWILL_WAIT_SECONDS):
-        logger.info("record skipped: no gift card due", event_id=record.event_id)
-        return
+        logger.debug("record skipped: no gift card due", event_id=record.event_id)
+        return None
     card, created = table.create_gift_card(
         dynamodb, CONTACTS_TABLE_NAME, gift_cards.new_gift_card(contact)
     )
     if created:
         metrics.add_metric(name="GiftCardsIssued", unit=MetricUnit.Count, value=1)
-    messaging.enqueue(sqs, NOTIFICATION_QUEUE_URL, notifications.gift_card(card))
-    logger.info(
-        "gift card notification enqueued",
+    logger.debug(
+        "gift card due",
         contact_id=contact["contact_id"],
         gift_card_id=card["gift_card_id"],
         card_created=created,
     )
+    return notifications.gift_card(card)
 
 
-changes = TableChanges(record_handler)
+def enqueue_batch(batch: list[dict]) -> dict[int, Exception]:
+    failures = messaging.enqueue_all(sqs, NOTIFICATION_QUEUE_URL, batch)
+    enqueued = len(batch) - len(failures)
+    logger.info("gift card notifications enqueued", enqueued=enqueued, failed=len(failures))
+    for position, error in failures.items():
+        logger.warning(
+            "gift card notification not enqueued",
+            contact_id=batch[position]["contact_id"],
+            gift_card_id=batch[position]["gift_card_id"],
+            reason=str(error),
+        )
+    return failures
+
+
+changes = TableChanges(record_handler, enqueue_batch)
 
 
 @logger.inject_lambda_context

@@ -1,7 +1,7 @@
 """SurveyFunction: ContactsTable changes -> the SURVEY notification of each contact whose first
-export is due one (a re-export gets nothing new). The changes arrive from the table's stream or,
-in fan-out modes pipe and router (template parameter FanOut), from SurveyQueue as the same stream
-records (shared.aws.table_changes).
+export is due one (a re-export gets nothing new), a batch's enqueued in SendMessageBatch calls.
+The changes arrive from the table's stream or, in fan-out modes pipe and router (template
+parameter FanOut), from SurveyQueue as the same stream records (shared.aws.table_changes).
 
 No idempotency store here: the notification id is derived from (SURVEY, contact_id), so however
 often a record is delivered, retried or re-exported, NotifierFunction sees one id and publishes
@@ -25,17 +25,30 @@ sqs = boto3.client("sqs")
 NOTIFICATION_QUEUE_URL = os.environ["NOTIFICATION_QUEUE_URL"]
 
 
-def record_handler(record: DynamoDBRecord) -> None:
+def record_handler(record: DynamoDBRecord) -> dict | None:
+    """The record's SURVEY notification, enqueued with the batch's others (enqueue_batch)."""
     contact = contacts.first_export(record)
     if contact is None or not rules.survey_due(contact):
-        logger.info("record skipped: no survey due", event_id=record.event_id)
-        return
-    messaging.enqueue(sqs, NOTIFICATION_QUEUE_URL, notifications.survey(contact))
-    metrics.add_metric(name="SurveysEnqueued", unit=MetricUnit.Count, value=1)
-    logger.info("survey enqueued", contact_id=contact["contact_id"])
+        logger.debug("record skipped: no survey due", event_id=record.event_id)
+        return None
+    logger.debug("survey due", contact_id=contact["contact_id"])
+    return notifications.survey(contact)
 
 
-changes = TableChanges(record_handler)
+def enqueue_batch(batch: list[dict]) -> dict[int, Exception]:
+    failures = messaging.enqueue_all(sqs, NOTIFICATION_QUEUE_URL, batch)
+    enqueued = len(batch) - len(failures)
+    if enqueued:
+        metrics.add_metric(name="SurveysEnqueued", unit=MetricUnit.Count, value=enqueued)
+    logger.info("surveys enqueued", enqueued=enqueued, failed=len(failures))
+    for position, error in failures.items():
+        logger.warning(
+            "survey not enqueued", contact_id=batch[position]["contact_id"], reason=str(error)
+        )
+    return failures
+
+
+changes = TableChanges(record_handler, enqueue_batch)
 
 
 @logger.inject_lambda_context

@@ -1,6 +1,7 @@
 """Driving the fan-out handlers the way their event source mappings would."""
 
 import json
+from collections.abc import Callable
 
 from harness.events import sqs_event
 
@@ -25,3 +26,35 @@ def notify_all(stack, notifier, lambda_context, deliveries: int = 1) -> list[dic
         response = notifier.lambda_handler(event, lambda_context)
         assert response["batchItemFailures"] == []
     return stack.published()
+
+
+class Refusal:
+    """Registered on a client until cleared: see refuse_entries."""
+
+    def __init__(self, client, refused: Callable[[dict], bool]):
+        self._client, self._refused = client, refused
+        self._event = f"before-parameter-build.{client.meta.service_model.endpoint_prefix}"
+        client.meta.events.register(self._event, self._invalidate)
+
+    def _invalidate(self, params, model, **kwargs) -> None:
+        for entry in params.get("Entries", []) + params.get("PublishBatchRequestEntries", []):
+            if self._refused(json.loads(entry.get("MessageBody") or entry["Message"])):
+                entry.update(INVALID_ENTRY[model.name])
+
+    def clear(self) -> None:
+        self._client.meta.events.unregister(self._event, self._invalidate)
+
+
+# What makes the service refuse one entry of a batch call (in its Failed list) while it takes the
+# others: a parameter value out of its range.
+INVALID_ENTRY = {
+    "SendMessageBatch": {"DelaySeconds": 901},
+    "PublishBatch": {"MessageStructure": "not-json"},
+}
+
+
+def refuse_entries(client, refused: Callable[[dict], bool]) -> Refusal:
+    """Until cleared, each entry of the client's SendMessageBatch / PublishBatch calls whose
+    notification `refused` picks is one the service refuses, as it refuses an invalid entry: the
+    call succeeds and names that entry in its Failed list."""
+    return Refusal(client, refused)

@@ -36,6 +36,8 @@ def test_a_whole_run_sends_one_message_per_kind_and_contact_and_logs_no_personal
     # idempotency internals see whole records). botocore's DEBUG wire logs are never enabled.
     caplog.set_level(logging.INFO)
     caplog.set_level(logging.DEBUG, logger="aws_lambda_powertools")
+    # The functions at the most an operator turns on: DEBUG, with their lines per record.
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "DEBUG")
     records = [stream_record(c) for c in CONTACTS]
     for record in records:  # the items the records come from, as the ingest wrote them
         stack.dynamodb.put_item(TableName=stack.contacts_table, Item=record["dynamodb"]["NewImage"])

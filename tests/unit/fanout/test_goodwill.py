@@ -7,7 +7,7 @@ from shared import gift_cards, keys, rules
 from harness.events import contact, failed_ids, stream_event, stream_record
 from harness.in_process import cold_start
 from tests.faults import Crash, record_calls
-from tests.unit.fanout.helpers import enqueued, notify_all
+from tests.unit.fanout.helpers import enqueued, notify_all, refuse_entries
 
 ABANDONED = contact("c-abandoned", disposition=rules.ABANDONED, agent_id=None)
 
@@ -108,7 +108,7 @@ def test_a_crash_at_any_call_then_the_streams_immediate_retry_issues_once(
     calls = record_calls(crashing, crash_after=crash_after)
     with pytest.raises(Crash):
         crashing.lambda_handler(stream_event(record), lambda_context)
-    assert calls.calls == ["dynamodb:PutItem", "sqs:SendMessage"][:crash_after]
+    assert calls.calls == ["dynamodb:PutItem", "sqs:SendMessageBatch"][:crash_after]
 
     retry = cold_start("goodwill", monkeypatch)  # at once: a stream retry does not wait
     assert failed_ids(retry.lambda_handler(stream_event(record), lambda_context)) == []
@@ -116,6 +116,24 @@ def test_a_crash_at_any_call_then_the_streams_immediate_retry_issues_once(
     assert len(gift_card_items(stack)) == 1
     published = notify_all(stack, notifier, lambda_context)
     assert [n["notification_id"] for n in published] == ["GIFT_CARD#c-abandoned"]
+
+
+def test_a_refused_notification_fails_only_its_record_and_its_retry_finds_the_one_card(
+    stack, goodwill, lambda_context
+):
+    long_wait = contact("c-long-wait", caller="+14155550102", wait_seconds=900)
+    failing, passing = stream_record(ABANDONED), stream_record(long_wait)
+    calls = record_calls(goodwill)
+    refusal = refuse_entries(goodwill.sqs, lambda n: n["contact_id"] == "c-abandoned")
+    response = goodwill.lambda_handler(stream_event(failing, passing), lambda_context)
+    assert failed_ids(response) == [failing["dynamodb"]["SequenceNumber"]]
+    assert calls.calls == ["dynamodb:PutItem", "dynamodb:PutItem", "sqs:SendMessageBatch"]
+    assert [n["contact_id"] for n in enqueued(stack)] == ["c-long-wait"]
+
+    refusal.clear()
+    assert failed_ids(goodwill.lambda_handler(stream_event(failing), lambda_context)) == []
+    assert [n["contact_id"] for n in enqueued(stack)] == ["c-abandoned"]
+    assert len(gift_card_items(stack)) == 2
 
 
 @pytest.mark.parametrize(

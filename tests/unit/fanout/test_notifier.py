@@ -10,7 +10,7 @@ from shared.aws import messaging
 from harness.events import contact, failed_ids, sqs_bodies_event, sqs_event
 from harness.in_process import ShrinkingClock, cold_start
 from tests.faults import Crash, record_calls, throttle
-from tests.unit.fanout.helpers import queue_arn
+from tests.unit.fanout.helpers import queue_arn, refuse_entries
 
 SURVEY = notifications.survey(contact("c-1", survey_opt_in=True))
 GIFT_CARD = notifications.gift_card(
@@ -23,6 +23,14 @@ GIFT_CARD = notifications.gift_card(
     }
 )
 
+THIRD = notifications.survey(contact("c-3", caller="+14155550103", survey_opt_in=True))
+
+
+def claim_states(stack) -> list[str]:
+    """The status of each record in IdempotencyTable."""
+    items = stack.dynamodb.scan(TableName=stack.idempotency_table)["Items"]
+    return sorted(item["status"]["S"] for item in items)
+
 
 @pytest.fixture
 def notifier(stack, monkeypatch):
@@ -31,8 +39,7 @@ def notifier(stack, monkeypatch):
 
 def queued_event(stack, *notifications_, deliveries=1) -> dict:
     """Messages sent to NotificationQueue and received back, as Lambda would deliver them."""
-    for notification in notifications_:
-        messaging.enqueue(stack.sqs, stack.notification_queue_url, notification)
+    assert messaging.enqueue_all(stack.sqs, stack.notification_queue_url, notifications_) == {}
     messages = stack.drain(stack.notification_queue_url)
     return sqs_event(messages * deliveries, queue_arn(stack, stack.notification_queue_url))
 
@@ -100,27 +107,76 @@ def test_a_poison_message_fails_alone_and_the_rest_is_sent(stack, notifier, lamb
     ]
 
 
-def test_a_publish_failure_fails_exactly_its_record_and_the_retry_publishes(
-    stack, notifier, lambda_context, monkeypatch
+def test_a_batch_is_published_in_one_call_each_notification_under_its_claim(
+    stack, notifier, lambda_context
+):
+    calls = record_calls(notifier)
+    event = queued_event(stack, SURVEY, GIFT_CARD, THIRD)
+    assert failed_ids(notifier.lambda_handler(event, lambda_context)) == []
+
+    assert calls.calls == [
+        *["dynamodb:PutItem"] * 3,  # the claims
+        "sns:PublishBatch",
+        *["dynamodb:UpdateItem"] * 3,  # each recorded COMPLETED
+    ]
+    assert sorted(n["notification_id"] for n in stack.published()) == [
+        "GIFT_CARD#c-2",
+        "SURVEY#c-1",
+        "SURVEY#c-3",
+    ]
+    assert claim_states(stack) == ["COMPLETED"] * 3
+
+
+def test_an_entry_the_topic_refuses_fails_exactly_its_record_and_the_retry_publishes(
+    stack, notifier, lambda_context
+):
+    event = queued_event(stack, SURVEY, GIFT_CARD, THIRD)
+    refusal = refuse_entries(notifier.sns, lambda n: n["kind"] == "GIFT_CARD")
+    response = notifier.lambda_handler(event, lambda_context)
+    gift_card_message = next(r["messageId"] for r in event["Records"] if "GIFT_CARD" in r["body"])
+    assert failed_ids(response) == [gift_card_message]
+    # Its claim is released, not recorded COMPLETED: the retry publishes it.
+    assert claim_states(stack) == ["COMPLETED"] * 2
+    assert sorted(n["notification_id"] for n in stack.published()) == ["SURVEY#c-1", "SURVEY#c-3"]
+
+    refusal.clear()
+    assert failed_ids(notifier.lambda_handler(event, lambda_context)) == []
+    assert [n["notification_id"] for n in stack.published()] == ["GIFT_CARD#c-2"]
+    assert claim_states(stack) == ["COMPLETED"] * 3
+
+
+def test_a_publish_call_that_fails_fails_each_of_its_records_and_the_retry_publishes(
+    stack, notifier, lambda_context
 ):
     event = queued_event(stack, SURVEY, GIFT_CARD)
-    real_publish = notifier.messaging.publish
+    throttled = throttle(notifier, "sns:PublishBatch", times=1)
+    with pytest.raises(BatchProcessingError):  # all its records failed: the batch is retried
+        notifier.lambda_handler(event, lambda_context)
+    assert throttled.left == 0
+    assert claim_states(stack) == []  # both claims released
+    assert stack.published() == []
 
-    def publish_failing_for_gift_cards(client, topic, notification):
-        if notification["kind"] == "GIFT_CARD":
-            raise ConnectionError("topic unreachable")
-        real_publish(client, topic, notification)
-
-    monkeypatch.setattr(notifier.messaging, "publish", publish_failing_for_gift_cards)
-    response = notifier.lambda_handler(event, lambda_context)
-    assert failed_ids(response) == [event["Records"][1]["messageId"]]
-
-    monkeypatch.setattr(notifier.messaging, "publish", real_publish)
     assert failed_ids(notifier.lambda_handler(event, lambda_context)) == []
     assert sorted(n["notification_id"] for n in stack.published()) == [
         "GIFT_CARD#c-2",
         "SURVEY#c-1",
     ]
+
+
+def test_a_batch_logs_one_info_line_of_counts_and_no_contact_data(
+    stack, monkeypatch, lambda_context, capsys
+):
+    event = queued_event(stack, SURVEY, GIFT_CARD, GIFT_CARD)
+    cold_start("notifier", monkeypatch).lambda_handler(event, lambda_context)
+
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"level"' in line]
+    assert [(line["level"], line["message"]) for line in lines] == [
+        ("INFO", "notifications published")
+    ]
+    assert (lines[0]["sent"], lines[0]["duplicates"], lines[0]["failed"]) == (2, 1, 0)
+    assert not {GIFT_CARD["caller"], SURVEY["caller"], SURVEY["email"]} & set(
+        map(str, lines[0].values())
+    )
 
 
 def test_a_poison_message_ends_in_the_dead_letter_queue(stack, notifier, lambda_context):
@@ -164,12 +220,12 @@ def test_a_crash_after_the_publish_then_the_retry_reaches_subscribers_once(
     calls = record_calls(crashing, crash_after=2)
     with pytest.raises(Crash):
         crashing.lambda_handler(event, ShrinkingClock())
-    assert calls.calls == ["dynamodb:PutItem", "sns:Publish"]
+    assert calls.calls == ["dynamodb:PutItem", "sns:PublishBatch"]
 
     retry = cold_start("notifier", monkeypatch)
     retry_calls = record_calls(retry)
     assert failed_ids(retry.lambda_handler(event, ShrinkingClock())) == []
-    assert "sns:Publish" in retry_calls.calls  # published a second time...
+    assert "sns:PublishBatch" in retry_calls.calls  # published a second time...
     assert stack.published() == [SURVEY]  # ...and delivered once
 
 

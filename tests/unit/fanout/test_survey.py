@@ -2,15 +2,18 @@
 through the notifier whatever the stream delivers, repeats or re-exports, and whatever call a
 crash interrupts."""
 
+import json
+
 import pytest
 from shared import keys, rules
 
-from harness.events import contact, failed_ids, stream_event, stream_record
+from harness.events import contact, failed_ids, sqs_bodies_event, stream_event, stream_record
 from harness.in_process import cold_start
-from tests.faults import Crash, record_calls
-from tests.unit.fanout.helpers import enqueued, notify_all
+from tests.faults import Crash, record_calls, throttle
+from tests.unit.fanout.helpers import enqueued, notify_all, refuse_entries
 
 OPTED_IN = contact("c-survey", survey_opt_in=True)
+SURVEY_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:SurveyQueue"
 
 
 @pytest.fixture
@@ -94,30 +97,48 @@ def test_a_removed_contact_is_skipped(stack, survey, lambda_context):
     assert enqueued(stack) == []
 
 
-def test_a_failed_enqueue_fails_only_its_record_and_its_retry_enqueues(
-    stack, survey, lambda_context, monkeypatch
+def test_a_batch_enqueues_its_surveys_in_one_call(stack, survey, lambda_context):
+    calls = record_calls(survey)
+    due = [contact(f"c-{n}", survey_opt_in=True) for n in range(12)]
+    records = [stream_record(item) for item in [contact("c-not-due"), *due]]
+    assert failed_ids(survey.lambda_handler(stream_event(*records), lambda_context)) == []
+
+    assert calls.calls == ["sqs:SendMessageBatch"] * 2  # 10 entries a call
+    assert sorted(n["contact_id"] for n in enqueued(stack)) == sorted(c["contact_id"] for c in due)
+
+
+def test_a_refused_entry_fails_only_its_record_and_its_retry_enqueues(
+    stack, survey, lambda_context
 ):
     other = contact("c-other", caller="+14155550102", survey_opt_in=True)
     failing, passing = stream_record(OPTED_IN), stream_record(other)
-    real_enqueue = survey.messaging.enqueue
-
-    def enqueue_failing_for_c_survey(client, url, notification):
-        if notification["contact_id"] == "c-survey":
-            raise ConnectionError("queue unreachable")
-        real_enqueue(client, url, notification)
-
-    monkeypatch.setattr(survey.messaging, "enqueue", enqueue_failing_for_c_survey)
+    refusal = refuse_entries(survey.sqs, lambda n: n["contact_id"] == "c-survey")
     response = survey.lambda_handler(stream_event(failing, passing), lambda_context)
     assert failed_ids(response) == [failing["dynamodb"]["SequenceNumber"]]
+    assert [n["contact_id"] for n in enqueued(stack)] == ["c-other"]
 
-    monkeypatch.setattr(survey.messaging, "enqueue", real_enqueue)
+    refusal.clear()
     response = survey.lambda_handler(stream_event(failing, passing), lambda_context)
     assert failed_ids(response) == []
     assert sorted(n["notification_id"] for n in enqueued(stack)) == [
         keys.notification_id("SURVEY", "c-other"),
-        keys.notification_id("SURVEY", "c-other"),
         keys.notification_id("SURVEY", "c-survey"),
     ]
+
+
+def test_a_failed_enqueue_call_fails_the_records_it_carried_and_not_the_skipped(
+    stack, survey, lambda_context
+):
+    """From a queue (fan-out modes pipe and router): each record is a message of its own."""
+    not_due = contact("c-not-due")
+    records = [stream_record(OPTED_IN), stream_record(not_due)]
+    event = sqs_bodies_event([json.dumps(r) for r in records], SURVEY_QUEUE_ARN)
+    throttle(survey, "sqs:SendMessageBatch", times=1)
+    response = survey.lambda_handler(event, lambda_context)
+    assert failed_ids(response) == [event["Records"][0]["messageId"]]
+
+    assert failed_ids(survey.lambda_handler(event, lambda_context)) == []
+    assert [n["notification_id"] for n in enqueued(stack)] == ["SURVEY#c-survey"]
 
 
 def test_a_crash_at_its_one_call_then_the_streams_immediate_retry_sends_one_survey(
@@ -131,7 +152,7 @@ def test_a_crash_at_its_one_call_then_the_streams_immediate_retry_sends_one_surv
     calls = record_calls(crashing, crash_after=1)
     with pytest.raises(Crash):
         crashing.lambda_handler(stream_event(record), lambda_context)
-    assert calls.calls == ["sqs:SendMessage"]
+    assert calls.calls == ["sqs:SendMessageBatch"]
 
     retry = cold_start("survey", monkeypatch)  # at once: a stream retry does not wait
     assert failed_ids(retry.lambda_handler(stream_event(record), lambda_context)) == []

@@ -81,9 +81,9 @@ OPERATIONS = {
         "dynamodb:GetItem",
         "dynamodb:Query",
     ),
-    "SurveyFunction": ("sqs:SendMessage",),
-    "GoodwillFunction": ("dynamodb:PutItem", "sqs:SendMessage"),
-    "NotifierFunction": ("dynamodb:PutItem", "dynamodb:UpdateItem", "sns:Publish"),
+    "SurveyFunction": ("sqs:SendMessageBatch",),
+    "GoodwillFunction": ("dynamodb:PutItem", "sqs:SendMessageBatch"),
+    "NotifierFunction": ("dynamodb:PutItem", "dynamodb:UpdateItem", "sns:PublishBatch"),
 }
 # template.yaml: a consumer's queue redrives to its dead-letter queue after 5 receives
 MAX_RECEIVES = 5

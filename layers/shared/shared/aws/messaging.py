@@ -8,7 +8,7 @@ contact data, so callers log ids, never bodies.
 """
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -16,25 +16,75 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from shared import contacts, s3_events
 from shared.s3_events import FileTask
 
-
-def enqueue(sqs_client, queue_url: str, notification: Mapping[str, Any]) -> None:
-    """NotificationQueue is a standard queue: no message group; the notifier dedupes by id."""
-    sqs_client.send_message(QueueUrl=queue_url, MessageBody=json.dumps(notification))
+# SendMessageBatch and PublishBatch take at most 10 entries a call.
+BATCH_ENTRIES = 10
 
 
-def publish(sns_client, topic_arn: str, notification: Mapping[str, Any]) -> None:
-    """NotificationsTopic is a FIFO topic: the notification_id is the deduplication id, so a
+class EntryFailed(Exception):
+    """An entry of a batch call that the service refused (the response's Failed list)."""
+
+    def __init__(self, code: str, sender_fault: bool):
+        super().__init__(f"{code} (sender fault: {sender_fault})")
+        self.code = code
+        self.sender_fault = sender_fault
+
+
+def enqueue_all(
+    sqs_client, queue_url: str, notifications: Sequence[Mapping[str, Any]]
+) -> dict[int, Exception]:
+    """SendMessageBatch, 10 a call. NotificationQueue is a standard queue: no message group; the
+    notifier dedupes by id. The failed notifications by position, each with its error."""
+    return _in_batches(
+        notifications,
+        lambda entries: sqs_client.send_message_batch(QueueUrl=queue_url, Entries=entries),
+        lambda notification: {"MessageBody": json.dumps(notification)},
+    )
+
+
+def publish_all(
+    sns_client, topic_arn: str, notifications: Sequence[Mapping[str, Any]]
+) -> dict[int, Exception]:
+    """PublishBatch, 10 a call; the failed notifications by position, each with its error.
+
+    NotificationsTopic is a FIFO topic: the notification_id is the deduplication id, so a
     publish repeated within SNS's 5-minute deduplication interval (a retry after a crash between
     the publish and the notifier recording it) reaches no subscriber a second time. The group is
     the contact: its notifications keep their order, others go in parallel. The `kind` attribute
     lets subscribers filter (surveys vs gift cards) without parsing."""
-    sns_client.publish(
-        TopicArn=topic_arn,
-        Message=json.dumps(notification),
-        MessageGroupId=notification["contact_id"],
-        MessageDeduplicationId=notification["notification_id"],
-        MessageAttributes={"kind": {"DataType": "String", "StringValue": notification["kind"]}},
+    return _in_batches(
+        notifications,
+        lambda entries: sns_client.publish_batch(
+            TopicArn=topic_arn, PublishBatchRequestEntries=entries
+        ),
+        lambda notification: {
+            "Message": json.dumps(notification),
+            "MessageGroupId": notification["contact_id"],
+            "MessageDeduplicationId": notification["notification_id"],
+            "MessageAttributes": {
+                "kind": {"DataType": "String", "StringValue": notification["kind"]}
+            },
+        },
     )
+
+
+def _in_batches(
+    items: Sequence[Mapping[str, Any]],
+    call: Callable[[list[dict]], Mapping[str, Any]],
+    entry: Callable[[Mapping[str, Any]], dict],
+) -> dict[int, Exception]:
+    """Each call's entries are Id'd by their position in `items`. A call that raises (throttled
+    past boto3's retries, unreachable) fails each of its entries; the next call is still made."""
+    failures: dict[int, Exception] = {}
+    for start in range(0, len(items), BATCH_ENTRIES):
+        positions = range(start, min(start + BATCH_ENTRIES, len(items)))
+        try:
+            response = call([{"Id": str(p), **entry(items[p])} for p in positions])
+        except Exception as error:  # each entry's record fails with it
+            failures.update(dict.fromkeys(positions, error))
+            continue
+        for failed in response.get("Failed", []):
+            failures[int(failed["Id"])] = EntryFailed(failed["Code"], failed["SenderFault"])
+    return failures
 
 
 def enqueue_continuation(sqs_client, queue_url: str, task: FileTask) -> None:

@@ -25,6 +25,8 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from shared.aws.batch_sends import BatchSends, SendBatch
+
 STREAM_SOURCE = "aws:dynamodb"
 QUEUE_SOURCE = "aws:sqs"
 _EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
@@ -37,10 +39,16 @@ class NotAStreamRecord(ValueError):
 class TableChanges:
     """Build once per execution environment (module level), after the handler's Logger."""
 
-    def __init__(self, record_handler: Callable[[DynamoDBRecord], Any]):
+    def __init__(
+        self,
+        record_handler: Callable[[DynamoDBRecord], Any],
+        send_batch: SendBatch | None = None,
+    ):
+        """With `send_batch`, what the handler returns for its records is sent in batch calls
+        after them (shared.aws.batch_sends)."""
         self._record_handler = record_handler
-        self._stream = BatchProcessor(event_type=EventType.DynamoDBStreams)
-        self._queue = BatchProcessor(event_type=EventType.SQS)
+        self._stream = _processor(EventType.DynamoDBStreams, send_batch)
+        self._queue = _processor(EventType.SQS, send_batch)
         # A child of the handler's Logger: the same service, its JSON format and context keys.
         self._logger = Logger(child=True)
 
@@ -66,6 +74,12 @@ class TableChanges:
             )
             raise
         return self._record_handler(change)
+
+
+def _processor(event_type: EventType, send_batch: SendBatch | None) -> BatchProcessor:
+    if send_batch is None:
+        return BatchProcessor(event_type=event_type)
+    return BatchSends(event_type, send_batch)
 
 
 def event_source(event: Any) -> str:

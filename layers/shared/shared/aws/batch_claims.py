@@ -1,0 +1,124 @@
+"""Powertools idempotency around one call for a batch of items: what idempotent_function does
+around the call of one item (claim it, call, record the result, or release the claim if the call
+failed), done per item around a single call for all of them (SNS PublishBatch), on the same
+records: the same persistence layer, config and key prefix, so `ops idempotency` and a later
+idempotent_function see the same keys.
+
+An item another invocation completed is not called again; one another invocation holds in
+progress fails (its record is retried after the visibility timeout, as with
+idempotent_function); one repeating an earlier item's key in the same batch shares that item's
+outcome. An item whose call failed is never recorded COMPLETED.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency import (
+    BasePersistenceLayer,
+    IdempotencyConfig,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyItemAlreadyExistsError,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
+
+BatchCall = Callable[[list[dict]], Mapping[int, Exception]]
+
+
+@dataclass
+class Outcomes:
+    """Positions in the batch: called and recorded; completed before (by an earlier invocation or
+    an earlier item of this batch); failed, with the error."""
+
+    done: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+    failed: dict[int, Exception] = field(default_factory=dict)
+
+
+class BatchClaims:
+    """Build once per execution environment; `config.register_lambda_context` per invocation, so
+    a claim a crashed invocation left expires with that invocation."""
+
+    def __init__(
+        self,
+        persistence: BasePersistenceLayer,
+        config: IdempotencyConfig,
+        key_prefix: str,
+        result: Callable[[dict], dict],
+    ):
+        persistence.configure(config=config, key_prefix=key_prefix)
+        self._store = persistence
+        self._config = config
+        self._key = persistence.event_key_compiled_jmespath  # the key Powertools hashes
+        self._result = result  # what the record of a completed item stores
+
+    def around(self, items: list[dict], call: BatchCall) -> Outcomes:
+        """`call` the items not completed before, each under its claim (a failed claim fails its
+        item, the rest go on); `call` returns its failed items by position in what it was given."""
+        outcomes = Outcomes()
+        first: dict[Any, int] = {}  # key -> position of its first item
+        claimed: list[int] = []
+        for position, item in enumerate(items):
+            key = self._key.search(item)
+            if key in first:
+                continue
+            first[key] = position
+            try:
+                if self._claim(item):
+                    claimed.append(position)
+                else:
+                    outcomes.duplicates.append(position)
+            except Exception as error:  # the claim's own failure fails its item
+                outcomes.failed[position] = error
+        if claimed:
+            self._record(items, claimed, call([items[p] for p in claimed]), outcomes)
+        for position, item in enumerate(items):
+            origin = first[self._key.search(item)]
+            if origin == position:
+                continue
+            if origin in outcomes.failed:
+                outcomes.failed[position] = outcomes.failed[origin]
+            else:
+                outcomes.duplicates.append(position)
+        return outcomes
+
+    def _record(
+        self,
+        items: list[dict],
+        claimed: list[int],
+        call_failures: Mapping[int, Exception],
+        outcomes: Outcomes,
+    ) -> None:
+        """Each claimed item's record: COMPLETED if its call succeeded, deleted if it failed."""
+        for index, position in enumerate(claimed):
+            item, error = items[position], call_failures.get(index)
+            try:
+                if error is None:
+                    self._store.save_success(data=item, result=self._result(item))
+                    outcomes.done.append(position)
+                else:
+                    outcomes.failed[position] = error
+                    self._store.delete_record(data=item, exception=error)
+            except Exception as record_error:  # unrecorded: retried; the claim expires
+                outcomes.failed.setdefault(position, record_error)
+
+    def _claim(self, item: dict) -> bool:
+        """True: claimed now; False: completed before. Raises while another invocation holds it."""
+        context = self._config.lambda_context
+        try:
+            self._store.save_inprogress(
+                data=item,
+                remaining_time_in_millis=context.get_remaining_time_in_millis()
+                if context
+                else None,
+            )
+        except IdempotencyItemAlreadyExistsError as exists:
+            record = exists.old_data_record or self._store.get_record(data=item)
+            if record.status == STATUS_CONSTANTS["COMPLETED"]:
+                return False
+            raise IdempotencyAlreadyInProgressError(
+                f"already in progress: {self._config.event_key_jmespath}={record.idempotency_key}"
+            ) from None
+        return True
