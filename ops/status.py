@@ -8,10 +8,10 @@ the table), each a file that is stalled or continuing without end. The stack's d
 (its DashboardUrl output: the CloudWatch console) heads the report.
 
 Ages come from CloudWatch (SQS ApproximateAgeOfOldestMessage, Lambda IteratorAge: the maximum
-of the last 5 minutes). Where CloudWatch has none (a queue idle for a while; the local stack,
-which publishes no AWS metrics), a failure queue's oldest message is read from the messages
-themselves: nothing consumes those queues, so a look (received with a zero visibility timeout)
-takes nothing from anyone.
+of the last 5 minutes; the local stack publishes them too: docs/local-stack.md, "CloudWatch").
+Where CloudWatch has none (a queue idle for a while), a failure queue's oldest message is read
+from the messages themselves: nothing consumes those queues, so a look (received with a zero
+visibility timeout) takes nothing from anyone.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ stream_poller.py) share.
 - ``MappingStats``: a mapping's counters (``GET /_emulator/status`` ``deliveries``).
 - ``BatchOutcome`` / ``read_outcome``: how Lambda reads an invocation's result for a batch.
 - ``log_invocation``: the one log line per invocation (emulator/process.py parses it).
+- ``report_stream_invocation``: a stream mapping's LastProcessingResult and IteratorAge.
 - ``EngineContext``: runtime, faults, timings and the activity counter the pollers share.
 - ``MappingPoller``: what the engine needs of a poller (SQS or stream), as a Protocol.
 - ``QueueSource`` / ``StreamShards``: what the pollers need of a source
@@ -22,9 +23,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from emulator.core.arns import parse_arn, source_kind
+from emulator.core.arns import parse_arn, service_of, source_kind
 from emulator.core.filters import FilterCriteria
 from emulator.core.values import parse_bool, parse_int
+from emulator.monitoring.service_metrics import ServiceMetrics
+from emulator.services import awslambda
 
 if TYPE_CHECKING:
     from emulator.core.faults import Faults
@@ -253,6 +256,23 @@ def log_invocation(
         elapsed * 1000,
         f" {extra}" if extra else "",
     )
+
+
+def report_stream_invocation(
+    cfg: MappingConfig, outcome: BatchOutcome, iterator_age: float | None
+) -> None:
+    """What Lambda reports of a stream mapping's invocation: the mapping's LastProcessingResult
+    and the function's IteratorAge metric (``iterator_age``: seconds from the batch's last
+    record being written to the batch being received). Pipes report neither."""
+    if service_of(cfg.function_arn) != "lambda":
+        return
+    arn = parse_arn(cfg.function_arn)
+    failed = outcome.kind in ("error", "malformed")
+    result = "PROBLEM: Function call failed" if failed else "OK"
+    awslambda.set_last_processing_result(arn.account, arn.region, cfg.uuid, result)
+    if iterator_age is not None:
+        metrics = ServiceMetrics(arn.account, arn.region)
+        metrics.iterator_age(cfg.function_name, iterator_age * 1000)
 
 
 # --- what the engine needs of a poller, and the pollers of a source ------------------------------

@@ -76,6 +76,7 @@ from emulator.delivery.mappings import (
     log_invocation,
     matches,
     read_outcome,
+    report_stream_invocation,
 )
 
 GET_RECORDS_LIMIT = 1000
@@ -625,10 +626,13 @@ class Lane(threading.Thread):
         deliveries = self.ctx.deliveries()
         best: BatchOutcome | None = None
         best_progress = -1
+        newest = created_at(items[-1].record)
         for delivery in range(1, deliveries + 1):
             started = time.monotonic()
+            age = None if newest is None else wall_clock() - newest
             result = self.ctx.runtime.invoke(cfg.function_name, event)
             outcome = read_outcome(result, ids, cfg.report_failures)
+            report_stream_invocation(cfg, outcome, age)
             if outcome.kind == "ok":
                 progress = len(items)
             elif outcome.kind == "partial":

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from moto.awslambda.exceptions import InvalidParameterValueException
-from moto.awslambda.models import LambdaBackend
+from moto.awslambda.models import EventSourceMapping, LambdaBackend, lambda_backends
 from moto.core.exceptions import JsonRESTError
 from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
@@ -35,7 +35,35 @@ log = logging.getLogger("emulator.moto")
 def install() -> None:
     _patch_event_source_mapping_delivery()
     _patch_event_source_mapping_validation()
+    _patch_last_processing_result()
     _patch_lambda_invoke()
+
+
+# --- LastProcessingResult -------------------------------------------------------------------------
+# Gap: moto's EventSourceMapping.get_configuration always gives LastProcessingResult null. Lambda
+# reports the result of a stream mapping's last invocation ("No records processed" before the
+# first, "OK", "PROBLEM: Function call failed"); the engine records it (set_last_processing_result).
+NO_RECORDS_PROCESSED = "No records processed"
+
+
+def set_last_processing_result(account_id: str, region: str, uuid: str, result: str) -> None:
+    esm = lambda_backends[account_id][region]._event_source_mappings.get(uuid)
+    if esm is not None:
+        esm.__dict__["_last_processing_result"] = result
+
+
+def _patch_last_processing_result() -> None:
+    original = patching.original(EventSourceMapping, "get_configuration")
+
+    def get_configuration(self: EventSourceMapping) -> dict[str, Any]:
+        config = original(self)
+        if service_of(self.event_source_arn) in ("dynamodb", "kinesis"):
+            config["LastProcessingResult"] = self.__dict__.get(
+                "_last_processing_result", NO_RECORDS_PROCESSED
+            )
+        return config
+
+    patching.replace(EventSourceMapping, "get_configuration", get_configuration)
 
 
 # --- moto's own event-source-mapping delivery -----------------------------------------------------

@@ -134,21 +134,25 @@ def redrive(stack: StackClient, monkeypatch, capsys):
     return run
 
 
+def receives(stack: StackClient, output: str) -> int:
+    """How many receives the queue gives a message before SQS moves it to its DLQ."""
+    policy = stack.queue_attributes(output, "RedrivePolicy")["RedrivePolicy"]
+    return int(json.loads(policy)["maxReceiveCount"])
+
+
 def test_a_dead_lettered_notification_fires_its_alarm_until_redriven(
-    local_stack: StackClient, alarms, redrive
+    local_stack: StackClient, alarms, redrive, topic
 ):
-    """NotifierFunction crashes on its idempotency claim until fixed (as in the DLQ runbook):
-    the notification reaches NotificationDeadLetterQueue and its alarm fires; after the fix,
-    the redrive publishes it and the alarm clears."""
+    """NotifierFunction fails as often as NotificationQueue receives a notification: it lands in
+    NotificationDeadLetterQueue and its alarm fires; after the fix, the redrive publishes it and
+    the alarm clears."""
     stack = local_stack
     eventually(lambda: alarms.state("NotificationDeadLetterQueueAlarm") == "OK", timeout=60)
     contact_id = f"it-alarm-{uuid.uuid4().hex[:10]}"
     message = notifications.survey(
         {"contact_id": contact_id, "caller": new_caller(), "email": "it@example.com"}
     )
-    stack.faults(
-        crash_after_call=[{"function": "NotifierFunction", "operation": "dynamodb:PutItem"}]
-    )
+    stack.faults(fail_invocations={"NotifierFunction": receives(stack, "NotificationQueueUrl")})
     try:
         with quick_redelivery(stack, "NotificationQueueUrl"):
             stack.sqs.send_message(
@@ -164,6 +168,7 @@ def test_a_dead_lettered_notification_fires_its_alarm_until_redriven(
 
     def recover() -> None:
         redrive("NotificationDeadLetterQueue")
+        assert eventually(lambda: topic.for_contacts([contact_id]), timeout=60)
 
     alarms.fires_and_clears(
         "NotificationDeadLetterQueueAlarm", "NotificationDeadLetterQueueUrl", recover
@@ -177,10 +182,7 @@ def test_a_dead_lettered_file_fires_the_ingest_alarm_until_redriven(
     IngestDeadLetterQueue and its alarm fires; the redrive ingests the file and clears it."""
     stack = local_stack
     eventually(lambda: alarms.state("IngestDeadLetterQueueAlarm") == "OK", timeout=60)
-    receives = json.loads(
-        stack.queue_attributes("IngestQueueUrl", "RedrivePolicy")["RedrivePolicy"]
-    )["maxReceiveCount"]
-    stack.faults(fail_invocations={"IngestFunction": int(receives)})
+    stack.faults(fail_invocations={"IngestFunction": receives(stack, "IngestQueueUrl")})
     try:
         with quick_redelivery(stack, "IngestQueueUrl"):
             key, version = files.put_jsonl("dead-lettered.jsonl", [contact(new_caller())])
