@@ -20,10 +20,12 @@ target (moto's pipes validated and in CloudFormation: emulator/services/pipes.py
   - an SNS topic: one message per record (Pipes uses PublishBatch), the record's JSON as the
     message, no attributes (Pipes has no SNS target parameters); the topic's subscriptions
     filter and deliver it (emulator/services/sns_filter_policies.py, delivery_failures.py).
-  A batch whose delivery fails (an error, or any entry with an ErrorCode) fails as a whole and is
-  retried as a Lambda batch is; once the retries or the record age run out it goes to the
-  DeadLetterConfig queue or topic (Lambda's OnFailure record, with the pipe's ARN as
-  ``functionArn``), or is logged as dropped.
+  Each delivery is decided first with the pipe's execution role and the target's policy
+  (emulator/iam/resources.py ``role_may``: ``events:PutEvents`` on the bus, ``sns:Publish`` on
+  the topic); a refusal is an AccessDeniedException. A batch whose delivery fails (a refusal, an
+  error, or any entry with an ErrorCode) fails as a whole and is retried as a Lambda batch is;
+  once the retries or the record age run out it goes to the DeadLetterConfig queue or topic
+  (Lambda's OnFailure record, with the pipe's ARN as ``functionArn``), or is logged as dropped.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from moto.sns.models import sns_backends
 from emulator.core.arns import service_of
 from emulator.core.values import parse_int
 from emulator.delivery.mappings import MappingConfig
+from emulator.iam.policy import Request
+from emulator.iam.resources import role_may
 from emulator.lambda_.workers import InvokeResult
 
 PIPE_MAPPING_PREFIX = "pipe:"  # MappingConfig.uuid of a pipe: "pipe:<name>"
@@ -95,8 +99,15 @@ class PipeTarget:
         pipe = pipes_backends[self.account_id][self.region].pipes.get(name)
         if pipe is None:
             return _failed(request_id, "ResourceNotFoundException", f"pipe {name} not found")
+        to_topic = service_of(pipe.target) == "sns"
+        # Pipes delivers with the pipe's role: its policies and the target's policy decide
+        action = Request("sns:Publish" if to_topic else "events:PutEvents", pipe.target)
+        decision = role_may(pipe.role_arn, pipe.name, action)
+        if not decision.allowed:
+            reason = decision.reason(action.action)
+            return _failed(request_id, "AccessDeniedException", f"{pipe.role_arn} {reason}")
         records = json.loads(event)["Records"]
-        deliver = self._publish if service_of(pipe.target) == "sns" else self._put_events
+        deliver = self._publish if to_topic else self._put_events
         try:
             for start in range(0, len(records), BATCH_LIMIT):
                 error = deliver(pipe, records[start : start + BATCH_LIMIT])

@@ -37,7 +37,6 @@ from typing import Any
 
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
-from moto.iam.aws_managed_policies import aws_managed_policies_data
 from moto.iam.models import iam_backends
 
 from emulator.core import calls
@@ -56,7 +55,6 @@ from emulator.stack import Deployment, load_template, local_code
 log = logging.getLogger("emulator.iam")
 RECORD_DIR = Path(".emulator") / "iam"  # beside the template
 _REDACT = re.compile(r"^[A-Za-z0-9_\-]*[^A-Za-z0-9_\-]")
-_AWS_MANAGED = "arn:aws:iam::aws:policy/"
 
 
 def redact(value: str) -> str:
@@ -93,7 +91,6 @@ def deployed_roles(deployment: Deployment) -> dict[str, dict[str, Any]]:
     """{LogicalId: {"role": name, "arn": role ARN, "policies": {policy name: document}}} of the
     stack's functions, read from moto's IAM and the translated template."""
     iam = iam_backends[DEFAULT_ACCOUNT_ID]["global"]
-    managed_documents = json.loads(aws_managed_policies_data)
     roles = {}
     for spec in deployment.functions:
         props = deployment.template["Resources"][spec.logical_id]["Properties"]
@@ -108,11 +105,9 @@ def deployed_roles(deployment: Deployment) -> dict[str, dict[str, Any]]:
         }
         role_props = deployment.template["Resources"].get(role_logical_id or "", {})
         for arn in deployment.chosen(role_props.get("Properties", {}).get("ManagedPolicyArns", [])):
-            name = arn.rpartition("/")[2]
-            if arn.startswith(_AWS_MANAGED):
-                policies[name] = managed_documents[name]["Document"]
-            else:
-                policies[name] = json.loads(iam.get_policy(arn).document)
+            policies[arn.rpartition("/")[2]] = resources.managed_policy_document(
+                DEFAULT_ACCOUNT_ID, arn
+            )
         roles[spec.logical_id] = {"role": role_name, "arn": role.arn, "policies": policies}
     return roles
 

@@ -9,6 +9,8 @@ condition keys of a request, and the service principals' deliveries decided by t
   carry ``aws:PrincipalArn`` (the role's ARN, not the session's), ``aws:PrincipalAccount`` and
   ``aws:SecureTransport``; a service principal's ``aws:SourceArn`` (the bucket, rule, topic or pipe
   it acts for), ``aws:SourceAccount`` and ``aws:SecureTransport``.
+- ``role_may``: a service acting with a role (a pipe with its execution role, delivering to its
+  target) decided with the role's policies as moto's IAM holds them and the target's policy.
 - ``aws:SecureTransport`` is "true" for every request: the local endpoint is plain HTTP on the
   loopback interface and stands for AWS's HTTPS endpoints (docs/local-stack.md, "IAM"), so a
   DenyInsecureTransport statement denies only requests a test marks insecure.
@@ -22,16 +24,27 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from moto.iam.aws_managed_policies import aws_managed_policies_data
+from moto.iam.models import iam_backends
 from moto.kms.models import kms_backends
 from moto.s3.models import s3_backends
 from moto.sns.models import sns_backends
 from moto.sqs.models import sqs_backends
 
 from emulator.core.arns import parse_arn
-from emulator.iam.policy import Policy, PolicyError, Principal, Request, authorize
+from emulator.iam.policy import (
+    RESOURCE_BASED,
+    Decision,
+    Policy,
+    PolicyError,
+    Principal,
+    Request,
+    authorize,
+)
 
 log = logging.getLogger("emulator.iam")
 SECURE_TRANSPORT = "true"  # see the module docstring
+_AWS_MANAGED = "arn:aws:iam::aws:policy/"
 
 
 @functools.lru_cache(maxsize=256)
@@ -131,3 +144,53 @@ def service_may(
         key_policy=key_policy,
     )
     return decision.allowed
+
+
+def denies_everyone(action: str, resource: str) -> bool:
+    """Whether the resource's policy explicitly denies ``action`` to a caller it knows nothing
+    of (its statements naming everyone or the owner's account, their conditions with the keys of
+    a request over TLS)."""
+    policy, owner, _ = resource_policy(resource)
+    if policy is None:
+        return False
+    request = Request(action, resource, {"aws:securetransport": [SECURE_TRANSPORT]})
+    anyone = Principal(owner or "")
+    decision = authorize(request, anyone, resource_policy=policy, resource_account=owner)
+    return decision.denied_by is not None
+
+
+# --- a role's policies, as moto's IAM holds them -------------------------------------------------
+@functools.cache
+def _aws_managed_documents() -> dict[str, Any]:
+    return json.loads(aws_managed_policies_data)
+
+
+def managed_policy_document(account: str, arn: str) -> Any:
+    """A managed policy's document: AWS managed ones from moto's copy, the rest from its IAM."""
+    if arn.startswith(_AWS_MANAGED):
+        return _aws_managed_documents()[arn.rpartition("/")[2]]["Document"]
+    return json.loads(iam_backends[account]["global"].get_policy(arn).document)
+
+
+def role_may(role_arn: str, session: str, request: Request) -> Decision:
+    """``request`` made by a session of the role ``role_arn`` (its inline and attached managed
+    policies) with the resource's policy; a policy that cannot be evaluated refuses (logged)."""
+    account = parse_arn(role_arn).account
+    principal = Principal.role_session(role_arn, session)
+    try:
+        role = iam_backends[account]["global"].get_role_by_arn(role_arn)
+        documents = {
+            name: json.loads(doc) if isinstance(doc, str) else doc
+            for name, doc in role.policies.items()
+        }
+        for arn in role.managed_policies:
+            documents[arn.rpartition("/")[2]] = managed_policy_document(account, arn)
+        identity = [Policy.parse(name, document) for name, document in documents.items()]
+        resource, owner, key_policy = resource_policy(request.resource)
+    except Exception as error:  # no such role, or a policy the evaluator cannot decide
+        log.error("iam: %s for %s not evaluated (%s): refused", request.action, role_arn, error)
+        return Decision(False, denied_by=f"{role_arn} (not evaluated)", denied_in=RESOURCE_BASED)
+    made = with_context(request, role_session_context(principal))
+    return authorize(
+        made, principal, identity, resource, resource_account=owner, key_policy=key_policy
+    )

@@ -15,12 +15,13 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote_plus
 
+from moto.iam.access_control import PermissionResult
 from moto.s3 import notifications
 from moto.s3.exceptions import InvalidArgumentError
 from moto.s3.models import FakeBucket, s3_backends
 from moto.utilities.utils import get_partition
 
-from emulator.iam.resources import service_may
+from emulator.iam.resources import denies_everyone, service_may
 from emulator.services import context, patching
 from emulator.services.cloudformation import StackResource
 
@@ -34,6 +35,7 @@ def install() -> None:
     _patch_s3_event_shape()
     _patch_s3_duplicate_notifications()
     _patch_s3_queue_permissions()
+    _patch_bucket_policy_conditions()
 
 
 # --- the S3 event notification record -------------------------------------------------
@@ -156,6 +158,23 @@ def _patch_s3_queue_permissions() -> None:
 
     patching.replace(FakeBucket, "set_notification_configuration", set_notification_configuration)
     patching.replace(notifications, "_send_sqs_message", send)
+
+
+# --- a bucket policy's conditions ----------------------------------------------------
+# Gap: moto/s3/models.py FakeBucket.get_permission (asked by the object and DeleteObjects
+# handlers) applies a bucket policy's statements without their conditions, as its
+# put_bucket_policy docstring says: a DenyInsecureTransport statement then refuses every
+# request (403). Here the policy is decided by emulator/iam for a caller moto does not know (the
+# statements naming everyone, conditions evaluated, a request over TLS): only an explicit deny
+# refuses, as before. Function workers' calls are decided with their role and this policy before
+# they reach moto (emulator/iam/access.py).
+def _patch_bucket_policy_conditions() -> None:
+    def get_permission(self: FakeBucket, action: str, resource: str) -> Any:
+        if self.policy is not None and denies_everyone(action, resource):
+            return PermissionResult.DENIED
+        return PermissionResult.NEUTRAL
+
+    patching.replace(FakeBucket, "get_permission", get_permission)
 
 
 # --- AWS::S3::BucketPolicy in CloudFormation ------------------------------------------

@@ -35,6 +35,14 @@ Resources:
     Type: AWS::IAM::Role
     Properties:
       AssumeRolePolicyDocument: {Version: "2012-10-17", Statement: []}
+      Policies:
+        - PolicyName: deliver
+          PolicyDocument:
+            Version: "2012-10-17"
+            Statement:
+              - Effect: Allow
+                Action: [events:PutEvents, sns:Publish]
+                Resource: [!GetAtt Bus.Arn, !Ref ChangeTopic]
   PipeDeadLetterQueue:
     Type: AWS::SQS::Queue
   Pipe:
@@ -135,6 +143,7 @@ Outputs:
   TableName: {Value: !Ref Table}
   PipeName: {Value: !Ref Pipe}
   PipeArn: {Value: !GetAtt Pipe.Arn}
+  PipeRoleName: {Value: !Ref PipeRole}
   QueueA: {Value: !Ref QueueA}
   QueueAB: {Value: !Ref QueueAB}
   DeadLetterQueue: {Value: !Ref PipeDeadLetterQueue}
@@ -272,6 +281,26 @@ def test_a_record_the_bus_refuses_goes_to_the_dead_letter_queue(local, monkeypat
     assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
     assert record["requestContext"]["approximateInvokeCount"] == 2  # MaximumRetryAttempts 1
     assert record["DDBStreamBatchInfo"]["batchSize"] == 1
+
+
+def test_a_record_the_pipes_role_may_not_deliver_goes_to_the_dead_letter_queue(local):
+    iam = local.client("iam")
+    role = local.outputs["PipeRoleName"]
+    withheld = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Deny", "Action": "events:PutEvents", "Resource": "*"}],
+    }
+    iam.put_role_policy(RoleName=role, PolicyName="withhold", PolicyDocument=json.dumps(withheld))
+    try:
+        _put(local, "withheld", "a")
+        local.settle()
+    finally:
+        iam.delete_role_policy(RoleName=role, PolicyName="withhold")
+    assert local.drain("QueueA") == []
+    (dead,) = local.drain("DeadLetterQueue")
+    record = json.loads(dead["Body"])
+    assert record["requestContext"]["functionArn"] == local.outputs["PipeArn"]
+    assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
 
 
 def test_stopped_pipe_delivers_nothing_until_started(local):

@@ -106,3 +106,31 @@ def test_s3_sends_only_to_a_queue_whose_policy_allows_the_bucket(moto_in_process
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": only_from("other", arn)})
     s3.put_object(Bucket="contacts", Key="incoming/b.csv", Body=b"x")
     assert drained(sqs, url) == []
+
+
+def deny(bucket: str, condition: dict | None = None) -> str:
+    """The template's DenyInsecureTransport for ``bucket`` (without ``condition``: deny all)."""
+    statement = {
+        "Sid": "DenyInsecureTransport",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+    }
+    if condition:
+        statement["Condition"] = condition
+    return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+
+
+def test_a_bucket_policy_refuses_only_what_its_conditions_deny(moto_in_process):
+    s3 = client("s3")
+    s3.create_bucket(Bucket="contacts")
+    insecure = {"Bool": {"aws:SecureTransport": "false"}}
+    s3.put_bucket_policy(Bucket="contacts", Policy=deny("contacts", insecure))
+    s3.put_object(Bucket="contacts", Key="incoming/a.csv", Body=b"x")  # over "TLS": allowed
+    assert s3.get_object(Bucket="contacts", Key="incoming/a.csv")["Body"].read() == b"x"
+
+    s3.put_bucket_policy(Bucket="contacts", Policy=deny("contacts"))
+    with pytest.raises(ClientError) as refused:
+        s3.put_object(Bucket="contacts", Key="incoming/b.csv", Body=b"x")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
