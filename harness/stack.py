@@ -76,9 +76,9 @@ class FailureRoute:
       sequence numbers, not the records; requestContext.functionArn names the consumer), once
       the retries are spent; ``python -m ops stream replay`` reads the batch back and invokes
       the consumer with it.
-    - pipe, router: the consumer's own <X>DeadLetterQueue gets the message itself (its body is
-      the stream record) after maxReceiveCount receives; ``python -m ops dlq redrive
-      <X>DeadLetterQueue`` moves it back to the consumer's queue.
+    - pipe, router, pipe-topic: the consumer's own <X>DeadLetterQueue gets the message itself
+      (its body is the stream record) after maxReceiveCount receives; ``python -m ops dlq
+      redrive <X>DeadLetterQueue`` moves it back to the consumer's queue.
     """
 
     function: str  # the consumer's LogicalId
@@ -172,15 +172,15 @@ class StackClient:
     # -- fan-out ---------------------------------------------------------------------------------
     @property
     def fan_out(self) -> str:
-        """How the table's changes reach the consumers: the FanOut output (lambda, pipe or
-        router); lambda for a stack from before the fan-out modes (no such output)."""
+        """How the table's changes reach the consumers: the FanOut output (one of
+        FAN_OUT_MODES); lambda for a stack from before the fan-out modes (no such output)."""
         mode = self.outputs.get("FanOut", "lambda")
         assert mode in FAN_OUT_MODES, f"stack {self.name}: unknown FanOut output {mode!r}"
         return mode
 
     @property
     def consumers_read_queues(self) -> bool:
-        """pipe and router: each consumer reads its own queue (+DLQ), not the stream."""
+        """Every mode but lambda: each consumer reads its own queue (+DLQ), not the stream."""
         return self.fan_out != "lambda"
 
     @staticmethod
