@@ -41,8 +41,11 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 	@echo "FANOUT=lambda|pipe|router|pipe-topic (default lambda): the local stack's fan-out mode for up, run, chaos, integration"
 
+# Debian's chromium opens the dashboard page in tests/integration/test_dashboard.py; installed as
+# root with apt-get, as samlocal installs Docker.
 setup: $(STAMP) ## install the test environment and the tools
 	$(UV) sync --frozen
+	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 
 # uv too, pinned, into .tools/bin: where the README's PATH line finds it in a new shell.
 $(STAMP):

@@ -8,7 +8,8 @@ duplicates suppressed (the functions' own metrics), dead-letter depths and throu
 
 Every number is checked against what the data must give under the layer's own rules
 (harness.expected); the exit status is 0 only if they all agree. The demo is a client of the
-stack: it talks to it with boto3 only, exactly as any AWS client would.
+stack: it talks to it with boto3 only, exactly as any AWS client would. While it runs, `python -m
+ops dashboard` serves the stack's dashboard; the demo prints the page's address.
 
 `--chaos` (`make chaos`) runs the same data through the local stack's faults: every S3 event, SQS
 message and stream batch delivered 3 times, two pollers per SQS mapping, SQS batches shuffled and
@@ -44,7 +45,7 @@ from typing import Any
 from shared import keys
 
 from emulator.process import FAN_OUT_MODES, LocalStackProcess, fan_out_args, free_port
-from harness import ROOT
+from harness import ROOT, ops_process
 from harness.demo_data import DEMO_PREFIX, DemoData, DemoFile, generate
 from harness.metrics import FunctionMetrics
 from harness.stack import CONSUMERS, StackClient
@@ -161,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"  ready in {time.monotonic() - began:.1f} s (stack {local.stack_name}, "
                 f"fan-out {stack.fan_out})"
             )
-            return run(stack, Path(log_dir), args)
+            with ops_process.dashboard(stack) as page:
+                say(f"  dashboard: {page} (python -m ops dashboard; reloads itself during the run)")
+                return run(stack, Path(log_dir), args)
         except Exception as error:  # the summary of a broken run: what and where
             say(f"FAILED: {type(error).__name__}: {error}")
             say("  last lines of the local stack:")
@@ -343,18 +346,10 @@ def operator_drill(stack: StackClient, upload_next: Callable[[], bool]) -> tuple
 def ops(stack: StackClient, *argv: str) -> subprocess.CompletedProcess:
     """`python -m ops --stack <the stack> ...` as an operator runs it against the local stack (a
     separate process: ops imports the harness, not the other way round)."""
-    assert stack.local
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ENDPOINT_URL=stack.local.endpoint,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",  # noqa: S106 (the local stack's dummy credentials)
-        AWS_DEFAULT_REGION=stack.local.region,
-    )
     return subprocess.run(  # noqa: S603 (this interpreter, fixed arguments)
         [sys.executable, "-m", "ops", "--stack", stack.name, *argv],
         cwd=ROOT,
-        env=env,
+        env=ops_process.environment(stack),
         capture_output=True,
         text=True,
         timeout=300,

@@ -56,10 +56,11 @@ class Line:
 
 
 def dashboard_name(stack: StackClient) -> str:
-    resource = stack.client("cloudformation").describe_stack_resource(
-        StackName=stack.name, LogicalResourceId=DASHBOARD
-    )
-    return resource["StackResourceDetail"]["PhysicalResourceId"]
+    """ContactsDashboard's name (CloudFormation names it after the stack)."""
+    dashboards = stack.resources("AWS::CloudWatch::Dashboard")
+    if DASHBOARD not in dashboards:
+        raise OpsError(f"stack {stack.name} has no {DASHBOARD}: deploy the current template")
+    return dashboards[DASHBOARD]
 
 
 def time_range(body: dict) -> timedelta:
