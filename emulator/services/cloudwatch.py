@@ -9,8 +9,8 @@ Gaps of moto closed here:
   ``INSUFFICIENT_DATA`` as CloudWatch creates one (moto's put_metric_alarm starts it ``OK``).
 - moto answers no ``DescribeAlarmHistory``: ``install()`` adds it, from the history items the
   evaluator records (``record_state_change``), newest first, filtered by name, type and dates.
-- ``put_metric_data(namespace, data)``: the in-process PutMetricData of the local stack's own
-  metrics (moto's validation and store, without an HTTP round trip).
+- ``put_metric_data`` / ``count``: the in-process PutMetricData of the local stack's own metrics
+  (moto's validation and store, without an HTTP round trip).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from moto.cloudwatch.responses import CloudWatchResponse
 from moto.core.responses import ActionResult
 from moto.core.utils import utcnow
 
+from emulator.core.arns import parse_arn
 from emulator.core.values import parse_bool, parse_int
 from emulator.services import patching
 from emulator.services.cloudformation import StackResource
@@ -41,6 +42,26 @@ def put_metric_data(
     """PutMetricData in process: ``data`` as the API's MetricData (Timestamp a naive UTC
     datetime, as moto keeps them)."""
     backend(account_id, region_name).put_metric_data(namespace, data)
+
+
+def count(arn: str, namespace: str, name: str, dimensions: dict[str, str]) -> None:
+    """One more of a service's Count metric (e.g. AWS/SNS NumberOfNotificationsFailed) in the
+    account and Region of ``arn``, the resource it counts for, now."""
+    where = parse_arn(arn)
+    put_metric_data(
+        where.account,
+        where.region,
+        namespace,
+        [
+            {
+                "MetricName": name,
+                "Value": 1,
+                "Unit": "Count",
+                "Dimensions": [{"Name": k, "Value": v} for k, v in dimensions.items()],
+                "Timestamp": utcnow(),
+            }
+        ],
+    )
 
 
 def record_state_change(alarm: Alarm, old_state: str, data: dict[str, Any]) -> None:

@@ -29,6 +29,9 @@ Gaps in moto 5.2.5 and what this module does about them:
 - A DLQ that is gone or whose policy refuses the service loses the message, logged as the
   metric AWS counts it in (InvocationsFailedToBeSentToDLQ,
   NumberOfNotificationsFailedToRedriveToDlq).
+- The metrics the fan-out's alarms read: each event a rule's target gives up on counts 1 in
+  ``AWS/Events`` ``FailedInvocations`` (EventBusName, RuleName), each SNS delivery that failed 1
+  in ``AWS/SNS`` ``NumberOfNotificationsFailed`` (TopicName), put into moto's CloudWatch.
 
 ``install()`` is called by moto_patches.install(); its patches are undone by uninstall().
 """
@@ -49,7 +52,7 @@ from moto.sqs.models import sqs_backends
 
 from emulator.core.arns import parse_arn
 from emulator.iam.resources import service_may
-from emulator.services import patching
+from emulator.services import cloudwatch, patching
 from emulator.services.cloudformation import StackResource
 
 log = logging.getLogger("emulator.delivery_failures")
@@ -150,6 +153,10 @@ class _TargetDelivery:
 
     def dead_letter(self, failure: Refusal, exhausted: str | None) -> None:
         where = f"rule {self.rule_name} target {self.target.get('Id')}"
+        rule = parse_arn(self.rule_arn).resource.split("/")  # rule/[<bus>/]<name>
+        bus = rule[1] if len(rule) > 2 else "default"
+        dimensions = {"EventBusName": bus, "RuleName": self.rule_name}
+        cloudwatch.count(self.rule_arn, "AWS/Events", "FailedInvocations", dimensions)
         dead_letters = (self.target.get("DeadLetterConfig") or {}).get("Arn")
         if not dead_letters:
             log.error("events: %s dropped event %s: %s", where, self.event.get("id"), failure)
@@ -228,6 +235,8 @@ def install() -> None:
 def _redrive(subscription: Subscription, delivery: tuple, failure: Refusal, publish: Any) -> None:
     """The subscription's RedrivePolicy queue gets the delivery SNS could not make."""
     message_id = delivery[1]
+    topic = subscription.topic
+    cloudwatch.count(topic.arn, "AWS/SNS", "NumberOfNotificationsFailed", {"TopicName": topic.name})
     redrive = json.loads(subscription.attributes.get("RedrivePolicy") or "{}")
     dead_letters = redrive.get("deadLetterTargetArn")
     where = f"sns: {subscription.topic.arn} -> {subscription.endpoint}"

@@ -199,12 +199,31 @@ def test_a_dead_lettered_file_fires_the_ingest_alarm_until_redriven(
     alarms.fires_and_clears("IngestDeadLetterQueueAlarm", "IngestDeadLetterQueueUrl", recover)
 
 
+def fan_out_failure_alarm(stack: StackClient, alarms: AlarmTopic) -> str:
+    """The logical id of the alarm that counts the fan-out's failed deliveries to LastAgentQueue
+    in the stack's mode: the bus's rule for it (EventBridge FailedInvocations) or the change
+    topic (SNS NumberOfNotificationsFailed)."""
+    prefix = f"{stack.name}-"
+    found = [
+        a["AlarmName"][len(prefix) :].rsplit("-", 1)[0]
+        for a in alarms.cloudwatch.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"]
+        if a["MetricName"] == "NumberOfNotificationsFailed"
+        or (
+            a["MetricName"] == "FailedInvocations"
+            and any(d["Value"].endswith("-last-agent-changes") for d in a["Dimensions"])
+        )
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
 def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
     local_stack: StackClient, alarms, redrive, files, contact_cleanup
 ):
     """pipe, router: LastAgentQueue refuses the bus or the topic, so the change lands in
-    LastAgentChangeDeliveryDeadLetterQueue and its alarm fires; once the queue takes changes
-    again, the redrive delivers it and the alarm clears. lambda: the mode has no such queue and
+    LastAgentChangeDeliveryDeadLetterQueue and its alarm fires, and the rule's or the topic's
+    delivery failures alarm too; once the queue takes changes again, the redrive delivers it and
+    the DLQ's alarm clears. lambda: the mode has no such queue and
     the stack no such alarm."""
     stack = local_stack
     logical_id = "LastAgentChangeDeliveryDeadLetterQueueAlarm"
@@ -240,6 +259,10 @@ def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
         )
     finally:
         stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+    # the bus's rule or the topic counted the failed delivery, and its alarm fired too
+    failures = fan_out_failure_alarm(stack, alarms)
+    fired = eventually(lambda: alarms.notified(failures, "ALARM"), timeout=600, interval=1)
+    assert fired["Trigger"]["MetricName"] in ("FailedInvocations", "NumberOfNotificationsFailed")
 
     def recover() -> None:
         redrive("LastAgentChangeDeliveryDeadLetterQueue")

@@ -9,7 +9,7 @@ from moto.core.utils import utcnow
 
 from emulator.lambda_.workers import FunctionSpec, InvokeResult
 from emulator.monitoring.service_metrics import ServiceMetrics
-from tests.unit.emulator.support import ACCOUNT, REGION, client
+from tests.unit.emulator.support import ACCOUNT, REGION, client, new_queue
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
@@ -69,3 +69,14 @@ def test_each_invocation_counts_in_invocations_and_a_failed_one_in_errors(moto_i
     assert sums("AWS/Lambda", "Invocations", function) == 2.0
     assert sums("AWS/Lambda", "Errors", function) == 1.0
     assert sums("AWS/Lambda", "Duration", function) == 12.0
+
+
+def test_a_delivery_sns_cannot_make_counts_in_the_topics_failed_notifications(moto_in_process):
+    sns, sqs = client("sns"), client("sqs")
+    topic_arn = sns.create_topic(Name="changes")["TopicArn"]
+    url, arn = new_queue(sqs, "gone")
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn)
+    sqs.delete_queue(QueueUrl=url)  # a client-side failure: no retry, no RedrivePolicy: dropped
+    sns.publish(TopicArn=topic_arn, Message="a change")
+    topic = [{"Name": "TopicName", "Value": "changes"}]
+    assert sums("AWS/SNS", "NumberOfNotificationsFailed", topic) == 1.0
