@@ -1,27 +1,36 @@
 """The stack's dashboard as a person sees it: `python -m ops dashboard` serving the deployed
 ContactsDashboard, opened in a real browser (Debian's chromium, headless; `make setup` installs
-it), each widget drawing what CloudWatch holds for its metrics.
+it), each widget drawing what CloudWatch holds for its metrics. Local stack only (the page is
+started against its endpoint).
 
-The datapoints are put with PutMetricData, one distinct value per metric of the deployed body
-(so every widget of the stack's fan-out mode is checked), 47 minutes back: inside the dashboard's
-three hours, before the stack started (nothing else is there), and too old for any alarm's
-evaluation to see. Local stack only: putting metrics into a deployed stack's namespaces would
-be data an operator reads."""
+- Every widget: a datapoint put with PutMetricData, one distinct value per metric of the deployed
+  body (so every widget of the stack's fan-out mode is checked), 47 minutes back: inside the
+  dashboard's three hours, before the stack started (nothing else is there), and too old for any
+  alarm's evaluation to see.
+- Real traffic: a file with good and bad rows raises the files-in widgets' figures by its rows,
+  from the ingest's own EMF metrics as the local stack makes them CloudWatch metrics. Earlier
+  tests of the session count there too, hence the figures before and after."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import time
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
 from harness import ops_process
+from harness.builders import contact, new_caller
+from harness.polling import eventually
 from harness.stack import StackClient
 from ops.dashboard import dashboard_name
 from tests.dashboard_page import widgets
 
 BROWSER_SECONDS = 120
+# What the ingest's metrics take to reach the page: the function's EMF line, the local stack's
+# extraction, the next page load.
+METRICS_SECONDS = 60
 
 
 def browser_dom(url: str, profile: Path) -> str:
@@ -102,3 +111,49 @@ def test_every_widget_draws_its_metrics_and_thresholds_in_a_browser(local_stack,
         assert len(shown.figures) == len(wanted)  # a legend line each (its figure: other runs' too)
         thresholds = properties.get("annotations", {}).get("horizontal", [])
         assert shown.thresholds == [str(t["value"]) for t in thresholds], properties["title"]
+
+
+def files_in(page: str) -> dict[str, float]:
+    """The files-in widgets' figures: FilesProcessed, RowsIngested, RowsRejected (0: no data)."""
+    shown = widgets(page)
+    outcomes, rows = shown["Files in: outcomes"].figures, shown["Files in: rows"].figures
+    return {
+        name: float(figures[name] or 0)
+        for figures, name in (
+            (outcomes, "FilesProcessed"),
+            (rows, "RowsIngested"),
+            (rows, "RowsRejected"),
+        )
+    }
+
+
+def served(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read().decode()
+
+
+def test_a_files_rows_raise_the_files_in_figures_in_a_browser(
+    local_stack, files, contact_cleanup, tmp_path
+):
+    caller = new_caller()
+    contact_cleanup.append(caller)
+    good = [contact(caller, minutes=n, agent_id=f"agent-{n}") for n in (1, 2, 3)]
+    bad = ['{"contact_id": "truncated', {**good[0], "caller": "not a number"}]
+    wanted = {"FilesProcessed": 1, "RowsIngested": len(good), "RowsRejected": len(bad)}
+
+    with ops_process.dashboard(local_stack) as url:
+        before = files_in(served(url))
+        key, version = files.put_jsonl("dashboard.jsonl", [*good, *bad])
+        log = eventually(lambda: local_stack.file_outcome(key, version), timeout=60)
+        assert log["outcome"] == {"S": "PROCESSED"}, log
+
+        def raised() -> dict[str, float]:
+            after = files_in(served(url))
+            grown = {name: after[name] - before[name] for name in wanted}
+            assert all(grown[name] >= wanted[name] for name in wanted), grown
+            return grown
+
+        eventually(raised, timeout=METRICS_SECONDS)
+        shown = files_in(browser_dom(url, tmp_path / "profile"))
+
+    assert all(shown[name] - before[name] >= wanted[name] for name in wanted), (before, shown)
