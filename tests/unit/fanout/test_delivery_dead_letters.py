@@ -14,7 +14,11 @@ from tests.unit.test_template import alarm_threshold
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
 RESOURCES = TEMPLATE["Resources"]
 PREFIXES = [function.removesuffix("Function") for function in CONSUMERS]
-SERVICE = {"pipe": "events.amazonaws.com", "router": "sns.amazonaws.com"}
+SERVICE = {
+    "pipe": "events.amazonaws.com",
+    "router": "sns.amazonaws.com",
+    "pipe-topic": "sns.amazonaws.com",
+}
 
 
 def deployed(value, mode: str):
@@ -66,7 +70,7 @@ def test_a_delivery_dlq_is_standard_encrypted_without_a_key_and_kept_14_days(pre
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
-@pytest.mark.parametrize("mode", ["pipe", "router"])
+@pytest.mark.parametrize("mode", ["pipe", "router", "pipe-topic"])
 def test_only_the_consumers_rule_or_the_change_topic_may_send_to_its_delivery_dlq(prefix, mode):
     policy = RESOURCES[f"{dead_letters(prefix)}Policy"]
     assert policy["Properties"]["Queues"] == [{"Ref": dead_letters(prefix)}]
@@ -77,6 +81,7 @@ def test_only_the_consumers_rule_or_the_change_topic_may_send_to_its_delivery_dl
     source = {
         "pipe": {"Fn::GetAtt": [f"{prefix}ChangeRule", "Arn"]},
         "router": {"Ref": "ChangeTopic"},  # SNS sends to a subscription's DLQ as the topic
+        "pipe-topic": {"Ref": "ChangeTopic"},
     }[mode]
     assert statement["Principal"] == {"Service": SERVICE[mode]}
     assert statement["Action"] == "sqs:SendMessage"
@@ -111,7 +116,7 @@ def test_a_change_in_a_delivery_dlq_pages_someone(prefix):
 def test_the_fan_out_failing_to_deliver_pages_someone_in_both_modes():
     topic = {"Name": "TopicName", "Value": {"Fn::GetAtt": ["ChangeTopic", "TopicName"]}}
     (sns,) = alarms("AWS/SNS", "NumberOfNotificationsFailed", topic)
-    assert sns["Condition"] == "FanOutByRouter"
+    assert sns["Condition"] == "HasChangeTopic"  # router and pipe-topic
     for prefix in PREFIXES:
         rule = {"Name": "RuleName", "Value": RESOURCES[f"{prefix}ChangeRule"]["Properties"]["Name"]}
         (events,) = alarms("AWS/Events", "FailedInvocations", rule)
