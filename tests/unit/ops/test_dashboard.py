@@ -145,3 +145,8 @@ def test_status_names_the_dashboard_url(ops_stack):
     data, text, _ = status.report(StackClient("unit", ops_stack.session, outputs, {}))
     assert data["dashboard_url"] == url
     assert text.splitlines()[1] == f"dashboard: {url}"
+
+
+def test_a_stack_without_the_dashboard_is_told_to_deploy_the_current_template(ops_stack):
+    with pytest.raises(OpsError, match="stack unit has no ContactsDashboard: deploy the current"):
+        dashboard.page(ops_stack, NOW)
