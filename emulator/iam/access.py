@@ -179,6 +179,8 @@ class Access:
             log.warning("iam: unchecked fn=%s op=%s (%s)", logical_id, operation, reason)
             self._record(logical_id, Request(operation, None), None)
             return None
+        key_uses = (resources.s3_key_use(r, environ, self.account) for r in requests)
+        requests = [*requests, *(use for use in key_uses if use is not None)]
         principal = Principal.role_session(self.roles[logical_id]["arn"], logical_id)
         own_keys = resources.role_session_context(principal)
         refused = None

@@ -11,6 +11,11 @@ condition keys of a request, and the service principals' deliveries decided by t
   it acts for), ``aws:SourceAccount`` and ``aws:SecureTransport``.
 - ``role_may``: a service acting with a role (a pipe with its execution role, delivering to its
   target) decided with the role's policies as moto's IAM holds them and the target's policy.
+- ``s3_key_use``: what S3 asks KMS on the caller's behalf for an SSE-KMS object (AWS KMS
+  developer guide, "How Amazon S3 uses AWS KMS"): a read needs ``kms:Decrypt``, a write
+  ``kms:GenerateDataKey``, on the object's (or the bucket's default) customer managed key, with
+  ``kms:ViaService`` ``s3.<region>.amazonaws.com`` and ``kms:CallerAccount``; decided like the
+  caller's own requests, against the key policy.
 - ``aws:SecureTransport`` is "true" for every request: the local endpoint is plain HTTP on the
   loopback interface and stands for AWS's HTTPS endpoints (docs/local-stack.md, "IAM"), so a
   DenyInsecureTransport statement denies only requests a test marks insecure.
@@ -23,6 +28,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qs
 
 from moto.iam.aws_managed_policies import aws_managed_policies_data
 from moto.iam.models import iam_backends
@@ -157,6 +163,56 @@ def denies_everyone(action: str, resource: str) -> bool:
     anyone = Principal(owner or "")
     decision = authorize(request, anyone, resource_policy=policy, resource_account=owner)
     return decision.denied_by is not None
+
+
+# --- S3's use of a bucket's key -------------------------------------------------------------------
+_S3_KEY_USES = {
+    "s3:getobject": "kms:Decrypt",
+    "s3:getobjectversion": "kms:Decrypt",
+    "s3:putobject": "kms:GenerateDataKey",
+}
+
+
+def _default_key(bucket: Any) -> str | None:
+    rule = (bucket.encryption or {}).get("Rule", {}).get("ApplyServerSideEncryptionByDefault", {})
+    return rule.get("KMSMasterKeyID") if rule.get("SSEAlgorithm") == "aws:kms" else None
+
+
+def s3_key_use(request: Request, environ: Mapping[str, Any], account: str) -> Request | None:
+    """The KMS request S3 makes for ``request`` of ``account``'s caller (see the module
+    docstring); None when the object is not encrypted with a customer managed key's ARN or id
+    (an alias or S3's AWS managed key is not decided locally)."""
+    use = _S3_KEY_USES.get(request.action.lower())
+    if use is None or not (request.resource or "").startswith("arn:aws:s3:::"):
+        return None
+    bucket_name, _, key_name = request.resource.removeprefix("arn:aws:s3:::").partition("/")
+    owner = s3_backends.bucket_accounts.get(bucket_name)
+    if owner is None or not key_name:
+        return None
+    backend = s3_backends[owner[1]][owner[0]]
+    bucket = backend.buckets.get(bucket_name)
+    if use == "kms:Decrypt":
+        version = parse_qs(environ.get("QUERY_STRING", "")).get("versionId", [None])[0]
+        try:
+            found = backend.get_object(bucket_name, key_name, version_id=version)
+        except Exception:  # no such object or version: S3 answers the call itself
+            return None
+        key_id = found.kms_key_id if found is not None and found.encryption == "aws:kms" else None
+    else:
+        asked = environ.get("HTTP_X_AMZ_SERVER_SIDE_ENCRYPTION")  # else the bucket's default
+        key_id = _default_key(bucket) if not asked else None
+        if asked == "aws:kms":
+            key_id = environ.get("HTTP_X_AMZ_SERVER_SIDE_ENCRYPTION_AWS_KMS_KEY_ID")
+    if not key_id or key_id.startswith("alias/") or ":alias/" in key_id:
+        return None
+    key_arn = key_id
+    if not key_id.startswith("arn:"):
+        key_arn = f"arn:aws:kms:{bucket.region_name}:{owner[1]}:key/{key_id}"
+    context = {
+        "kms:viaservice": [f"s3.{parse_arn(key_arn).region}.amazonaws.com"],
+        "kms:calleraccount": [account],
+    }
+    return Request(use, key_arn, context)
 
 
 # --- a role's policies, as moto's IAM holds them -------------------------------------------------

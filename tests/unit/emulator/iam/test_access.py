@@ -63,6 +63,34 @@ Resources:
             Principal: "*"
             Action: s3:GetObject
             Resource: !Sub "${Bucket.Arn}/incoming/sealed/*"
+  # a bucket encrypted with a key whose policy lets Fn read through S3, not write
+  Key:
+    Type: AWS::KMS::Key
+    Properties:
+      KeyPolicy:
+        Version: "2012-10-17"
+        Statement:
+          - Sid: AccountAdministers
+            Effect: Allow
+            Principal: {AWS: !Sub "arn:aws:iam::${AWS::AccountId}:root"}
+            Action: [kms:DescribeKey, kms:PutKeyPolicy]
+            Resource: "*"
+          - Sid: FnDecryptsThroughS3
+            Effect: Allow
+            Principal: {AWS: !GetAtt FnRole.Arn}
+            Action: kms:Decrypt
+            Resource: "*"
+            Condition:
+              StringEquals: {kms:ViaService: !Sub "s3.${AWS::Region}.amazonaws.com"}
+  KeyedBucket:
+    Type: AWS::S3::Bucket
+    Properties:
+      BucketName: !Sub "${AWS::StackName}-keyed"  # named: Fn's role -> bucket -> key -> role
+      BucketEncryption:
+        ServerSideEncryptionConfiguration:
+          - ServerSideEncryptionByDefault:
+              SSEAlgorithm: aws:kms
+              KMSMasterKeyID: !GetAtt Key.Arn
   Fn:
     Type: AWS::Serverless::Function
     Metadata:
@@ -80,6 +108,7 @@ Resources:
           QUEUE_URL: !Ref Queue
           TOPIC_ARN: !Ref Topic
           OPEN_TOPIC_ARN: !Ref OpenTopic
+          KEYED_BUCKET: !Ref KeyedBucket
           BUCKET: !Ref Bucket
       Policies:
         - Statement:
@@ -94,6 +123,10 @@ Resources:
               Effect: Allow
               Action: [s3:GetObject, s3:ListBucket]
               Resource: [!Sub "${Bucket.Arn}/incoming/*", !GetAtt Bucket.Arn]
+            - Sid: KeyedFiles
+              Effect: Allow
+              Action: [s3:GetObject, s3:PutObject]
+              Resource: !Sub "arn:aws:s3:::${AWS::StackName}-keyed/*"
         - SQSSendMessagePolicy:
             QueueName: !GetAtt Queue.QueueName
 """
@@ -203,6 +236,24 @@ def test_a_resource_policy_allows_what_the_role_does_not_and_its_deny_beats_the_
     (sealed,) = [c for c in calls if c["resource"].endswith("incoming/sealed/a")]
     assert sealed["denied_by"] == f"policy of arn:aws:s3:::{bucket}/SealedFiles"
     assert "aws:principalarn" not in sealed["context"]  # the record keeps the request's own keys
+
+
+def test_an_encrypted_object_needs_the_key_policy_to_let_s3_use_the_key_for_the_caller(local):
+    bucket = local.env["KEYED_BUCKET"]
+    local.client("s3").put_object(Bucket=bucket, Key="a", Body=b"x")  # the test: not checked
+    assert local.run(
+        ("s3", "get_object", {"Bucket": "$KEYED_BUCKET", "Key": "a"}),
+        ("s3", "put_object", {"Bucket": "$KEYED_BUCKET", "Key": "b", "Body": "x"}),
+    ) == ["ok", "AccessDenied"]
+    assert "Contents" not in local.client("s3").list_objects_v2(Bucket=bucket, Prefix="b")
+    calls = local.server.access.snapshot()["functions"]["Fn"]["calls"]
+    decrypt, generate = (
+        next(c for c in calls if c["action"] == action)
+        for action in ("kms:Decrypt", "kms:GenerateDataKey")
+    )
+    assert decrypt["allowed"] and decrypt["grants"][0].endswith("/FnDecryptsThroughS3")
+    assert decrypt["context"]["kms:viaservice"] == ["s3.us-east-1.amazonaws.com"]
+    assert generate["allowed"] is False
 
 
 def test_with_enforcement_off_a_denied_call_is_applied_and_recorded(local):
