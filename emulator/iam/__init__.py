@@ -1,2 +1,3 @@
-"""Least privilege at run time: policy evaluation, what a request asks IAM for, and the access
+"""Least privilege at run time: policy evaluation (identity and resource policies combined), what a
+request asks IAM for, the resources' own policies and the services' deliveries, and the access
 record of every function's calls."""
