@@ -115,6 +115,11 @@ def _parser() -> argparse.ArgumentParser:
         "docker bridge's gateway); never every interface",
     )
     up.add_argument("--template", default=DEFAULT_TEMPLATE)
+    up.add_argument(
+        "--no-deploy",
+        action="store_true",
+        help="start empty: `sam deploy` (AWS_ENDPOINT_URL) deploys the stack (docs/deploy.md)",
+    )
     up.add_argument("--config-file", default=None, help="samconfig.toml (default: beside it)")
     up.add_argument(
         "--parameter-overrides",

@@ -5,7 +5,7 @@
    rewritten to s3:// placeholders first, as `sam package` would, and uploaded to a local
    artifacts bucket so moto's code validation passes).
 3. create_stack through moto's CloudFormation API and wait for CREATE_COMPLETE.
-4. Close the gaps moto's CloudFormation leaves (see docs/local-stack.md):
+4. Close the gaps moto's CloudFormation leaves (``close_gaps``, see docs/local-stack.md):
    - a bucket's NotificationConfiguration is ignored: applied here through the S3 API, with the
      targets resolved to real ARNs (S3 then sends its s3:TestEvent, as AWS does);
    - a function's Layers are dropped (Ref of a LayerVersion resolves to ''): layers are resolved
@@ -13,6 +13,10 @@
    - function code is resolved the way SAM CLI does: .aws-sam/build/<LogicalId> when it exists,
      else CodeUri next to the template.
    In-process patches of moto itself are in moto_patches.py.
+
+A stack `sam deploy` made through the CloudFormation API (services/cloudformation.py) is taken
+over by ``adopt``: the same gaps closed, its functions' code and layers from the S3 artifacts
+`sam deploy` uploaded.
 """
 
 from __future__ import annotations
@@ -468,6 +472,43 @@ def _wait_for_stack(cfn: Any, stack_name: str, timeout: float = 60.0) -> dict[st
         time.sleep(0.05)
 
 
+def close_gaps(
+    s3: Any, cfn_template: dict[str, Any], resources: dict[str, tuple[str, str]], resolve: _Resolver
+) -> None:
+    """What moto's CloudFormation leaves undone, done through the services' APIs."""
+    # Gap: moto's CloudFormation creates an AWS::S3::Bucket with BucketEncryption and Tags only;
+    # VersioningConfiguration, PublicAccessBlockConfiguration and NotificationConfiguration
+    # are applied here through the S3 API (notifications last: S3 sends its s3:TestEvent then).
+    for logical_id, resource in cfn_template["Resources"].items():
+        if resource.get("Type") != "AWS::S3::Bucket":
+            continue
+        props = resource.get("Properties", {})
+        props = {
+            k: resolve(props[k])
+            for k in ("VersioningConfiguration", "PublicAccessBlockConfiguration")
+            if k in props
+        }
+        bucket = resources[logical_id][1]
+        if props.get("VersioningConfiguration", {}).get("Status"):
+            s3.put_bucket_versioning(
+                Bucket=bucket,
+                VersioningConfiguration={"Status": props["VersioningConfiguration"]["Status"]},
+            )
+        if props.get("PublicAccessBlockConfiguration"):
+            s3.put_public_access_block(
+                Bucket=bucket,
+                PublicAccessBlockConfiguration={
+                    k: parse_bool(v) for k, v in props["PublicAccessBlockConfiguration"].items()
+                },
+            )
+        notification = resource.get("Properties", {}).get("NotificationConfiguration")
+        if notification:
+            s3.put_bucket_notification_configuration(
+                Bucket=resources[logical_id][1],
+                NotificationConfiguration=bucket_notification(notification, resolve),
+            )
+
+
 def _function_specs(
     endpoint_url: str,
     region: str,
@@ -539,44 +580,10 @@ def deploy(
         Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
     )
     stack = _wait_for_stack(cfn, stack_name)
-    resources = {
-        r["LogicalResourceId"]: (r["ResourceType"], r.get("PhysicalResourceId", ""))
-        for r in cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
-        if r.get("LogicalResourceId")  # moto lists skipped types (QueuePolicy) without one
-    }
+    resources = _stack_resources(cfn, stack_name)
     resolve = _Resolver(endpoint_url, region, resources, parameters)
 
-    # Gap: moto's CloudFormation creates an AWS::S3::Bucket with BucketEncryption and Tags only;
-    # VersioningConfiguration, PublicAccessBlockConfiguration and NotificationConfiguration
-    # are applied here through the S3 API (notifications last: S3 sends its s3:TestEvent then).
-    for logical_id, resource in cfn_template["Resources"].items():
-        if resource.get("Type") != "AWS::S3::Bucket":
-            continue
-        props = resource.get("Properties", {})
-        props = {
-            k: resolve(props[k])
-            for k in ("VersioningConfiguration", "PublicAccessBlockConfiguration")
-            if k in props
-        }
-        bucket = resources[logical_id][1]
-        if props.get("VersioningConfiguration", {}).get("Status"):
-            s3.put_bucket_versioning(
-                Bucket=bucket,
-                VersioningConfiguration={"Status": props["VersioningConfiguration"]["Status"]},
-            )
-        if props.get("PublicAccessBlockConfiguration"):
-            s3.put_public_access_block(
-                Bucket=bucket,
-                PublicAccessBlockConfiguration={
-                    k: parse_bool(v) for k, v in props["PublicAccessBlockConfiguration"].items()
-                },
-            )
-        notification = resource.get("Properties", {}).get("NotificationConfiguration")
-        if notification:
-            s3.put_bucket_notification_configuration(
-                Bucket=resources[logical_id][1],
-                NotificationConfiguration=bucket_notification(notification, resolve),
-            )
+    close_gaps(s3, cfn_template, resources, resolve)
 
     code = local_code(sam_template, base_dir)
     functions = _function_specs(endpoint_url, region, resources, code)
@@ -588,6 +595,84 @@ def deploy(
         outputs=outputs,
         resources=resources,
         functions=functions,
+        template=cfn_template,
+        conditions=template_conditions(cfn_template, parameters),
+        seconds=time.monotonic() - started,
+    )
+
+
+def _stack_resources(cfn: Any, stack_name: str) -> dict[str, tuple[str, str]]:
+    return {
+        r["LogicalResourceId"]: (r["ResourceType"], r["PhysicalResourceId"])
+        for r in cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+    }
+
+
+def _unzipped(s3: Any, location: dict[str, Any], into: Path) -> Path:
+    """The artifact at ``location`` ({S3Bucket, S3Key[, S3ObjectVersion]}) unzipped in a
+    directory of its own under ``into`` (kept: an unchanged artifact is not unzipped again)."""
+    key = location["S3Key"]
+    version = location.get("S3ObjectVersion")
+    name = "-".join(filter(None, (location["S3Bucket"], key.replace("/", "_"), version)))
+    target = into / name
+    if not target.is_dir():
+        request = {"Bucket": location["S3Bucket"], "Key": key}
+        if version:
+            request["VersionId"] = version
+        body = s3.get_object(**request)["Body"].read()
+        partial = into / f".{name}.partial"
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            archive.extractall(partial)
+        partial.rename(target)
+    return target
+
+
+def artifact_code(s3: Any, cfn_template: dict[str, Any], into: Path) -> dict[str, LocalCode]:
+    """Code and layers of each AWS::Lambda::Function from the S3 artifacts its processed
+    template names (what `sam deploy` uploaded), unzipped under ``into``, as Lambda unpacks them
+    (a layer's python/ is what /opt/python holds)."""
+    resources = cfn_template["Resources"]
+    result = {}
+    for logical_id, resource in resources.items():
+        props = resource.get("Properties", {})
+        code = props.get("Code", {})
+        if resource.get("Type") != "AWS::Lambda::Function" or "S3Key" not in code:
+            continue
+        layers = []
+        for ref in props.get("Layers") or []:
+            layer = resources.get(ref.get("Ref", "")) if isinstance(ref, dict) else None
+            if layer is None or layer.get("Type") != "AWS::Lambda::LayerVersion":
+                continue
+            unpacked = _unzipped(s3, layer["Properties"]["Content"], into)
+            layers.append(unpacked / "python" if (unpacked / "python").is_dir() else unpacked)
+        result[logical_id] = LocalCode(_unzipped(s3, code, into), layers)
+    return result
+
+
+def adopt(endpoint_url: str, stack_name: str, *, region: str, artifacts_dir: Path) -> Deployment:
+    """The stack a CloudFormation client (`sam deploy`) made on the local stack at
+    ``endpoint_url``, its gaps closed as ``deploy`` closes them, its functions running the S3
+    artifacts its template names (unzipped under ``artifacts_dir``/<stack>)."""
+    started = time.monotonic()
+    cfn = _client("cloudformation", endpoint_url, region)
+    s3 = _client("s3", endpoint_url, region)
+    stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+    processed = cfn.get_template(StackName=stack_name, TemplateStage="Processed")
+    body = processed["TemplateBody"]  # botocore hands a JSON body over parsed
+    cfn_template = json.loads(json.dumps(body)) if isinstance(body, dict) else json.loads(body)
+    parameters = {p["ParameterKey"]: p["ParameterValue"] for p in stack.get("Parameters", [])}
+    resources = _stack_resources(cfn, stack_name)
+    close_gaps(s3, cfn_template, resources, _Resolver(endpoint_url, region, resources, parameters))
+    into = artifacts_dir / stack_name
+    into.mkdir(parents=True, exist_ok=True)
+    code = artifact_code(s3, cfn_template, into)
+    return Deployment(
+        stack_name=stack_name,
+        stack_id=stack["StackId"],
+        region=region,
+        outputs={o["OutputKey"]: o.get("OutputValue", "") for o in stack.get("Outputs", [])},
+        resources=resources,
+        functions=_function_specs(endpoint_url, region, resources, code),
         template=cfn_template,
         conditions=template_conditions(cfn_template, parameters),
         seconds=time.monotonic() - started,

@@ -1,5 +1,7 @@
 """`python -m emulator up`: deploy the template onto a local stack in this process and serve it
-until stopped (the server, the function workers, the event source mapping engine)."""
+until stopped (the server, the function workers, the event source mapping engine). With
+`--no-deploy` it starts empty, for `sam deploy` to deploy onto (AWS_ENDPOINT_URL); a stack a
+CloudFormation client deploys, in either mode, runs as one `up` deploys (``_follow_stacks``)."""
 
 # ruff: noqa: PLC0415 - imports are lazy: the command line loads only what its command runs
 
@@ -32,7 +34,7 @@ def run(args: argparse.Namespace, started: float) -> int:
     from emulator.lambda_.workers import DEFAULT_ACCOUNT_CONCURRENCY, Runtime
     from emulator.monitoring.monitor import DEFAULT_TIME_FACTOR
     from emulator.server import EmulatorServer
-    from emulator.stack import DeployError, deploy, load_samconfig
+    from emulator.stack import DeployError, load_samconfig
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace, started: float) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    engine = None
+    engine = unfollow = None
     # The runtime serves Lambda Invoke from the start (functions register once deployed), so an
     # early Invoke never falls through to moto's Docker path.
     runtime = Runtime(
@@ -76,42 +78,16 @@ def run(args: argparse.Namespace, started: float) -> int:
     try:
         server.start()
         try:
-            deployment = deploy(
-                server.endpoint_url,
-                template,
-                samconfig_path=Path(args.config_file) if args.config_file else None,
-                parameter_overrides=dict(
-                    pair for pairs in args.parameter_overrides or () for pair in pairs
-                ),
-                region=region,
-            )
+            deployment = _deploy(server, runtime, args, template, region)
         except DeployError as exc:
             print(f"error: deploy failed: {exc}", file=sys.stderr)
             return 1
-        server.stack_name = deployment.stack_name
-        server.access = access.Access(
-            access.deployed_roles(deployment),
-            enforce=args.enforce_iam,
-            region=region,
-            fingerprint=access.fingerprint(template),
-            run=access.run_description(deployment.outputs.get("FanOut", "lambda")),
-        )
-        for spec in deployment.functions:
-            runtime.register(spec)
-        threading.Thread(target=runtime.warm, daemon=True).start()
         engine = server.engine = _start_engine(server.endpoint_url, region, runtime, faults)
+        unfollow = _follow_stacks(server, runtime, args, template)
         if not _wait_enabled(engine, stop):
             return 0 if stop.is_set() else 1
         server.ready = True
-        names = ", ".join(f.logical_id for f in deployment.functions)
-        print(
-            f"ready {server.endpoint_url} stack={deployment.stack_name} "
-            f"functions={len(deployment.functions)} ({names}) "
-            f"in {time.monotonic() - started:.1f}s",
-            flush=True,
-        )
-        for key, value in sorted(deployment.outputs.items()):
-            print(f"  {key} = {value}", flush=True)
+        _announce("ready", server.endpoint_url, deployment, time.monotonic() - started)
         # A timed wait: a signal delivered to another thread only runs its Python handler once
         # the main thread executes bytecode again, which an untimed wait would never do.
         while not stop.wait(0.2):
@@ -122,6 +98,8 @@ def run(args: argparse.Namespace, started: float) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
+        if unfollow is not None:
+            unfollow()
         if engine is not None:
             engine.stop()
         runtime.close()
@@ -129,6 +107,98 @@ def run(args: argparse.Namespace, started: float) -> int:
         if server.access is not None:  # the run's record, for `iam-report`
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time()))
             server.access.write(template.parent / access.RECORD_DIR, f"{stamp}-{os.getpid()}.json")
+
+
+def _deploy(
+    server: Any, runtime: Any, args: argparse.Namespace, template: Path, region: str
+) -> Any:
+    """The template deployed as samconfig and the overrides say, and served; None with
+    --no-deploy (DeployError as ``deploy`` raises it)."""
+    from emulator.stack import deploy
+
+    if args.no_deploy:
+        return None
+    deployment = deploy(
+        server.endpoint_url,
+        template,
+        samconfig_path=Path(args.config_file) if args.config_file else None,
+        parameter_overrides=dict(
+            pair for pairs in args.parameter_overrides or () for pair in pairs
+        ),
+        region=region,
+    )
+    _serve(server, runtime, deployment, args, template)
+    return deployment
+
+
+def _serve(server: Any, runtime: Any, deployment: Any, args: argparse.Namespace, template: Path):
+    """``deployment``'s functions on the runtime (warmed in the background), IAM checked against
+    their roles: the stack the server serves."""
+    from emulator.iam import access
+
+    server.stack_name = deployment.stack_name
+    server.access = access.Access(
+        access.deployed_roles(deployment),
+        enforce=args.enforce_iam,
+        region=deployment.region,
+        fingerprint=access.fingerprint(template),
+        run=access.run_description(deployment.outputs.get("FanOut", "lambda")),
+    )
+    for spec in deployment.functions:
+        runtime.register(spec)
+    threading.Thread(target=runtime.warm, daemon=True).start()
+
+
+def _follow_stacks(server: Any, runtime: Any, args: argparse.Namespace, template: Path) -> Any:
+    """Each stack a change set deploys (`sam deploy`) taken over as ``deploy`` would leave it
+    (emulator.stack.adopt: the gaps closed, the functions from the artifacts it uploaded) and
+    served, its event source mappings running before ExecuteChangeSet answers; a deleted one
+    no longer served. Returns the function that stops following."""
+    from emulator.services import cloudformation
+    from emulator.stack import adopt
+
+    artifacts = template.parent / ".emulator" / "artifacts"
+
+    def follow(operation: str, stack_name: str, region: str) -> None:
+        started = time.monotonic()
+        if operation == "DELETE":
+            if server.stack_name == stack_name:
+                server.stack_name = None
+            print(f"deleted stack={stack_name}", flush=True)
+            return
+        deployment = adopt(server.endpoint_url, stack_name, region=region, artifacts_dir=artifacts)
+        if not deployment.functions:  # a stack of its own (an artifacts bucket): nothing to run
+            return
+        _serve(server, runtime, deployment, args, template)
+        server.engine.refresh()
+        deadline = time.monotonic() + 60
+        while not server.engine.all_enabled():
+            if time.monotonic() > deadline:
+                raise RuntimeError("event source mappings not enabled in 60 s")
+            time.sleep(0.05)
+        _announce(operation.lower(), server.endpoint_url, deployment, time.monotonic() - started)
+
+    return cloudformation.on_stack_change(follow)
+
+
+def _announce(what: str, endpoint_url: str, deployment: Any, seconds: float) -> None:
+    """`<what> <endpoint> stack=<name> functions=N (...) in Xs`, then its outputs; with no
+    deployment, `stack=-` and where `sam deploy` deploys to."""
+    if deployment is None:
+        print(
+            f"{what} {endpoint_url} stack=- (none yet: `sam deploy` with"
+            f" AWS_ENDPOINT_URL={endpoint_url}) in {seconds:.1f}s",
+            flush=True,
+        )
+        return
+    names = ", ".join(f.logical_id for f in deployment.functions)
+    print(
+        f"{what} {endpoint_url} stack={deployment.stack_name} "
+        f"functions={len(deployment.functions)} ({names}) in {seconds:.1f}s",
+        flush=True,
+    )
+    for key, value in sorted(deployment.outputs.items()):
+        print(f"  {key} = {value}", flush=True)
 
 
 def _wait_enabled(engine: Any, stop: threading.Event, timeout: float = 60) -> bool:
