@@ -463,10 +463,17 @@ class Runtime:
 
     # --- registry ----------------------------------------------------------------------------
     def register(self, spec: FunctionSpec) -> None:
+        """``spec`` served by its names; a changed spec of a registered function (a stack update)
+        retires its idle workers, so the next invocation starts one with the new code."""
         with self._lock:
+            retired = None
+            if self._specs.get(spec.logical_id) not in (None, spec):
+                retired = self._pools.pop(spec.logical_id, None)
             self._specs[spec.logical_id] = spec
             for name in (spec.logical_id, spec.function_name, spec.arn):
                 self._names[name] = spec.logical_id
+        if retired is not None:
+            retired.close()
 
     @property
     def functions(self) -> list[FunctionSpec]:

@@ -1,5 +1,6 @@
 """The local Lambda runtime: real worker processes (awslambdaric) running handlers from tmp_path."""
 
+import dataclasses
 import json
 import os
 import re
@@ -150,6 +151,18 @@ def test_warm_worker_is_reused(runtime):
     second = runtime.invoke("FnA", {}).payload
     assert first["instance"] == second["instance"]
     assert second["calls"] == first["calls"] + 1
+
+
+def test_a_changed_spec_of_a_registered_function_runs_in_a_new_worker(runtime):
+    """A stack update re-registers its functions: a warm worker of the old spec is not reused."""
+    first = runtime.invoke("FnA", {}).payload
+    changed = runtime.resolve("FnA")
+    runtime.register(dataclasses.replace(changed, memory_size=512))
+
+    second = runtime.invoke("FnA", {}).payload
+
+    assert second["instance"] != first["instance"]
+    assert second["memory_limit_in_mb"] == "512"
 
 
 def test_remaining_time_decreases(runtime):
