@@ -110,6 +110,13 @@ integration-suite-%:
 sam-local: setup build ## the real `sam local invoke` / `start-lambda` on every function and sample event
 	$(UV) run pytest tests/samlocal
 
+# The deploy rehearsal (docs/deploy.md, "Rehearse the deploy locally"): the pipeline's own `sam
+# package` / `sam deploy --config-env test|prod` / `sam delete` commands, by the pinned SAM CLI,
+# against an empty local stack (`up --no-deploy`) through AWS_ENDPOINT_URL.
+.PHONY: deploy-rehearsal
+deploy-rehearsal: setup build ## sam deploy (test; prod refused, then with step 3's values; an update) and sam delete, against an empty local stack
+	$(UV) run pytest tests/deploy
+
 # `make test`'s phases at once, each one's wall and CPU in bench/out/test-phases.jsonl (P8 of
 # `make bench` reports them): lint and the unit tests (CPU-bound, niced: the local stacks'
 # functions have 2 s timeouts and must get a core when they need one) beside the integration

@@ -1,0 +1,238 @@
+"""The deploy rehearsal: the pipeline's own commands (.github/workflows: `sam package`, then `sam
+deploy --config-env <env>` with the same flags; `sam delete` as feature-cleanup runs it), by the
+real SAM CLI (.tools/bin/sam), against an empty local stack (`python -m emulator up --no-deploy`)
+through AWS_ENDPOINT_URL, as docs/deploy.md says. The tests run in order, on one stack: test
+deploys; prod without AlarmEmail, ConnectInstanceArn and ContactsKeyUsers is refused with the
+template's own AssertDescription and leaves nothing; prod with the documented values deploys; a
+second deploy of a changed template updates test in place; `sam delete` removes it.
+
+Needs `make build` (.aws-sam/build, what the pipeline's build job uploads)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from emulator.process import LocalStackProcess, free_port
+from harness import ROOT
+from harness.stack import samconfig_stack_name
+from tests.session_stack import READY_TIMEOUT
+
+pytestmark = pytest.mark.usefixtures("built")
+
+SAM = ROOT / ".tools" / "bin" / "sam"
+BUILT = ROOT / ".aws-sam" / "build" / "template.yaml"
+PORTS = range(4900, 4950)
+REGION = "us-east-1"
+ARTIFACTS_BUCKET = "rehearsal-artifacts"  # the bootstrap's ArtifactsBucket, for every stage
+EXECUTION_ROLE = "arn:aws:iam::123456789012:role/pipeline/cfn-execution-role"
+# docs/deploy.md step 3: what prod cannot run without, example values.
+PROD_VALUES = (
+    "AlarmEmail=oncall@example.com",
+    "ConnectInstanceArn=arn:aws:connect:us-east-1:123456789012:instance/"
+    "0b5e7a7c-1f1e-4f5b-9a43-3c2b1d0e9f11",
+    "ContactsKeyUsers=arn:aws:iam::123456789012:role/contact-exports",
+)
+SAM_TIMEOUT = 300
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    if not BUILT.exists() or not SAM.exists():
+        pytest.fail("run `make setup build` first: the rehearsal deploys .aws-sam/build")
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    local = LocalStackProcess(free_port(PORTS), up_args=["--no-deploy"], tail_lines=200)
+    try:
+        local.start(READY_TIMEOUT, PORTS)
+    except RuntimeError as error:
+        pytest.fail(f"{error}:\n{local.tail()}", pytrace=False)
+    try:
+        yield local.endpoint
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="module")
+def environment(endpoint: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_REGION=REGION,
+        AWS_DEFAULT_REGION=REGION,
+        SAM_CLI_TELEMETRY="0",
+    )
+    boto3.client("s3", endpoint_url=endpoint, region_name=REGION, **_credentials()).create_bucket(
+        Bucket=ARTIFACTS_BUCKET
+    )
+    return env
+
+
+def _credentials() -> dict[str, str]:
+    return {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+def _client(endpoint: str, service: str):
+    return boto3.client(service, endpoint_url=endpoint, region_name=REGION, **_credentials())
+
+
+def _sam(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SAM), *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SAM_TIMEOUT,
+        check=False,
+    )
+
+
+def _package_and_deploy(
+    env: dict[str, str],
+    environment_name: str,
+    tmp: Path,
+    *,
+    config_file: Path | None = None,
+    template: Path = BUILT,
+) -> subprocess.CompletedProcess[str]:
+    """pipeline.yaml's `sam package` then `sam deploy` (release-prod.yaml's for prod)."""
+    config_file = config_file or ROOT / "samconfig.toml"
+    stack_name = samconfig_stack_name(config_file, environment_name)
+    # The SAM CLI reads a relative --config-file beside the template (the pipeline's packaged
+    # template is in the checkout's root, beside samconfig.toml); here it is in tmp.
+    config = ("--config-file", config_file)
+    where = ("--s3-bucket", ARTIFACTS_BUCKET, "--s3-prefix", stack_name, "--region", REGION)
+    packaged = tmp / f"packaged-{environment_name}.yaml"
+    package = _sam(
+        env, "package", *config, "--config-env", environment_name, "--template-file", template,
+        *where, "--output-template-file", packaged,
+    )  # fmt: skip
+    assert package.returncode == 0, package.stdout + package.stderr
+    return _sam(
+        env, "deploy", *config, "--config-env", environment_name, "--template-file", packaged,
+        "--stack-name", stack_name, *where, "--role-arn", EXECUTION_ROLE,
+        "--capabilities", "CAPABILITY_IAM", "--no-resolve-s3", "--no-confirm-changeset",
+        "--no-fail-on-empty-changeset", "--no-progressbar",
+    )  # fmt: skip
+
+
+def _stack(endpoint: str, name: str) -> dict | None:
+    try:
+        return _client(endpoint, "cloudformation").describe_stacks(StackName=name)["Stacks"][0]
+    except ClientError as error:
+        assert f"Stack with id {name} does not exist" in str(error)
+        return None
+
+
+def _resources(endpoint: str, name: str) -> dict[str, dict]:
+    described = _client(endpoint, "cloudformation").describe_stack_resources(StackName=name)
+    return {r["LogicalResourceId"]: r for r in described["StackResources"]}
+
+
+def _outputs(stack: dict) -> dict[str, str]:
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def test_the_test_environment_deploys_and_runs_the_uploaded_code(endpoint, environment, tmp_path):
+    result = _package_and_deploy(environment, "test", tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Successfully created/updated stack - last-agent-routing-test" in result.stdout
+    stack = _stack(endpoint, "last-agent-routing-test")
+    assert stack["StackStatus"] == "CREATE_COMPLETE"
+    resources = _resources(endpoint, "last-agent-routing-test")
+    assert all(r["PhysicalResourceId"] and r["ResourceType"] for r in resources.values())
+    assert resources["IngestQueuePolicy"]["ResourceType"] == "AWS::SQS::QueuePolicy"
+    parameters = {p["ParameterKey"]: p["ParameterValue"] for p in stack["Parameters"]}
+    assert parameters["Stage"] == "test"
+    # RouteFunction runs from the artifact `sam package` uploaded: it answers a fresh stack.
+    route = _client(endpoint, "lambda").invoke(
+        FunctionName=_outputs(stack)["RouteFunctionName"],
+        Payload=b'{"Details": {"ContactData": {"CustomerEndpoint": {"Address": "+15550100"}}}}',
+    )
+    assert route["Payload"].read() == b'{"found": "false"}'
+
+
+def test_prod_without_what_step_3_sets_is_refused_with_the_templates_message(
+    endpoint, environment, tmp_path
+):
+    result = _package_and_deploy(environment, "prod", tmp_path)
+
+    assert result.returncode != 0
+    assert "Stage=prod needs AlarmEmail (samconfig.toml [prod.deploy.parameters])" in (
+        result.stdout + result.stderr
+    )
+    assert _stack(endpoint, "last-agent-routing-prod") is None  # refused before any change
+
+
+def test_prod_with_the_documented_values_deploys(endpoint, environment, tmp_path):
+    samconfig = tmp_path / "samconfig.toml"
+    text = (ROOT / "samconfig.toml").read_text()
+    prod = tomllib.loads(text)["prod"]["deploy"]["parameters"]["parameter_overrides"]
+    samconfig.write_text(text.replace(prod, " ".join((prod, *PROD_VALUES))))
+
+    result = _package_and_deploy(environment, "prod", tmp_path, config_file=samconfig)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    stack = _stack(endpoint, "last-agent-routing-prod")
+    assert stack["StackStatus"] == "CREATE_COMPLETE"
+    assert "RouteFunctionConnectPermission" in _resources(endpoint, "last-agent-routing-prod")
+
+
+def test_a_changed_template_updates_the_changed_resources_and_keeps_the_rest(
+    endpoint, environment, tmp_path
+):
+    before = _resources(endpoint, "last-agent-routing-test")
+    changed = tmp_path / "template.yaml"
+    text = BUILT.read_text()
+    added = "\n  RehearsalQueue:\n    Type: AWS::SQS::Queue\n"
+    changed.write_text(re.sub(r"^Resources:\n", "Resources:" + added, text, count=1, flags=re.M))
+    # the relative CodeUri / ContentUri of the build resolve beside the template
+    for entry in BUILT.parent.iterdir():
+        if entry.is_dir():
+            (tmp_path / entry.name).symlink_to(entry)
+
+    result = _package_and_deploy(environment, "test", tmp_path, template=changed)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "+ Add" in result.stdout and "RehearsalQueue" in result.stdout
+    assert _stack(endpoint, "last-agent-routing-test")["StackStatus"] == "UPDATE_COMPLETE"
+    after = _resources(endpoint, "last-agent-routing-test")
+    assert after["RehearsalQueue"]["ResourceType"] == "AWS::SQS::Queue"
+    kept = ("ContactsTable", "ContactsBucket", "IngestQueue", "IngestFunction")
+    for logical_id in kept:
+        assert after[logical_id]["PhysicalResourceId"] == before[logical_id]["PhysicalResourceId"]
+
+
+def test_sam_delete_removes_the_stack(endpoint, environment):
+    stack = _stack(endpoint, "last-agent-routing-test")
+    bucket = _outputs(stack)["ContactsBucketName"]
+    # feature-cleanup.yaml empties the versioned contacts bucket first, as CloudFormation needs
+    versions = _client(endpoint, "s3").list_object_versions(Bucket=bucket)
+    for version in versions.get("Versions", []) + versions.get("DeleteMarkers", []):
+        _client(endpoint, "s3").delete_object(
+            Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"]
+        )
+
+    result = _sam(
+        environment, "delete", "--no-prompts", "--stack-name", "last-agent-routing-test",
+        "--region", REGION, "--s3-bucket", ARTIFACTS_BUCKET, "--s3-prefix",
+        "last-agent-routing-test",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _stack(endpoint, "last-agent-routing-test") is None
+    assert _stack(endpoint, "last-agent-routing-prod")["StackStatus"] == "CREATE_COMPLETE"
