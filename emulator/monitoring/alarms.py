@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import operator
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -48,6 +49,9 @@ COMPARISONS: dict[str, tuple[Callable[[float, float], bool], str]] = {
 }
 STATISTICS = ("Sum", "Average", "Minimum", "Maximum", "SampleCount")
 REGION_NAMES = {"us-east-1": "US East (N. Virginia)"}  # the alarm message's Region (samconfig's)
+# Datapoints kept, in real time: the longest range of the template's alarms at time factor 1 is
+# 25 minutes (5 periods of 300 s).
+RETENTION = timedelta(minutes=30)
 
 
 @dataclass(frozen=True)
@@ -181,34 +185,62 @@ class AlarmEvaluator:
         self.region = region
         self.time_factor = time_factor
         self.publish = publish
+        # (evaluation time, how many datums the store held then): what arrived since a time
+        self._marks: deque[tuple[datetime, int]] = deque()
 
     def evaluate_all(self, now: datetime | None = None) -> None:
         now = now or utcnow()
         store = cloudwatch.backend(self.account_id, self.region)
+        data = store.metric_data
+        self._expire(data, now - RETENTION)
+        self._marks.append((now, len(data)))
         alarms = [a for a in list(store.alarms.values()) if a.rule is None]
         if not alarms:
             return
         lookback = max(self._length(a) * int(a.evaluation_periods) for a in alarms)
-        recent = _recent(store.metric_data, now - lookback - timedelta(seconds=60))
+        recent: dict[tuple, list[Any]] = {}
+        for datum in data[self._arrived_since(now - lookback) :]:
+            recent.setdefault(_metric_key(datum), []).append(datum)
         for alarm in alarms:
             try:
-                self.evaluate(alarm, recent, now)
+                self.evaluate(alarm, recent.get(_metric_key(alarm), []), now)
             except ValueError as exc:  # a setting the local stack does not evaluate: said once
                 if not alarm.__dict__.get("_refused"):
                     alarm.__dict__["_refused"] = True
                     log.warning("alarms: %s", exc)
 
+    def _arrived_since(self, since: datetime) -> int:
+        """The index in the store from which every datum arrived after ``since`` (the store
+        appends in arrival order; a datum that arrived earlier but is stamped later, an EMF
+        line's own timestamp, is in no period evaluated now, as CloudWatch evaluates no
+        period twice)."""
+        while len(self._marks) > 1 and self._marks[1][0] <= since:
+            self._marks.popleft()
+        first_time, first_count = self._marks[0]
+        return first_count if first_time <= since else 0
+
+    def _expire(self, data: list[Any], before: datetime) -> None:
+        """The local store keeps RETENTION of datapoints (CloudWatch: 15 days): the oldest
+        arrivals, stamped before ``before``, are dropped."""
+        gone = 0
+        while gone < len(data) and data[gone].timestamp < before:
+            gone += 1
+        if gone:
+            del data[:gone]
+            self._marks = deque((t, max(0, count - gone)) for t, count in self._marks)
+
     def _length(self, alarm: Alarm) -> timedelta:
         return timedelta(seconds=int(alarm.period) / self.time_factor)
 
     def evaluate(self, alarm: Alarm, recent: list[Any], now: datetime) -> None:
+        """``recent``: the datums of the alarm's metric (namespace, name, dimensions)."""
         rule = Rule.of(alarm)
         name = alarm.statistic
         if name not in STATISTICS:
             shown = name or alarm.extended_statistic
             raise ValueError(f"{alarm.name}: statistic {shown} is not evaluated locally")
         length = self._length(alarm)
-        mine = [d for d in recent if _same_metric(d, alarm)]
+        mine = [d for d in recent if not alarm.unit or d.unit == alarm.unit]
         # The N periods ending now, each (start, start + length]: the sample taken this minute
         # is in the last one.
         starts = [now - length * (k + 1) for k in reversed(range(rule.evaluation_periods))]
@@ -292,24 +324,11 @@ class AlarmEvaluator:
             log.warning("alarms: %s could not notify %s: %s", alarm.name, topic_arn, exc)
 
 
-def _recent(data: list[Any], since: datetime) -> list[Any]:
-    """The datums from ``since`` on: the store appends in arrival order, so the tail, read back
-    to the first one older than ``since``."""
-    tail = []
-    for datum in reversed(data):
-        if datum.timestamp < since:
-            break
-        tail.append(datum)
-    return tail
-
-
-def _same_metric(datum: Any, alarm: Alarm) -> bool:
-    if datum.name != alarm.metric_name or datum.namespace != alarm.namespace:
-        return False
-    if alarm.unit and datum.unit != alarm.unit:
-        return False
-    mine = {(d.name, d.value) for d in datum.dimensions}
-    return mine == {(d.name, d.value) for d in alarm.dimensions}
+def _metric_key(item: Any) -> tuple:
+    """What identifies a metric, of a datum or an alarm: namespace, name, dimensions."""
+    name = getattr(item, "metric_name", None) or item.name
+    dimensions = frozenset((d.name, d.value) for d in item.dimensions)
+    return (item.namespace, name, dimensions)
 
 
 def _iso(moment: datetime) -> str:

@@ -134,16 +134,18 @@ def redrive(stack: StackClient, monkeypatch, capsys):
     return run
 
 
-def receives(stack: StackClient, output: str) -> int:
-    """How many receives the queue gives a message before SQS moves it to its DLQ."""
+def failing_until_fixed(stack: StackClient, function: str, output: str) -> dict:
+    """The fault switch that fails ``function`` without running it on every delivery from its
+    queue ``output`` until the test resets the faults: more failures than the receives that
+    dead-letter a message, duplicate deliveries (the suite's duplicate_rate) included."""
     policy = stack.queue_attributes(output, "RedrivePolicy")["RedrivePolicy"]
-    return int(json.loads(policy)["maxReceiveCount"])
+    return {"fail_invocations": {function: 4 * int(json.loads(policy)["maxReceiveCount"])}}
 
 
 def test_a_dead_lettered_notification_fires_its_alarm_until_redriven(
     local_stack: StackClient, alarms, redrive, topic
 ):
-    """NotifierFunction fails as often as NotificationQueue receives a notification: it lands in
+    """NotifierFunction fails on every delivery of a notification until fixed: it lands in
     NotificationDeadLetterQueue and its alarm fires; after the fix, the redrive publishes it and
     the alarm clears."""
     stack = local_stack
@@ -152,7 +154,7 @@ def test_a_dead_lettered_notification_fires_its_alarm_until_redriven(
     message = notifications.survey(
         {"contact_id": contact_id, "caller": new_caller(), "email": "it@example.com"}
     )
-    stack.faults(fail_invocations={"NotifierFunction": receives(stack, "NotificationQueueUrl")})
+    stack.faults(**failing_until_fixed(stack, "NotifierFunction", "NotificationQueueUrl"))
     try:
         with quick_redelivery(stack, "NotificationQueueUrl"):
             stack.sqs.send_message(
@@ -178,11 +180,11 @@ def test_a_dead_lettered_notification_fires_its_alarm_until_redriven(
 def test_a_dead_lettered_file_fires_the_ingest_alarm_until_redriven(
     local_stack: StackClient, alarms, redrive, files
 ):
-    """IngestFunction fails as often as IngestQueue receives the file's message: it lands in
+    """IngestFunction fails on every delivery of the file's message until fixed: it lands in
     IngestDeadLetterQueue and its alarm fires; the redrive ingests the file and clears it."""
     stack = local_stack
     eventually(lambda: alarms.state("IngestDeadLetterQueueAlarm") == "OK", timeout=60)
-    stack.faults(fail_invocations={"IngestFunction": receives(stack, "IngestQueueUrl")})
+    stack.faults(**failing_until_fixed(stack, "IngestFunction", "IngestQueueUrl"))
     try:
         with quick_redelivery(stack, "IngestQueueUrl"):
             key, version = files.put_jsonl("dead-lettered.jsonl", [contact(new_caller())])
