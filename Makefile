@@ -94,7 +94,7 @@ integration: setup build ## integration tests: the local stack (FANOUT=lambda|pi
 # the time (visibility timeouts, retries), so together they take little more than the longest.
 INTEGRATION_SUITES := docs $(FANOUT_MODES)
 integration-modes: setup build ## the integration suite in every fan-out mode at once (FANOUT_MODES), the docs test once: what make test runs
-	@if [ -n "$${AWS_SAM_STACK_NAME:-}" ] && [ -z "$${AWS_ENDPOINT_URL:-}" ]; then \
+	@if [ -n "$${AWS_SAM_STACK_NAME:-}" ]; then \
 		echo "== integration tests against $$AWS_SAM_STACK_NAME (deployed: its own fan-out mode)"; \
 		$(UV) run pytest tests/integration; \
 		exit 0; \

@@ -2,9 +2,10 @@
 deploy --config-env <env>` with the same flags; `sam delete` as feature-cleanup runs it), by the
 real SAM CLI (.tools/bin/sam), against an empty local stack (`python -m emulator up --no-deploy`)
 through AWS_ENDPOINT_URL, as docs/deploy.md says. The tests run in order, on one stack: test
-deploys; prod without AlarmEmail, ConnectInstanceArn and ContactsKeyUsers is refused with the
-template's own AssertDescription and leaves nothing; prod with the documented values deploys; a
-second deploy of a changed template updates test in place; `sam delete` removes it.
+deploys, and an integration test file passes against it by AWS_SAM_STACK_NAME; prod without
+AlarmEmail, ConnectInstanceArn and ContactsKeyUsers is refused with the template's own
+AssertDescription and leaves nothing; prod with the documented values deploys; a second deploy
+of a changed template updates test in place; `sam delete` removes it.
 
 Needs `make build` (.aws-sam/build, what the pipeline's build job uploads)."""
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,6 +166,25 @@ def test_the_test_environment_deploys_and_runs_the_uploaded_code(endpoint, envir
         Payload=b'{"Details": {"ContactData": {"CustomerEndpoint": {"Address": "+15550100"}}}}',
     )
     assert route["Payload"].read() == b'{"found": "false"}'
+
+
+def test_the_integration_tests_pass_against_the_stack_sam_deployed(environment):
+    """As the pipeline's integration-test job runs them after deploy-test: AWS_SAM_STACK_NAME,
+    here with AWS_ENDPOINT_URL (tests/integration/conftest.py: that stack, on that endpoint)."""
+    result = subprocess.run(  # the end-to-end path: a file in, its contacts, a notification out
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+         "tests/integration/test_files_to_notifications.py"],
+        cwd=ROOT,
+        env=environment | {"AWS_SAM_STACK_NAME": "last-agent-routing-test"},
+        capture_output=True,
+        text=True,
+        timeout=SAM_TIMEOUT,
+        check=False,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stack: last-agent-routing-test on http://127.0.0.1:" in result.stdout
+    assert " passed" in result.stdout
 
 
 def test_prod_without_what_step_3_sets_is_refused_with_the_templates_message(

@@ -1,8 +1,9 @@
 """Integration fixtures: one suite, two targets.
 
-- AWS: with AWS_SAM_STACK_NAME set and no AWS_ENDPOINT_URL, the tests run against that deployed
-  stack; its resources come from the stack outputs. Credentials and region come from the usual
-  boto3 chain.
+- A deployed stack: with AWS_SAM_STACK_NAME set, the tests run against that stack; its resources
+  come from the stack outputs. Credentials, region and endpoint come from the usual boto3 chain:
+  AWS, or with AWS_ENDPOINT_URL a stack `sam deploy` deployed onto a local stack (`make
+  deploy-rehearsal`), used as it would be on AWS (no fault switches).
 - Local (everything else): a session fixture starts the local stack
   (`python -m emulator up --port <free port in 4800-4899> --duplicate-rate 0.05`: some batches
   are delivered twice in every run, see DUPLICATE_RATE) and waits for its `ready` line. The
@@ -46,8 +47,9 @@ _LOCAL_STACKS: list[LocalStackProcess] = []
 
 def pytest_report_header(config):
     stack_name = os.environ.get("AWS_SAM_STACK_NAME")
-    if stack_name and not os.environ.get("AWS_ENDPOINT_URL"):
-        return f"stack: {stack_name} (deployed; its own fan-out mode)"
+    if stack_name:
+        where = os.environ.get("AWS_ENDPOINT_URL") or "AWS"
+        return f"stack: {stack_name} on {where} (deployed; its own fan-out mode)"
     return f"stack: the local stack, fan-out mode {os.environ.get('FANOUT') or 'samconfig default'}"
 
 
@@ -67,7 +69,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.fixture(scope="session")
 def stack() -> Iterator[StackClient]:
     stack_name = os.environ.get("AWS_SAM_STACK_NAME")
-    if stack_name and not os.environ.get("AWS_ENDPOINT_URL"):
+    if stack_name:
         yield StackClient.deployed(stack_name)
         return
 
