@@ -1,5 +1,5 @@
-"""The real SAM CLI on the built application: `sam local invoke` of every function with each of
-its sample events, and `sam local start-lambda` answering a boto3 invoke, in containers of the
+"""The real SAM CLI on the built application: every function with each of its sample events, by
+`sam local invoke` and by `sam local start-lambda` answering a boto3 invoke, in containers of the
 python3.13 arm64 base image, against the local stack (the functions' environment as deployed
 there, the SDK pointed at it from the invoke image).
 """
@@ -184,7 +184,7 @@ def by_function(cases) -> dict[str, list[tuple[str, str]]]:
 
 # Each function's first case is `sam local invoke` (the documented command: a container per
 # invocation); its other cases go to `sam local start-lambda`'s warm container of the function
-# (a boto3 invoke), a cold start fewer each: ~20 s of emulated CPU apiece.
+# (a boto3 invoke), a cold start fewer each (~20 s apiece under emulation).
 INVOKED = {cases[0] for cases in by_function([*ROUTE_CASES, *CASES]).values()}
 
 
