@@ -548,6 +548,7 @@ COVERED_TYPES = {
     "AWS::DynamoDB::Table": {"dynamodb"},
     "AWS::Logs::LogGroup": {"logs"},
     "AWS::CloudWatch::Alarm": {"cloudwatch"},
+    "AWS::CloudWatch::Dashboard": {"cloudwatch"},
     "AWS::KMS::Key": {"kms"},
     "AWS::Lambda::EventSourceMapping": {"lambda"},
     "AWS::Events::EventBus": {"events"},
@@ -563,6 +564,7 @@ NAME_PROPERTIES = (
     "TopicName",
     "RoleName",
     "AlarmName",
+    "DashboardName",
     "Name",
 )
 
