@@ -41,6 +41,12 @@ Retries wait ``retry_delay`` seconds, doubling up to 2 s. Faults: ``duplicate_de
 invokes each batch N times, ``duplicate_rate`` p once more with probability p; a record counts as
 processed once any delivery processed it.
 
+Two readers per shard: DynamoDB Streams throttles GetRecords when more than two processes read one
+shard (emulator.services.dynamodbstreams.ShardReaders); each mapping (and pipe) is one reader. A
+throttled worker backs off (``THROTTLE_BACKOFF`` doubling up to ``MAX_THROTTLE_BACKOFF``) and reads
+again from where it was: its records are late, never lost or reordered. A stream with more than two
+enabled mappings is logged as a warning when the third starts (``up`` shows it at deploy).
+
 Waiting without polling: a worker whose shard has nothing new waits on emulator.core.wakeups for the
 stream (a record written), at most ``IDLE_WAIT``; lanes wait for their worker.
 """
@@ -78,9 +84,12 @@ from emulator.delivery.mappings import (
     read_outcome,
     report_stream_invocation,
 )
+from emulator.services.dynamodbstreams import READERS_PER_SHARD, shard_readers
 
 GET_RECORDS_LIMIT = 1000
 MAX_RETRY_DELAY = 2.0
+THROTTLE_BACKOFF = 0.1  # s after the first throttled GetRecords
+MAX_THROTTLE_BACKOFF = 1.0
 IDLE_WAIT = 20.0  # s a caught-up shard worker waits without a signal
 # Records a shard worker reads ahead of its lanes, beyond a full batch per lane.
 READ_AHEAD = GET_RECORDS_LIMIT
@@ -186,6 +195,33 @@ class Checkpoint:
         return moved
 
 
+_stream_mappings: dict[str, dict[str, str]] = {}  # stream ARN -> enabled mapping UUID -> function
+_stream_mappings_lock = threading.Lock()
+
+
+def _reading(cfg: MappingConfig, reads: bool) -> None:
+    """Note a mapping starting or stopping to read its stream; warn when it makes more than
+    two readers of each shard."""
+    with _stream_mappings_lock:
+        readers = _stream_mappings.setdefault(cfg.source_arn, {})
+        if not reads:
+            readers.pop(cfg.uuid, None)
+            return
+        if cfg.uuid in readers:
+            return
+        readers[cfg.uuid] = cfg.function_name
+        names = sorted(readers.values())
+    if len(names) > READERS_PER_SHARD:
+        log.warning(
+            "warning: stream %s has %d event source mappings (%s): DynamoDB Streams serves at most"
+            " %d readers per shard; the others' GetRecords are throttled and their records late",
+            parse_arn(cfg.source_arn).resource,
+            len(names),
+            ", ".join(names),
+            READERS_PER_SHARD,
+        )
+
+
 class StreamMappingPoller:
     """The shard workers of one DynamoDB stream mapping."""
 
@@ -219,6 +255,7 @@ class StreamMappingPoller:
         if not cfg.enabled:
             self.stop()
             return
+        _reading(cfg, True)
         try:
             if self.source is None:
                 self.source = self._open_source(cfg.source_arn)
@@ -271,6 +308,7 @@ class StreamMappingPoller:
             return sum(1 for w in self._workers.values() if w.is_alive())
 
     def stop(self) -> None:
+        _reading(self.config, False)
         with self._lock:
             workers = [w for w in self._workers.values() if not w.stopping]
         for worker in workers:
@@ -371,6 +409,8 @@ class ShardWorker(threading.Thread):
     def _read_loop(self) -> None:
         stop = self.stop_event
         arn = self.cfg.source_arn
+        readers = shard_readers(arn, self.shard_id)
+        throttles = 0
         while not stop.is_set():
             seen = wakeups.version(arn)
             try:
@@ -380,6 +420,11 @@ class ShardWorker(threading.Thread):
                         if self._room() <= 0 and not stop.is_set():
                             self._cond.wait(1.0)
                     continue
+                if not readers.admit(self.cfg.uuid):
+                    stop.wait(min(MAX_THROTTLE_BACKOFF, THROTTLE_BACKOFF * 2**throttles))
+                    throttles += 1
+                    continue
+                throttles = 0
                 records = self.source.records(
                     self.shard_id, self._read_after, min(GET_RECORDS_LIMIT, room)
                 )

@@ -22,6 +22,15 @@ Gaps (moto/dynamodb/models/table.py, moto/dynamodbstreams/models.py), each close
   they are no longer consecutive within a shard) work per shard. ``LATEST`` points after the
   shard's last record (moto: ``starting_sequence_number + len(items)``).
 - Every record added calls ``emulator.core.wakeups.notify(stream ARN)``.
+- Readers per shard (moto has no limit): DynamoDB Streams serves "no more than two processes at
+  most" reading one shard at the same time, "exceeding this limit can result in request
+  throttling" (developer guide, "DynamoDB Streams: reading and processing a stream"). Modelled by
+  ``ShardReaders``: a reader holds one of a shard's two read slots for ``READ_LEASE`` after a
+  GetRecords (Lambda polls each shard four times a second); a third reader's GetRecords while two
+  slots are held is LimitExceededException. The throttled reader is next: a holder's lease is not
+  renewed while a reader waits, and a freed slot goes to the longest-waiting reader. A reader is
+  an event source mapping or pipe (its UUID) in process, or over the API the chain of iterators
+  from one GetShardIterator.
 """
 
 from __future__ import annotations
@@ -35,7 +44,11 @@ import time
 import zlib
 from typing import Any
 
-from moto.dynamodb.exceptions import ResourceNotFoundException
+from moto.dynamodb.exceptions import (
+    ERROR_TYPE_PREFIX,
+    DynamodbException,
+    ResourceNotFoundException,
+)
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamRecord, StreamShard, Table
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend, ShardIterator
@@ -49,6 +62,10 @@ log = logging.getLogger("emulator.moto")
 SHARDS_ENV = "EMULATOR_STREAM_SHARDS"
 DEFAULT_SHARDS = 4
 EVENT_VERSION = "1.1"
+
+READERS_PER_SHARD = 2
+READ_LEASE = 0.25  # s a reader counts as reading a shard after a GetRecords
+WAITER_TTL = 2.0  # s after its last throttled GetRecords a reader no longer waits for a slot
 
 _create_lock = threading.Lock()
 
@@ -128,6 +145,63 @@ def stream_of(table: Table) -> Stream | None:
             if stream is None:
                 stream = Stream(table, first, shard_count())
     return stream
+
+
+# --- readers per shard ----------------------------------------------------------------------------
+class ShardReaders:
+    """Who reads one shard now: at most ``READERS_PER_SHARD`` leases, and the throttled readers
+    in the order they were first refused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._leases: dict[str, float] = {}  # reader -> end of its lease (monotonic)
+        self._waiting: dict[str, float] = {}  # reader -> its last throttled GetRecords
+        self.throttled = 0
+
+    def admit(self, reader: str, now: float | None = None) -> bool:
+        """A GetRecords by ``reader``: True when it may read, False when it is throttled."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._leases = {r: end for r, end in self._leases.items() if end > now}
+            self._waiting = {r: t for r, t in self._waiting.items() if now - t < WAITER_TTL}
+            if reader in self._leases:
+                if not self._waiting:
+                    self._leases[reader] = now + READ_LEASE
+                return True
+            ahead = 0
+            for waiter in self._waiting:
+                if waiter == reader:
+                    break
+                ahead += 1
+            if len(self._leases) + ahead < READERS_PER_SHARD:
+                self._leases[reader] = now + READ_LEASE
+                self._waiting.pop(reader, None)
+                return True
+            self._waiting[reader] = now  # an existing waiter keeps its place
+            self.throttled += 1
+            return False
+
+
+_readers: dict[tuple[str, str], ShardReaders] = {}
+_readers_lock = threading.Lock()
+
+
+def shard_readers(stream_arn: str, shard_id: str) -> ShardReaders:
+    key = (stream_arn, shard_id)
+    with _readers_lock:
+        readers = _readers.get(key)
+        if readers is None:
+            readers = _readers[key] = ShardReaders()
+        return readers
+
+
+def throttled_reads() -> DynamodbException:
+    """GetRecords refused to a third concurrent reader of a shard (the message is ours: AWS
+    documents the error, not its text)."""
+    return DynamodbException(
+        ERROR_TYPE_PREFIX + "LimitExceededException",
+        f"Rate exceeded: more than {READERS_PER_SHARD} processes are reading this shard",
+    )
 
 
 # --- records --------------------------------------------------------------------------------------
@@ -289,6 +363,18 @@ def get_shard_iterator(
     return iterator
 
 
+def get_records(self: DynamoDBStreamsBackend, iterator_arn: str, limit: int) -> dict[str, Any]:
+    """GetRecords counted against the shard's readers; the next iterator keeps the reader."""
+    iterator = self.shard_iterators[iterator_arn]
+    reader = iterator.__dict__.get("_q_reader", iterator_arn)
+    stream = stream_of(iterator.stream_shard.table)
+    if stream is not None and not shard_readers(stream.arn, iterator.stream_shard.id).admit(reader):
+        raise throttled_reads()
+    result = iterator.get(limit)
+    self.shard_iterators[result["NextShardIterator"]]._q_reader = reader
+    return result
+
+
 _original_iterator_init: Any = ShardIterator.__init__
 _original_describe_stream: Any = DynamoDBStreamsBackend.describe_stream
 
@@ -302,3 +388,4 @@ def install() -> None:
     replace(ShardIterator, "__init__", _iterator_init)
     replace(DynamoDBStreamsBackend, "describe_stream", describe_stream)
     replace(DynamoDBStreamsBackend, "get_shard_iterator", get_shard_iterator)
+    replace(DynamoDBStreamsBackend, "get_records", get_records)

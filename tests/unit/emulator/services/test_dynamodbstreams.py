@@ -10,17 +10,21 @@ from datetime import datetime
 
 import boto3
 import pytest
+from botocore.config import Config
 from moto import mock_aws
 
 from emulator.delivery.sources import StreamSource
 from emulator.services import dynamodbstreams
 from harness.in_process import create_stream_table
+from harness.polling import eventually
 from tests.unit.emulator.support import REGION
 
 KEYS = [f"customer-{n}" for n in range(10)]
 ITEMS_PER_KEY = 4  # 40 items
 WRITES_PER_ITEM = 3  # INSERT, MODIFY, MODIFY
 
+
+NO_RETRIES = Config(retries={"total_max_attempts": 1})
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
@@ -379,3 +383,36 @@ def test_the_shard_count_is_fixed_when_the_stream_is_first_used(aws, monkeypatch
     monkeypatch.setenv(dynamodbstreams.SHARDS_ENV, "5")
 
     assert len(aws.shard_ids(arn)) == 2
+
+
+def test_a_third_concurrent_reader_of_a_shard_is_throttled_until_a_slot_frees(aws, monkeypatch):
+    monkeypatch.setenv(dynamodbstreams.SHARDS_ENV, "1")
+    monkeypatch.setattr(dynamodbstreams, "READ_LEASE", 1.0)  # longer than a loaded CI's pauses
+    # botocore retries a throttle (LimitExceededException is one of its throttling codes)
+    once = boto3.client("dynamodbstreams", region_name=REGION, config=NO_RETRIES)
+    arn = aws.table()
+    aws.ddb.put_item(TableName="contacts", Item=item("customer-1", "order-1", 1))
+    (shard_id,) = aws.shard_ids(arn)
+
+    def iterator() -> str:
+        return aws.streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+
+    first, second, third = iterator(), iterator(), iterator()
+    page = aws.streams.get_records(ShardIterator=first)
+    aws.streams.get_records(ShardIterator=second)
+    with pytest.raises(once.exceptions.LimitExceededException):
+        once.get_records(ShardIterator=third)
+    # A reader paging on with its NextShardIterator is the same reader: still admitted
+    assert aws.streams.get_records(ShardIterator=page["NextShardIterator"])["Records"] == []
+
+    # Once a reader stops, its slot frees after a lease: the third reads everything
+    def read_third() -> list[dict] | None:
+        try:
+            return once.get_records(ShardIterator=third)["Records"]
+        except once.exceptions.LimitExceededException:
+            return None
+
+    records = eventually(read_third, timeout=10, interval=0.1)
+    assert [r["eventName"] for r in records] == ["INSERT"]
