@@ -20,6 +20,7 @@ from emulator.services import (
     context,
     delivery_failures,
     dynamodb,
+    dynamodb_api,
     dynamodb_validation,
     dynamodbstreams,
     events,
@@ -54,6 +55,7 @@ def install() -> None:
         awslambda.install()
         dynamodb.install()
         dynamodb_validation.install()  # wraps the handler methods dynamodb.py locks
+        dynamodb_api.install()
         s3.install()
         sns.install()
         cloudwatch.install()

@@ -1,0 +1,116 @@
+"""DynamoDB's answers where moto 5.2.5 gave others (emulator/services/dynamodb_api.py), moto in
+process through boto3. The cases are DynamoDB's documented behaviour: ListTables' paging
+(https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ListTables.html) and document
+paths in a ProjectionExpression
+(https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.Attributes.html).
+"""
+
+import pytest
+from moto import mock_aws
+
+from tests.unit.emulator.support import client, fake_credentials
+
+pytestmark = pytest.mark.usefixtures("moto_patched")
+NAMES = ["zeta", "alpha", "Beta", "mid_1", "mid-0"]  # created in this order
+IN_ORDER = ["Beta", "alpha", "mid-0", "mid_1", "zeta"]  # byte order: upper case, '-', '_' first
+
+
+@pytest.fixture
+def ddb(monkeypatch):
+    fake_credentials(monkeypatch)
+    with mock_aws():
+        yield client("dynamodb")
+
+
+def create(ddb, name: str) -> None:
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def test_list_tables_lists_names_in_order_whatever_the_creation_order(ddb):
+    for name in NAMES:
+        create(ddb, name)
+
+    listed = ddb.list_tables()
+
+    assert listed["TableNames"] == IN_ORDER
+    assert "LastEvaluatedTableName" not in listed
+
+
+def test_list_tables_pages_by_limit_from_after_the_exclusive_start_name(ddb):
+    for name in NAMES:
+        create(ddb, name)
+
+    pages, start = [], None
+    while True:
+        page = ddb.list_tables(Limit=2, **({"ExclusiveStartTableName": start} if start else {}))
+        pages.append(page["TableNames"])
+        start = page.get("LastEvaluatedTableName")
+        if start is None:
+            break
+
+    assert pages == [["Beta", "alpha"], ["mid-0", "mid_1"], ["zeta"]]
+    # The start name need not be a table's: the page begins after it in order
+    assert ddb.list_tables(ExclusiveStartTableName="beta")["TableNames"] == [
+        "mid-0",
+        "mid_1",
+        "zeta",
+    ]
+
+
+@pytest.fixture
+def item(ddb):
+    create(ddb, "contacts")
+    ddb.put_item(
+        TableName="contacts",
+        Item={
+            "pk": {"S": "k"},
+            "calls": {"L": [{"M": {"agent": {"S": "a1"}, "secs": {"N": "30"}}}, {"S": "second"}]},
+            "tags": {"L": [{"S": "t0"}, {"S": "t1"}, {"S": "t2"}]},
+            "grid": {"L": [{"L": [{"N": "1"}, {"N": "2"}]}, {"L": [{"N": "3"}, {"N": "4"}]}]},
+            "photo": {"B": b"abc"},
+        },
+    )
+    return ddb
+
+
+def projected(ddb, expression: str, names: dict | None = None) -> dict:
+    extra = {"ExpressionAttributeNames": names} if names else {}
+    got = ddb.get_item(
+        TableName="contacts", Key={"pk": {"S": "k"}}, ProjectionExpression=expression, **extra
+    ).get("Item", {})
+    scanned = ddb.scan(TableName="contacts", ProjectionExpression=expression, **extra)["Items"]
+    assert scanned == [got] if got else scanned in ([], [{}])
+    return got
+
+
+def test_projection_takes_a_list_element_behind_a_name_placeholder(item):
+    assert projected(item, "calls[0].agent, #t[2]", {"#t": "tags"}) == {
+        "calls": {"L": [{"M": {"agent": {"S": "a1"}}}]},
+        "tags": {"L": [{"S": "t2"}]},
+    }
+
+
+def test_projection_of_two_elements_of_one_list_keeps_both_in_index_order(item):
+    assert projected(item, "tags[2], tags[0]") == {"tags": {"L": [{"S": "t0"}, {"S": "t2"}]}}
+
+
+def test_projection_follows_nested_indexes_and_skips_paths_to_nothing(item):
+    assert projected(item, "grid[1][0], tags[9], calls[1].agent, nothing") == {
+        "grid": {"L": [{"L": [{"N": "3"}]}]}
+    }
+
+
+def test_size_of_a_binary_is_its_length_in_bytes(item):
+    def count(size: int) -> int:
+        return item.scan(
+            TableName="contacts",
+            FilterExpression="size(photo) = :n",
+            ExpressionAttributeValues={":n": {"N": str(size)}},
+        )["Count"]
+
+    assert (count(3), count(4)) == (1, 0)  # b"abc": 3 bytes (its base64 text has 4 characters)
