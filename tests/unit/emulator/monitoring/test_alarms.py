@@ -10,7 +10,8 @@ from moto.core.utils import utcnow
 
 from emulator.monitoring.alarms import ALARM, INSUFFICIENT_DATA, OK, Rule, decide
 from emulator.monitoring.monitor import Monitor
-from tests.unit.emulator.support import REGION, client, drained, new_queue
+from emulator.services import cloudwatch
+from tests.unit.emulator.support import ACCOUNT, REGION, client, drained, new_queue
 
 X, N, _ = 5.0, 0.0, None  # breaching, not breaching (threshold 1, greater than), missing
 
@@ -154,3 +155,17 @@ def test_a_stack_alarm_fires_on_its_queue_metric_notifies_its_topic_and_clears(d
         "Alarm updated from OK to ALARM",
         "Alarm updated from INSUFFICIENT_DATA to OK",
     ]
+
+
+def test_the_store_keeps_the_last_thirty_minutes_of_datapoints(moto_patched, moto_in_process):
+    now = utcnow()
+
+    def datum(age: timedelta) -> dict:
+        return {"MetricName": "FilesProcessed", "Value": 1, "Timestamp": now - age}
+
+    cloudwatch.put_metric_data(
+        ACCOUNT, REGION, "ContactCenter", [datum(timedelta(minutes=31)), datum(timedelta(0))]
+    )
+    Monitor(REGION).tick(now)
+    kept = cloudwatch.backend(ACCOUNT, REGION).metric_data
+    assert [d.timestamp for d in kept] == [now]
