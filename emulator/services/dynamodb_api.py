@@ -1,5 +1,5 @@
-"""DynamoDB's answers where moto 5.2.5 gives others: ListTables' order and ProjectionExpression's
-list indexes.
+"""DynamoDB's answers where moto 5.2.5 gives others: ListTables' order, ProjectionExpression's
+list indexes and ItemCollectionMetrics.
 
 - ListTables (moto/dynamodb/models/__init__.py ``list_tables``): moto lists tables in creation
   order and pages by a table's position in that order; DynamoDB lists names in order (UTF-8 byte
@@ -14,22 +14,46 @@ list indexes.
   "Specifying item attributes when using expressions": ``MyList[0]``, ``#pr.Pictures.FrontView``,
   nested indexes ``a[1][2]``) select each element; the elements of a list selected from one item
   come back in index order, a path to nothing selects nothing.
+- ItemCollectionMetrics (moto/dynamodb/responses.py): moto never returns one for PutItem,
+  UpdateItem or DeleteItem, and an empty map for BatchWriteItem and TransactWriteItems. DynamoDB
+  (API reference, "ItemCollectionMetrics"): with ReturnItemCollectionMetrics=SIZE, for a table
+  with local secondary indexes only ("If the table does not have any local secondary indexes,
+  this information is not returned"), the item collection each write touched:
+  ``ItemCollectionKey`` (the partition key value) and ``SizeEstimateRangeGB`` (a lower and an
+  upper bound in GB; here the collection's items by DynamoDB's item sizes, rounded down and up to
+  whole GB: [0.0, 1.0] for a collection under 1 GB). The batch and transaction forms map each
+  such table to its collections, one per partition key written; other tables are left out.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
+import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from moto.dynamodb.exceptions import InvalidProjectionExpression
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
-from moto.dynamodb.responses import ProjectionExpressionParser, check_projection_expression
+from moto.dynamodb.responses import (
+    DynamoHandler,
+    ProjectionExpressionParser,
+    check_projection_expression,
+)
 from moto.dynamodb.utils import find_duplicates
 
 from emulator.services import patching
 
+_COLLECTION_WRITES = (
+    "put_item",
+    "update_item",
+    "delete_item",
+    "batch_write_item",
+    "transact_write_items",
+)
+_GB = 1024**3
 _ELEMENT = re.compile(r"([^\[\]]+)((?:\[\d+\])*)")
 _INDEX = re.compile(r"\[(\d+)\]")
 
@@ -40,6 +64,9 @@ def install() -> None:
     patching.replace(DynamoDBBackend, "list_tables", list_tables)
     patching.replace(ProjectionExpressionParser, "parse", parse_projection)
     patching.replace(Item, "project", project)
+    for action in _COLLECTION_WRITES:
+        original = getattr(DynamoHandler, action)
+        patching.replace(DynamoHandler, action, _with_collection_metrics(action, original))
 
 
 # --- ListTables -----------------------------------------------------------------------------------
@@ -139,3 +166,59 @@ def _built(node: Any) -> DynamoType:
     else:
         result.value = {key: _built(child) for key, child in children.items()}
     return result
+
+
+# --- ItemCollectionMetrics ------------------------------------------------------------------------
+def _with_collection_metrics(action: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def method(self: DynamoHandler) -> Any:
+        result = original(self)
+        if self.body.get("ReturnItemCollectionMetrics") != "SIZE":
+            return result
+        written = _written_keys(action, self.body)
+        metrics = {}
+        for name, keyed in written.items():
+            table = self.dynamodb_backend.get_table(name)
+            if table.indexes:
+                collections = {json.dumps(k[table.hash_key_attr], sort_keys=True): k for k in keyed}
+                metrics[name] = [_collection_metrics(table, k) for k in collections.values()]
+        response = result.result
+        if action in ("batch_write_item", "transact_write_items"):
+            response["ItemCollectionMetrics"] = metrics
+        elif metrics:
+            response["ItemCollectionMetrics"] = next(iter(metrics.values()))[0]
+        return result
+
+    method.__name__ = original.__name__
+    return method
+
+
+def _written_keys(action: str, body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Each table written and the keys (or items) of its writes, in request order."""
+    if action == "batch_write_item":
+        return {
+            name: [
+                request.get("PutRequest", {}).get("Item") or request["DeleteRequest"]["Key"]
+                for request in requests
+            ]
+            for name, requests in (body.get("RequestItems") or {}).items()
+        }
+    if action == "transact_write_items":
+        written: dict[str, list[dict[str, Any]]] = {}
+        for entry in body.get("TransactItems") or []:
+            for kind, operation in entry.items():
+                if kind != "ConditionCheck":
+                    keyed = operation.get("Item") or operation["Key"]
+                    written.setdefault(operation["TableName"], []).append(keyed)
+        return written
+    return {body["TableName"]: [body.get("Item") or body["Key"]]}
+
+
+def _collection_metrics(table: Any, keyed: dict[str, Any]) -> dict[str, Any]:
+    key = {table.hash_key_attr: keyed[table.hash_key_attr]}
+    return {"ItemCollectionKey": key, "SizeEstimateRangeGB": _size_range(table, key)}
+
+
+def _size_range(table: Any, key: dict[str, Any]) -> list[float]:
+    collection = table.items.get(DynamoType(next(iter(key.values()))), {})
+    size_gb = sum(item.size() for item in collection.values()) / _GB
+    return [float(math.floor(size_gb)), float(math.floor(size_gb) + 1)]

@@ -2,7 +2,10 @@
 process through boto3. The cases are DynamoDB's documented behaviour: ListTables' paging
 (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ListTables.html) and document
 paths in a ProjectionExpression
-(https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.Attributes.html).
+(https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.Attributes.html),
+ItemCollectionMetrics ("only returned if the request asked for it. If the table does not have any
+local secondary indexes, this information is not returned",
+https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ItemCollectionMetrics.html).
 """
 
 import pytest
@@ -114,3 +117,93 @@ def test_size_of_a_binary_is_its_length_in_bytes(item):
         )["Count"]
 
     assert (count(3), count(4)) == (1, 0)  # b"abc": 3 bytes (its base64 text has 4 characters)
+
+
+@pytest.fixture
+def lsi_table(ddb):
+    """A table with a local secondary index (item collections) beside one without."""
+    create(ddb, "plain")
+    ddb.create_table(
+        TableName="calls",
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "agent", "AttributeType": "S"},
+        ],
+        LocalSecondaryIndexes=[
+            {
+                "IndexName": "by_agent",
+                "KeySchema": [
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "agent", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return ddb
+
+
+def collection(pk: str) -> dict:
+    return {"ItemCollectionKey": {"pk": {"S": pk}}, "SizeEstimateRangeGB": [0.0, 1.0]}
+
+
+def test_single_writes_to_a_table_with_a_local_index_return_their_item_collection(lsi_table):
+    ddb = lsi_table
+    key = {"pk": {"S": "c1"}, "sk": {"S": "1"}}
+    put = ddb.put_item(
+        TableName="calls",
+        Item={**key, "agent": {"S": "a1"}},
+        ReturnItemCollectionMetrics="SIZE",
+    )
+    update = ddb.update_item(
+        TableName="calls",
+        Key=key,
+        UpdateExpression="SET secs = :s",
+        ExpressionAttributeValues={":s": {"N": "30"}},
+        ReturnItemCollectionMetrics="SIZE",
+    )
+    delete = ddb.delete_item(TableName="calls", Key=key, ReturnItemCollectionMetrics="SIZE")
+
+    for response in (put, update, delete):
+        assert response["ItemCollectionMetrics"] == collection("c1")
+    unasked = ddb.put_item(TableName="calls", Item={**key, "agent": {"S": "a1"}})
+    assert "ItemCollectionMetrics" not in unasked
+
+
+def test_a_table_without_a_local_index_returns_no_item_collection_metrics(lsi_table):
+    put = lsi_table.put_item(
+        TableName="plain", Item={"pk": {"S": "p1"}}, ReturnItemCollectionMetrics="SIZE"
+    )
+
+    assert "ItemCollectionMetrics" not in put
+
+
+def test_batch_and_transaction_map_each_indexed_table_to_the_collections_written(lsi_table):
+    ddb = lsi_table
+    batch = ddb.batch_write_item(
+        RequestItems={
+            "calls": [
+                {"PutRequest": {"Item": {"pk": {"S": "c1"}, "sk": {"S": "1"}}}},
+                {"PutRequest": {"Item": {"pk": {"S": "c1"}, "sk": {"S": "2"}}}},
+                {"PutRequest": {"Item": {"pk": {"S": "c2"}, "sk": {"S": "1"}}}},
+            ],
+            "plain": [{"PutRequest": {"Item": {"pk": {"S": "p1"}}}}],
+        },
+        ReturnItemCollectionMetrics="SIZE",
+    )
+    transaction = ddb.transact_write_items(
+        TransactItems=[
+            {"Delete": {"TableName": "calls", "Key": {"pk": {"S": "c2"}, "sk": {"S": "1"}}}},
+            {"Put": {"TableName": "plain", "Item": {"pk": {"S": "p2"}}}},
+        ],
+        ReturnItemCollectionMetrics="SIZE",
+    )
+
+    assert batch["ItemCollectionMetrics"] == {"calls": [collection("c1"), collection("c2")]}
+    assert transaction["ItemCollectionMetrics"] == {"calls": [collection("c2")]}
