@@ -1,5 +1,6 @@
-"""EventBridge Pipes that run: a DynamoDB stream source, its filters, an event bus or SNS topic
-target (moto's pipes validated and in CloudFormation: emulator/services/pipes.py).
+"""EventBridge Pipes that run: a DynamoDB stream source, its filters, an event bus, SNS topic or
+Express state machine target (moto's pipes validated and in CloudFormation:
+emulator/services/pipes.py).
 
 - ``pipe_mappings``: each pipe as an event-source mapping configuration, so the engine
   (emulator/delivery/engine.py) polls its stream with the stream pollers Lambda mappings use
@@ -19,11 +20,16 @@ target (moto's pipes validated and in CloudFormation: emulator/services/pipes.py
     without ``EventBridgeEventBusParameters``);
   - an SNS topic: one message per record (Pipes uses PublishBatch), the record's JSON as the
     message, no attributes (Pipes has no SNS target parameters); the topic's subscriptions
-    filter and deliver it (emulator/services/sns_filter_policies.py, delivery_failures.py).
+    filter and deliver it (emulator/services/sns_filter_policies.py, delivery_failures.py);
+  - an Express state machine (InvocationType REQUEST_RESPONSE): one StartSyncExecution per batch,
+    its input the JSON array of the batch's records (an array even for one record), run to its
+    end (emulator/services/stepfunctions.py); an execution that does not succeed fails the
+    batch with its error and cause.
   Each delivery is decided first with the pipe's execution role and the target's policy
   (emulator/iam/resources.py ``role_may``: ``events:PutEvents`` on the bus, ``sns:Publish`` on
-  the topic); a refusal is an AccessDeniedException. A batch whose delivery fails (a refusal, an
-  error, or any entry with an ErrorCode) fails as a whole and is retried as a Lambda batch is;
+  the topic, ``states:StartSyncExecution`` on the machine); a refusal is an
+  AccessDeniedException. A batch whose delivery fails (a refusal, an error, any entry with an
+  ErrorCode, a failed execution) fails as a whole and is retried as a Lambda batch is;
   once the retries or the record age run out it goes to the DeadLetterConfig queue or topic
   (Lambda's OnFailure record, with the pipe's ARN as ``functionArn``), or is logged as dropped.
 """
@@ -45,9 +51,16 @@ from emulator.delivery.mappings import MappingConfig
 from emulator.iam.policy import Request
 from emulator.iam.resources import role_may
 from emulator.lambda_.workers import InvokeResult
+from emulator.services.stepfunctions import start_sync_execution
 
 PIPE_MAPPING_PREFIX = "pipe:"  # MappingConfig.uuid of a pipe: "pipe:<name>"
 BATCH_LIMIT = 10  # entries per PutEvents or PublishBatch call
+# what the pipe's role must be allowed on its target, by the target's service
+DELIVERY_ACTIONS = {
+    "events": "events:PutEvents",
+    "sns": "sns:Publish",
+    "states": "states:StartSyncExecution",
+}
 
 
 # --- pipes as event-source mappings --------------------------------------------------------------
@@ -86,7 +99,7 @@ def pipe_mappings(account_id: str, region: str) -> list[MappingConfig]:
 
 class PipeTarget:
     """The pollers' invoker for pipes: ``invoke(<pipe ARN>, {"Records": [...]})`` delivers each
-    record to the pipe's target bus or topic (see the module docstring)."""
+    record to the pipe's target bus, topic or state machine (see the module docstring)."""
 
     def __init__(self, account_id: str, region: str):
         self.account_id = account_id
@@ -99,20 +112,18 @@ class PipeTarget:
         pipe = pipes_backends[self.account_id][self.region].pipes.get(name)
         if pipe is None:
             return _failed(request_id, "ResourceNotFoundException", f"pipe {name} not found")
-        to_topic = service_of(pipe.target) == "sns"
+        target_service = service_of(pipe.target)
         # Pipes delivers with the pipe's role: its policies and the target's policy decide
-        action = Request("sns:Publish" if to_topic else "events:PutEvents", pipe.target)
+        action = Request(DELIVERY_ACTIONS[target_service], pipe.target)
         decision = role_may(pipe.role_arn, pipe.name, action)
         if not decision.allowed:
             reason = decision.reason(action.action)
             return _failed(request_id, "AccessDeniedException", f"{pipe.role_arn} {reason}")
         records = json.loads(event)["Records"]
-        deliver = self._publish if to_topic else self._put_events
         try:
-            for start in range(0, len(records), BATCH_LIMIT):
-                error = deliver(pipe, records[start : start + BATCH_LIMIT])
-                if error is not None:
-                    return _failed(request_id, error.get("ErrorCode"), error.get("ErrorMessage"))
+            error = self._deliver(pipe, target_service, records)
+            if error is not None:
+                return _failed(request_id, error.get("ErrorCode"), error.get("ErrorMessage"))
         except Exception as error:
             return _failed(request_id, type(error).__name__, str(error))
         return InvokeResult(
@@ -122,6 +133,19 @@ class PipeTarget:
             request_id=request_id,
             duration_ms=(time.monotonic() - started) * 1000,
         )
+
+    def _deliver(
+        self, pipe: Pipe, target_service: str, records: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The first error the target answers with, None when it took every record."""
+        if target_service == "states":
+            return self._execute(pipe, records)
+        deliver = self._publish if target_service == "sns" else self._put_events
+        for start in range(0, len(records), BATCH_LIMIT):
+            error = deliver(pipe, records[start : start + BATCH_LIMIT])
+            if error is not None:
+                return error
+        return None
 
     def _put_events(self, pipe: Pipe, records: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The first entry's error PutEvents answers with, None when all were put."""
@@ -135,6 +159,17 @@ class PipeTarget:
         backend = sns_backends[self.account_id][self.region]
         for record in records:
             backend.publish(message=json.dumps(record), arn=pipe.target)
+
+    @staticmethod
+    def _execute(pipe: Pipe, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The batch as one synchronous execution; its error and cause unless it succeeded."""
+        output = start_sync_execution(pipe.target, json.dumps(records))
+        if output["status"] == "SUCCEEDED":
+            return None
+        return {
+            "ErrorCode": output.get("error") or output["status"],
+            "ErrorMessage": output.get("cause"),
+        }
 
     @staticmethod
     def _entry(pipe: Pipe, record: dict[str, Any]) -> dict[str, Any]:

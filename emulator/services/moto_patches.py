@@ -32,6 +32,7 @@ from emulator.services import (
     sns_filter_policies,
     sqs,
     sqs_move_tasks,
+    stepfunctions,
 )
 
 _installed = False
@@ -59,6 +60,7 @@ def install() -> None:
         s3.install()
         sns.install()
         cloudwatch.install()
+        stepfunctions.install()
         cloudformation.install(
             [
                 sns.SnsSubscriptionModel,

@@ -8,10 +8,13 @@ knows no ``AWS::Pipes::Pipe`` (the resource is skipped). Here:
 
 - ``install()``: CreatePipe / UpdatePipe validated before moto stores anything: what the local
   stack does not run is refused with ``ValidationException`` naming it (a source other than a
-  DynamoDB stream, a target other than an event bus or a standard SNS topic, an enrichment, an
-  input template, target parameters other than ``EventBridgeEventBusParameters`` Source /
-  DetailType / Resources, dynamic ``$.`` paths, DynamoDB stream settings outside AWS's ranges),
-  and what AWS refuses for the target: a FIFO topic ("SNS FIFO topics not supported"), a
+  DynamoDB stream, a target other than an event bus, a standard SNS topic or a state machine
+  invoked REQUEST_RESPONSE, an enrichment, an input template, target parameters other than
+  ``EventBridgeEventBusParameters`` Source / DetailType / Resources and
+  ``StepFunctionStateMachineParameters`` InvocationType, dynamic ``$.`` paths, DynamoDB stream
+  settings outside AWS's ranges), and what AWS refuses for the target: a FIFO topic ("SNS FIFO
+  topics not supported"), a STANDARD state machine invoked REQUEST_RESPONSE ("REQUEST_RESPONSE
+  is not supported for STANDARD state machine workflows": PipeTargetStateMachineParameters), a
   BatchSize above the target's batch (10 for a bus or a topic: "Amazon EventBridge Pipes
   batching and concurrency"), so a stack fails to deploy instead of running a pipe that does
   something else.
@@ -26,6 +29,7 @@ from typing import Any
 
 from moto.pipes.exceptions import ValidationException
 from moto.pipes.models import EventBridgePipesBackend, Pipe, pipes_backends
+from moto.stepfunctions.models import stepfunctions_backends
 
 from emulator.core.arns import parse_arn, service_of, source_kind
 from emulator.core.filters import FilterCriteria, InvalidPatternError
@@ -42,6 +46,11 @@ _STREAM_SETTINGS = {
     "ParallelizationFactor": (1, 10),
 }
 _BUS_PARAMETERS = ("Source", "DetailType", "Resources")
+# the target parameters each target service takes
+_TARGET_PARAMETERS = {
+    "events": "EventBridgeEventBusParameters",
+    "states": "StepFunctionStateMachineParameters",
+}
 # the most records one PutEvents / PublishBatch call takes: a larger BatchSize is refused
 _TARGET_BATCH = {"events": 10, "sns": 10}
 
@@ -64,8 +73,13 @@ def validate_pipe(
     if target_service == "sns":
         if target.endswith(".fifo"):
             _refuse(f"Target {target}: Pipes does not support SNS FIFO topics")
+    elif target_service == "states":
+        _validate_state_machine(target, target_parameters or {})
     elif target_service != "events" or not parse_arn(target).resource.startswith("event-bus/"):
-        _refuse(f"Target {target}: the local stack runs pipes to event buses and SNS topics only")
+        _refuse(
+            f"Target {target}: the local stack runs pipes to event buses, SNS topics and state "
+            "machines only"
+        )
     if enrichment:
         _refuse("Enrichment is not emulated by the local stack")
     params = source_parameters or {}
@@ -79,10 +93,11 @@ def validate_pipe(
     stream = params.get("DynamoDBStreamParameters") or {}
     _validate_stream_parameters(stream)
     batch = _setting(stream.get("BatchSize", 1), 0)
-    if batch > _TARGET_BATCH[target_service]:
+    limit = _TARGET_BATCH.get(target_service)
+    if limit is not None and batch > limit:
         _refuse(
             f"SourceParameters.DynamoDBStreamParameters.BatchSize {batch} is above what the "
-            f"target takes in one call ({_TARGET_BATCH[target_service]})"
+            f"target takes in one call ({limit})"
         )
     _validate_target_parameters(target_parameters or {}, target_service)
 
@@ -117,11 +132,34 @@ def _setting(value: Any, invalid: int) -> int:
         return invalid
 
 
+def _validate_state_machine(target: str, params: dict[str, Any]) -> None:
+    machine_params = params.get("StepFunctionStateMachineParameters") or {}
+    invocation = machine_params.get("InvocationType", "REQUEST_RESPONSE")
+    where = "TargetParameters.StepFunctionStateMachineParameters.InvocationType"
+    if invocation == "FIRE_AND_FORGET":
+        _refuse(f"{where} FIRE_AND_FORGET is not emulated by the local stack")
+    if invocation != "REQUEST_RESPONSE":
+        _refuse(f"{where} must be REQUEST_RESPONSE or FIRE_AND_FORGET, got {invocation!r}")
+    for name in machine_params:
+        if name != "InvocationType":
+            _refuse(f"TargetParameters.StepFunctionStateMachineParameters.{name} is unknown")
+    arn = parse_arn(target)
+    machines = stepfunctions_backends[arn.account][arn.region].state_machines
+    found = next((m for m in machines if m.arn == target), None)
+    if found is None:
+        _refuse(f"Target {target}: no such state machine")
+    if found.type != "EXPRESS":
+        _refuse(
+            f"Target {target}: REQUEST_RESPONSE is not supported for STANDARD state machine "
+            "workflows"
+        )
+
+
 def _validate_target_parameters(params: dict[str, Any], target_service: str) -> None:
     for name in params:
-        if name != "EventBridgeEventBusParameters":
+        if name not in _TARGET_PARAMETERS.values():
             _refuse(f"TargetParameters.{name} is not emulated by the local stack")
-        if target_service != "events":
+        if _TARGET_PARAMETERS.get(target_service) != name:
             _refuse(f"TargetParameters.{name} does not apply to an {target_service} target")
     bus = params.get("EventBridgeEventBusParameters") or {}
     for name, value in bus.items():

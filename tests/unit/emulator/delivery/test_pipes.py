@@ -386,7 +386,7 @@ TOPIC = "arn:aws:sns:us-east-1:123456789012:changes"
     ("change", "message"),
     [
         ({"Enrichment": "arn:aws:lambda:us-east-1:123456789012:function:f"}, "Enrichment"),
-        ({"Target": "arn:aws:sqs:us-east-1:123456789012:q"}, "event buses and SNS topics only"),
+        ({"Target": "arn:aws:sqs:us-east-1:123456789012:q"}, "and state machines only"),
         ({"Target": FIFO_TOPIC}, "does not support SNS FIFO topics"),
         (
             {

@@ -1,0 +1,158 @@
+"""moto 5.2.5's Step Functions as the local stack runs them: StartSyncExecution of an Express state
+machine, executed by moto's ASL interpreter (moto/stepfunctions/parser, ported from LocalStack).
+
+moto stores state machines (CreateStateMachine, AWS::StepFunctions::StateMachine) but answers
+StartSyncExecution "Not yet implemented", and its interpreter runs only behind its
+``execute_state_machine`` setting, whose backend holds other machines than CloudFormation's. Here:
+
+- ``start_sync_execution``: the machine moto stores, run to its end in the caller's thread
+  (moto's ``SyncExecution``: Parallel, Map, Pass, Choice, Task ...), answered as AWS's
+  StartSyncExecution answers: ``status`` SUCCEEDED with ``output``, or FAILED / TIMED_OUT with
+  ``error`` and ``cause``. A STANDARD machine is refused (StateMachineTypeNotSupported), as AWS
+  refuses it; so is input that is not JSON (InvalidExecutionInput).
+- ``install()``: StartSyncExecution answered over HTTP; ``AWS::StepFunctions::StateMachine``
+  keeps its ``StateMachineType`` (moto's CloudFormation model makes every machine STANDARD) and
+  takes ``Definition`` as well as ``DefinitionString``; the interpreter's SQS integration
+  (``arn:aws:states:::sqs:sendMessage``) sends to the queue in process (moto's SQS backend,
+  whose queues wake their pollers: emulator/services/sqs.py) instead of over HTTP to moto's
+  default port. A queue that does not exist fails the task as AWS does (``SQS.SdkClientException``
+  in moto's interpreter; the execution fails unless the state catches it).
+
+The machine's execution role is not evaluated for its tasks' calls (the pipe's role is, for
+StartSyncExecution: emulator/delivery/pipes.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from typing import Any
+
+from botocore.exceptions import ClientError
+from moto.core.exceptions import AWSError, ServiceException
+from moto.sqs.models import sqs_backends
+from moto.stepfunctions.exceptions import InvalidExecutionInput
+from moto.stepfunctions.models import StateMachine, stepfunctions_backends
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+    state_task_service_sqs,
+)
+from moto.stepfunctions.parser.backend.execution import SyncExecution
+from moto.stepfunctions.responses import StepFunctionResponse
+
+from emulator.core.arns import parse_arn
+from emulator.services import patching
+
+EXPRESS = "EXPRESS"
+
+
+class StateMachineTypeNotSupported(AWSError):
+    TYPE = "StateMachineTypeNotSupported"
+    STATUS = 400
+
+
+def start_sync_execution(
+    state_machine_arn: str, execution_input: str | None = None, name: str | None = None
+) -> dict[str, Any]:
+    """Run the Express machine to its end; AWS's StartSyncExecution answer (datetimes as such)."""
+    arn = parse_arn(state_machine_arn)
+    backend = stepfunctions_backends[arn.account][arn.region]
+    machine: StateMachine = backend.describe_state_machine(state_machine_arn)
+    if machine.type != EXPRESS:
+        raise StateMachineTypeNotSupported(
+            f"StartSyncExecution runs EXPRESS state machines only; {machine.name} is {machine.type}"
+        )
+    execution_input = "{}" if execution_input is None else execution_input
+    try:
+        json.loads(execution_input)
+    except ValueError as error:
+        raise InvalidExecutionInput(f"Invalid State Machine Execution Input: {error}") from None
+    name = name or str(uuid.uuid4())
+    execution = SyncExecution(
+        name=name,
+        sm_type=EXPRESS,
+        role_arn=machine.roleArn,
+        exec_arn=(
+            f"arn:{arn.partition}:states:{arn.region}:{arn.account}:express:{machine.name}:"
+            f"{name}:{uuid.uuid4()}"
+        ),
+        account_id=arn.account,
+        region_name=arn.region,
+        state_machine=machine,
+        start_date=datetime.datetime.now(tz=datetime.UTC),
+        cloud_watch_logging_session=None,
+        activity_store={},
+        input_data=execution_input,
+    )
+    execution.start()  # SyncExecutionWorker: runs the program in this thread, to its end
+    return dict(execution.to_start_sync_execution_output())
+
+
+# --- the interpreter's SQS integration, in process ---------------------------------------------
+class _QueuesInProcess:
+    """What the interpreter's SQS task calls on its "client" (built for the state's region):
+    SendMessage on moto's SQS backend; moto's errors as the ClientError a client would raise."""
+
+    def __init__(self, region: str):
+        self.region = region
+
+    def send_message(self, QueueUrl: str, MessageBody: str, **params: Any) -> dict[str, Any]:
+        *_, account, queue_name = QueueUrl.rstrip("/").split("/")
+        try:
+            message = sqs_backends[account][self.region].send_message(
+                queue_name,
+                MessageBody,
+                message_attributes=params.get("MessageAttributes"),
+                delay_seconds=params.get("DelaySeconds"),
+                deduplication_id=params.get("MessageDeduplicationId"),
+                group_id=params.get("MessageGroupId"),
+            )
+        except ServiceException as error:
+            error_body = {"Code": error.code, "Message": error.message}
+            raise ClientError({"Error": error_body}, "SendMessage") from None
+        return {"MessageId": message.id, "Md5OfMessageBody": message.body_md5}
+
+
+def _sqs_client_for(region: str, service: str, state_credentials: Any = None) -> _QueuesInProcess:
+    return _QueuesInProcess(region)
+
+
+# --- StartSyncExecution over HTTP; AWS::StepFunctions::StateMachine's type ----------------------
+def _start_sync_execution_response(self: StepFunctionResponse) -> str:
+    output = start_sync_execution(
+        self._get_param("stateMachineArn"), self._get_param("input"), self._get_param("name")
+    )
+    for key in ("startDate", "stopDate"):
+        if output.get(key) is not None:
+            output[key] = output[key].timestamp()
+    return json.dumps(output)
+
+
+def _state_machine_from_cloudformation(
+    cls: type[StateMachine],
+    resource_name: str,
+    cloudformation_json: Any,
+    account_id: str,
+    region_name: str,
+    **kwargs: Any,
+) -> StateMachine:
+    properties = cloudformation_json["Properties"]
+    definition = properties.get("DefinitionString") or json.dumps(properties.get("Definition", {}))
+    tags = [{"key": t["Key"], "value": t["Value"]} for t in properties.get("Tags", [])]
+    return stepfunctions_backends[account_id][region_name].create_state_machine(
+        properties.get("StateMachineName", resource_name),
+        definition,
+        properties.get("RoleArn", ""),
+        tags=tags,
+        sm_type=properties.get("StateMachineType", "STANDARD"),
+    )
+
+
+def install() -> None:
+    patching.replace(state_task_service_sqs, "boto_client_for", _sqs_client_for)
+    patching.replace(StepFunctionResponse, "start_sync_execution", _start_sync_execution_response)
+    patching.replace(
+        StateMachine,
+        "create_from_cloudformation_json",
+        classmethod(_state_machine_from_cloudformation),
+    )

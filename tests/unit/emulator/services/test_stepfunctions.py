@@ -1,0 +1,273 @@
+"""Step Functions on the in-process local stack: StartSyncExecution of an Express machine run by
+moto's interpreter (a Parallel state, a Map per branch, SQS sendMessage), and an EventBridge pipe
+from a table's stream to such a machine: each record reaches each branch's queue; a machine with
+a branch that cannot deliver fails the execution, so the pipe's batch goes to the pipe's DLQ."""
+
+import json
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from emulator.delivery.engine import EventSourceMappingEngine
+from harness.polling import eventually
+from tests.unit.emulator.support import REGION, deployed_stack
+
+# One branch per queue: Pipes sends the machine the batch as an array, so each branch maps it.
+DEFINITION = """
+  {"StartAt": "Fan", "States": {"Fan": {"Type": "Parallel", "End": true, "Branches": [
+    {"StartAt": "ToA", "States": {"ToA": {"Type": "Map", "End": true, "ItemProcessor": {
+      "ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "SendA", "States": {"SendA": {
+        "Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "End": true,
+        "Parameters": {"QueueUrl": "${A}", "MessageBody.$": "States.JsonToString($)"}}}}}}},
+    {"StartAt": "ToB", "States": {"ToB": {"Type": "Map", "End": true, "ItemProcessor": {
+      "ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "SendB", "States": {"SendB": {
+        "Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "End": true,
+        "Parameters": {"QueueUrl": "${B}", "MessageBody.$": "States.JsonToString($)"}}}}}}}
+  ]}}}
+"""
+
+TEMPLATE = f"""
+AWSTemplateFormatVersion: "2010-09-09"
+Resources:
+  Table:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{{AttributeName: pk, AttributeType: S}}]
+      KeySchema: [{{AttributeName: pk, KeyType: HASH}}]
+      StreamSpecification: {{StreamViewType: NEW_AND_OLD_IMAGES}}
+  QueueA:
+    Type: AWS::SQS::Queue
+  QueueB:
+    Type: AWS::SQS::Queue
+  MachineRole:
+    Type: AWS::IAM::Role
+    Properties:
+      AssumeRolePolicyDocument: {{Version: "2012-10-17", Statement: []}}
+  Machine:
+    Type: AWS::StepFunctions::StateMachine
+    Properties:
+      StateMachineType: EXPRESS
+      RoleArn: !GetAtt MachineRole.Arn
+      DefinitionString: !Sub
+        - '{DEFINITION.strip()}'
+        - {{A: !Ref QueueA, B: !Ref QueueB}}
+  # its second branch sends to a queue that does not exist
+  BrokenMachine:
+    Type: AWS::StepFunctions::StateMachine
+    Properties:
+      StateMachineType: EXPRESS
+      RoleArn: !GetAtt MachineRole.Arn
+      DefinitionString: !Sub
+        - '{DEFINITION.strip()}'
+        - {{A: !Ref QueueA, B: !Sub "${{QueueA}}-missing"}}
+  StandardMachine:
+    Type: AWS::StepFunctions::StateMachine
+    Properties:
+      RoleArn: !GetAtt MachineRole.Arn
+      DefinitionString: '{{"StartAt": "P", "States": {{"P": {{"Type": "Pass", "End": true}}}}}}'
+  PipeRole:
+    Type: AWS::IAM::Role
+    Properties:
+      AssumeRolePolicyDocument: {{Version: "2012-10-17", Statement: []}}
+      Policies:
+        - PolicyName: deliver
+          PolicyDocument:
+            Version: "2012-10-17"
+            Statement:
+              - Effect: Allow
+                Action: states:StartSyncExecution
+                Resource: [!Ref Machine, !Ref BrokenMachine]
+  PipeDeadLetterQueue:
+    Type: AWS::SQS::Queue
+  Pipe:
+    Type: AWS::Pipes::Pipe
+    Properties:
+      RoleArn: !GetAtt PipeRole.Arn
+      Source: !GetAtt Table.StreamArn
+      SourceParameters:
+        DynamoDBStreamParameters: {{StartingPosition: LATEST, BatchSize: 10}}
+        FilterCriteria:
+          Filters: [{{Pattern: '{{"dynamodb": {{"NewImage": {{"kind": {{"S": ["good"]}}}}}}}}'}}]
+      Target: !Ref Machine
+      TargetParameters:
+        StepFunctionStateMachineParameters: {{InvocationType: REQUEST_RESPONSE}}
+  BrokenPipe:
+    Type: AWS::Pipes::Pipe
+    Properties:
+      RoleArn: !GetAtt PipeRole.Arn
+      Source: !GetAtt Table.StreamArn
+      SourceParameters:
+        DynamoDBStreamParameters:
+          StartingPosition: LATEST
+          BatchSize: 10
+          MaximumRetryAttempts: 1
+          DeadLetterConfig: {{Arn: !GetAtt PipeDeadLetterQueue.Arn}}
+        FilterCriteria:
+          Filters: [{{Pattern: '{{"dynamodb": {{"NewImage": {{"kind": {{"S": ["broken"]}}}}}}}}'}}]
+      Target: !Ref BrokenMachine
+Outputs:
+  TableName: {{Value: !Ref Table}}
+  QueueA: {{Value: !Ref QueueA}}
+  QueueB: {{Value: !Ref QueueB}}
+  Machine: {{Value: !Ref Machine}}
+  BrokenMachine: {{Value: !Ref BrokenMachine}}
+  StandardMachine: {{Value: !Ref StandardMachine}}
+  PipeRoleArn: {{Value: !GetAtt PipeRole.Arn}}
+  StreamArn: {{Value: !GetAtt Table.StreamArn}}
+  BrokenPipeArn: {{Value: !GetAtt BrokenPipe.Arn}}
+  PipeDeadLetterQueue: {{Value: !Ref PipeDeadLetterQueue}}
+"""
+
+
+class Local:
+    def __init__(self, endpoint_url, outputs, engine):
+        self.endpoint_url = endpoint_url
+        self.outputs = outputs
+        self.engine = engine
+
+    def client(self, service):
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            # StartSyncExecution's "sync-" host prefix would name no local host
+            config=Config(
+                retries={"max_attempts": 1},
+                account_id_endpoint_mode="disabled",
+                inject_host_prefix=False,
+            ),
+        )
+
+    def bodies(self, output):
+        """The JSON bodies of every message in the queue now, received and deleted."""
+        sqs = self.client("sqs")
+        bodies = []
+        while batch := sqs.receive_message(
+            QueueUrl=self.outputs[output], MaxNumberOfMessages=10
+        ).get("Messages", []):
+            for message in batch:
+                sqs.delete_message(
+                    QueueUrl=self.outputs[output], ReceiptHandle=message["ReceiptHandle"]
+                )
+                bodies.append(json.loads(message["Body"]))
+        return bodies
+
+    def settle(self):
+        eventually(self.engine.idle, timeout=60, interval=0.05)
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    project = tmp_path_factory.mktemp("stepfunctions")
+    template = project / "template.yaml"
+    template.write_text(TEMPLATE)
+    with deployed_stack(template, project / "logs") as (server, runtime, deployment):
+        engine = EventSourceMappingEngine(
+            runtime, server.faults, region=REGION, endpoint_url=server.endpoint_url,
+            retry_delay=0.01,
+        )  # fmt: skip
+        engine.start()
+        try:
+            eventually(engine.all_enabled, timeout=60, interval=0.05)
+            yield Local(server.endpoint_url, deployment.outputs, engine)
+        finally:
+            engine.stop()
+
+
+def test_start_sync_execution_runs_every_branch_over_each_item(local):
+    items = [{"id": 1}, {"id": 2}]
+    answer = local.client("stepfunctions").start_sync_execution(
+        stateMachineArn=local.outputs["Machine"], input=json.dumps(items)
+    )
+    assert answer["status"] == "SUCCEEDED"
+    assert ":express:" in answer["executionArn"]
+    assert len(json.loads(answer["output"])) == 2  # one result per branch
+    assert sorted(b["id"] for b in local.bodies("QueueA")) == [1, 2]
+    assert sorted(b["id"] for b in local.bodies("QueueB")) == [1, 2]
+
+
+def test_a_branch_that_cannot_deliver_fails_the_execution_with_its_error(local):
+    answer = local.client("stepfunctions").start_sync_execution(
+        stateMachineArn=local.outputs["BrokenMachine"], input=json.dumps([{"id": 3}])
+    )
+    assert answer["status"] == "FAILED"
+    assert answer["error"] == "SQS.SdkClientException"
+    assert "does not exist" in answer["cause"]
+    assert "output" not in answer
+    local.bodies("QueueA")  # the other branch may have sent before the failure
+
+
+def test_start_sync_execution_refuses_a_standard_machine_and_input_that_is_not_json(local):
+    sfn = local.client("stepfunctions")
+    with pytest.raises(ClientError) as standard:
+        sfn.start_sync_execution(stateMachineArn=local.outputs["StandardMachine"], input="[]")
+    assert standard.value.response["Error"]["Code"] == "StateMachineTypeNotSupported"
+    with pytest.raises(ClientError) as not_json:
+        sfn.start_sync_execution(stateMachineArn=local.outputs["Machine"], input="{nope")
+    assert not_json.value.response["Error"]["Code"] == "InvalidExecutionInput"
+
+
+def test_a_pipe_to_the_machine_puts_each_record_on_each_branchs_queue(local):
+    dynamodb = local.client("dynamodb")
+    for pk in ("1", "2"):
+        dynamodb.put_item(
+            TableName=local.outputs["TableName"], Item={"pk": {"S": pk}, "kind": {"S": "good"}}
+        )
+    local.settle()
+    for queue in ("QueueA", "QueueB"):
+        records = local.bodies(queue)
+        assert sorted(r["dynamodb"]["Keys"]["pk"]["S"] for r in records) == ["1", "2"]
+        assert {r["eventName"] for r in records} == {"INSERT"}
+        assert {r["eventSourceARN"] for r in records} == {local.outputs["StreamArn"]}
+    assert local.bodies("PipeDeadLetterQueue") == []
+
+
+def test_a_batch_whose_execution_fails_goes_to_the_pipes_dead_letter_queue(local):
+    local.client("dynamodb").put_item(
+        TableName=local.outputs["TableName"], Item={"pk": {"S": "9"}, "kind": {"S": "broken"}}
+    )
+    local.settle()
+    (dead,) = local.bodies("PipeDeadLetterQueue")
+    assert dead["requestContext"]["functionArn"] == local.outputs["BrokenPipeArn"]
+    assert dead["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert dead["requestContext"]["approximateInvokeCount"] == 2  # MaximumRetryAttempts 1
+    assert dead["DDBStreamBatchInfo"]["batchSize"] == 1
+    assert local.bodies("QueueB") == []
+    local.bodies("QueueA")  # the working branch sent on each attempt: at-least-once
+
+
+@pytest.mark.parametrize(
+    ("machine", "parameters", "message"),
+    [
+        ("StandardMachine", None, "REQUEST_RESPONSE is not supported for STANDARD"),
+        (
+            "Machine",
+            {"StepFunctionStateMachineParameters": {"InvocationType": "FIRE_AND_FORGET"}},
+            "FIRE_AND_FORGET is not emulated",
+        ),
+        (
+            "Machine",
+            {"EventBridgeEventBusParameters": {"Source": "x"}},
+            "does not apply to an states target",
+        ),
+    ],
+)
+def test_a_pipe_pipes_would_refuse_is_refused(local, machine, parameters, message):
+    arguments = {
+        "Name": "refused",
+        "RoleArn": local.outputs["PipeRoleArn"],
+        "Source": local.outputs["StreamArn"],
+        "SourceParameters": {"DynamoDBStreamParameters": {"StartingPosition": "LATEST"}},
+        "Target": local.outputs[machine],
+    }
+    if parameters:
+        arguments["TargetParameters"] = parameters
+    with pytest.raises(ClientError) as refused:
+        local.client("pipes").create_pipe(**arguments)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert message in refused.value.response["Error"]["Message"]
