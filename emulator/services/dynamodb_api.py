@@ -1,5 +1,5 @@
 """DynamoDB's answers where moto 5.2.5 gives others: ListTables' order, ProjectionExpression's
-list indexes and ItemCollectionMetrics.
+list indexes, ItemCollectionMetrics and PartiQL's writes.
 
 - ListTables (moto/dynamodb/models/__init__.py ``list_tables``): moto lists tables in creation
   order and pages by a table's position in that order; DynamoDB lists names in order (UTF-8 byte
@@ -23,6 +23,17 @@ list indexes and ItemCollectionMetrics.
   upper bound in GB; here the collection's items by DynamoDB's item sizes, rounded down and up to
   whole GB: [0.0, 1.0] for a collection under 1 GB). The batch and transaction forms map each
   such table to its collections, one per partition key written; other tables are left out.
+- PartiQL writes (moto/dynamodb/models/__init__.py ``execute_statement`` and friends): moto's
+  INSERT overwrites an item of the same key, UPDATE and DELETE run with any WHERE clause, and
+  ExecuteTransaction runs its statements one by one (a failing one leaves the earlier ones
+  written). DynamoDB (developer guide, "PartiQL insert / update / delete statements for
+  DynamoDB", API reference ExecuteTransaction): an INSERT of an existing key is
+  DuplicateItemException ("Duplicate primary key exists in table"); UPDATE and DELETE need an
+  equality on every key attribute in their WHERE clause (ValidationException "Where clause does
+  not contain a mandatory equality on all key attributes"); BatchExecuteStatement answers such a
+  statement with its Error (``DuplicateItem``, ``ValidationError``) beside the others' results;
+  ExecuteTransaction checks every statement first and writes nothing when one fails
+  (TransactionCanceledException with a reason per statement). SELECT is moto's.
 """
 
 from __future__ import annotations
@@ -34,15 +45,23 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from moto.dynamodb.exceptions import InvalidProjectionExpression
+from moto.dynamodb.exceptions import (
+    DynamodbException,
+    InvalidProjectionExpression,
+    MockValidationException,
+    TransactionCanceledException,
+)
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.parsing import partiql
 from moto.dynamodb.responses import (
     DynamoHandler,
     ProjectionExpressionParser,
     check_projection_expression,
 )
 from moto.dynamodb.utils import find_duplicates
+from py_partiql_parser._internal.delete_parser import DeleteParser
+from py_partiql_parser._internal.update_parser import UpdateParser
 
 from emulator.services import patching
 
@@ -61,9 +80,16 @@ Path = list[str | int]  # attribute and map-key names, list indexes
 
 
 def install() -> None:
+    global _original_execute_statement, _original_batch, _original_transaction  # noqa: PLW0603
+    _original_execute_statement = patching.original(DynamoDBBackend, "execute_statement")
+    _original_batch = patching.original(DynamoDBBackend, "batch_execute_statement")
+    _original_transaction = patching.original(DynamoDBBackend, "execute_transaction")
     patching.replace(DynamoDBBackend, "list_tables", list_tables)
     patching.replace(ProjectionExpressionParser, "parse", parse_projection)
     patching.replace(Item, "project", project)
+    patching.replace(DynamoDBBackend, "execute_statement", _checked_statement)
+    patching.replace(DynamoDBBackend, "batch_execute_statement", _checked_batch)
+    patching.replace(DynamoDBBackend, "execute_transaction", _checked_transaction)
     for action in _COLLECTION_WRITES:
         original = getattr(DynamoHandler, action)
         patching.replace(DynamoHandler, action, _with_collection_metrics(action, original))
@@ -222,3 +248,86 @@ def _size_range(table: Any, key: dict[str, Any]) -> list[float]:
     collection = table.items.get(DynamoType(next(iter(key.values()))), {})
     size_gb = sum(item.size() for item in collection.values()) / _GB
     return [float(math.floor(size_gb)), float(math.floor(size_gb) + 1)]
+
+
+# --- PartiQL writes -------------------------------------------------------------------------------
+class DuplicateItem(DynamodbException):
+    name = "DuplicateItem"  # the code BatchExecuteStatement reports it by
+
+    def __init__(self) -> None:
+        super().__init__("DuplicateItemException", "Duplicate primary key exists in table")
+
+
+class KeyEqualityRequired(MockValidationException):
+    name = "ValidationError"
+
+    def __init__(self) -> None:
+        super().__init__("Where clause does not contain a mandatory equality on all key attributes")
+
+
+def check_statement(backend: DynamoDBBackend, statement: str, parameters: list[Any]) -> None:
+    """Refuse a PartiQL write as DynamoDB does before moto runs it."""
+    words = statement.split(None, 1)
+    kind = words[0].upper() if words else ""
+    if kind not in ("INSERT", "UPDATE", "DELETE"):
+        return
+    if kind != "INSERT":
+        # moto's metadata of an UPDATE or DELETE drops its WHERE clause: its parsers keep it
+        if kind == "UPDATE":
+            table_name, _, filters = UpdateParser().parse(statement)
+        else:
+            table_name, filters = DeleteParser().parse(statement)
+        table = backend.get_table(table_name)
+        if not set(table.table_key_attrs) <= {name for name, _ in filters}:
+            raise KeyEqualityRequired
+        return
+    table = backend.get_table(partiql.get_query_metadata(statement).get_table_names()[0])
+    _, updates = partiql.query(statement, {table.name: []}, parameters)
+    for _, item in updates.get(table.name, []):
+        if item is None:
+            continue
+        hash_key = DynamoType(item[table.hash_key_attr])
+        range_key = DynamoType(item[table.range_key_attr]) if table.range_key_attr else None
+        if table.get_item(hash_key, range_key) is not None:
+            raise DuplicateItem
+
+
+_original_execute_statement: Any = DynamoDBBackend.execute_statement
+
+
+def _checked_statement(
+    self: DynamoDBBackend, statement: str, parameters: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    check_statement(self, statement, parameters)
+    return _original_execute_statement(self, statement, parameters)
+
+
+def _checked_batch(self: DynamoDBBackend, statements: list[dict[str, Any]]) -> list[Any]:
+    """Each statement on its own, as moto's (its SELECT key check kept), a refused write
+    reported as its Error."""
+    responses = []
+    for stmt in statements:
+        try:
+            check_statement(self, stmt["Statement"], stmt.get("Parameters", []))
+        except (DuplicateItem, KeyEqualityRequired) as error:
+            responses.append({"Error": {"Code": error.name, "Message": error.message}})
+            continue
+        responses.extend(_original_batch(self, [stmt]))
+    return responses
+
+
+def _checked_transaction(self: DynamoDBBackend, statements: list[dict[str, Any]]) -> list[Any]:
+    reasons: list[tuple[str | None, str | None, None]] = []
+    for stmt in statements:
+        try:
+            check_statement(self, stmt["Statement"], stmt.get("Parameters", []))
+            reasons.append((None, None, None))
+        except DuplicateItem as error:
+            reasons.append((error.name, error.message, None))
+    if any(code for code, _, _ in reasons):
+        raise TransactionCanceledException(reasons)
+    return _original_transaction(self, statements)
+
+
+_original_batch: Any = DynamoDBBackend.batch_execute_statement
+_original_transaction: Any = DynamoDBBackend.execute_transaction

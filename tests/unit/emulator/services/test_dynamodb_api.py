@@ -5,10 +5,14 @@ paths in a ProjectionExpression
 (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.Attributes.html),
 ItemCollectionMetrics ("only returned if the request asked for it. If the table does not have any
 local secondary indexes, this information is not returned",
-https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ItemCollectionMetrics.html).
+https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ItemCollectionMetrics.html),
+PartiQL's writes (developer guide, "PartiQL insert statements for DynamoDB": an INSERT of an
+existing key is DuplicateItemException; update and delete statements need an equality on every key
+attribute; ExecuteTransaction writes all or nothing).
 """
 
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from tests.unit.emulator.support import client, fake_credentials
@@ -207,3 +211,83 @@ def test_batch_and_transaction_map_each_indexed_table_to_the_collections_written
 
     assert batch["ItemCollectionMetrics"] == {"calls": [collection("c1"), collection("c2")]}
     assert transaction["ItemCollectionMetrics"] == {"calls": [collection("c2")]}
+
+
+@pytest.fixture
+def contacts(ddb):
+    create(ddb, "contacts")
+    ddb.execute_statement(Statement="INSERT INTO contacts VALUE {'pk': 'c1', 'state': 'open'}")
+    return ddb
+
+
+def error_of(call, **kwargs) -> dict:
+    with pytest.raises(ClientError) as error:
+        call(**kwargs)
+    return error.value.response
+
+
+def state_of(ddb, pk: str) -> str | None:
+    item = ddb.get_item(TableName="contacts", Key={"pk": {"S": pk}}).get("Item")
+    return item["state"]["S"] if item else None
+
+
+def test_partiql_insert_of_an_existing_key_is_refused_and_keeps_the_item(contacts):
+    response = error_of(
+        contacts.execute_statement,
+        Statement="INSERT INTO contacts VALUE {'pk': 'c1', 'state': 'overwritten'}",
+    )
+
+    assert response["Error"] == {
+        "Code": "DuplicateItemException",
+        "Message": "Duplicate primary key exists in table",
+    }
+    assert state_of(contacts, "c1") == "open"
+
+
+def test_partiql_update_and_delete_need_the_full_key_in_where(contacts):
+    for statement in (
+        "UPDATE contacts SET note = 'x' WHERE state = 'open'",
+        "DELETE FROM contacts WHERE state = 'open'",
+    ):
+        response = error_of(contacts.execute_statement, Statement=statement)
+        assert response["Error"]["Code"] == "ValidationException"
+        assert "mandatory equality on all key attributes" in response["Error"]["Message"]
+    assert state_of(contacts, "c1") == "open"
+
+    contacts.execute_statement(
+        Statement="UPDATE contacts SET state = ? WHERE pk = ?",
+        Parameters=[{"S": "closed"}, {"S": "c1"}],
+    )
+    assert state_of(contacts, "c1") == "closed"
+    contacts.execute_statement(Statement="DELETE FROM contacts WHERE pk = 'c1'")
+    assert state_of(contacts, "c1") is None
+
+
+def test_batch_execute_statement_reports_a_duplicate_insert_beside_the_others(contacts):
+    responses = contacts.batch_execute_statement(
+        Statements=[
+            {"Statement": "INSERT INTO contacts VALUE {'pk': 'c2', 'state': 'open'}"},
+            {"Statement": "INSERT INTO contacts VALUE {'pk': 'c1', 'state': 'again'}"},
+        ]
+    )["Responses"]
+
+    assert "Error" not in responses[0]
+    assert responses[1]["Error"] == {
+        "Code": "DuplicateItem",
+        "Message": "Duplicate primary key exists in table",
+    }
+    assert (state_of(contacts, "c1"), state_of(contacts, "c2")) == ("open", "open")
+
+
+def test_execute_transaction_with_a_duplicate_insert_writes_nothing(contacts):
+    response = error_of(
+        contacts.execute_transaction,
+        TransactStatements=[
+            {"Statement": "INSERT INTO contacts VALUE {'pk': 'c3', 'state': 'open'}"},
+            {"Statement": "INSERT INTO contacts VALUE {'pk': 'c1', 'state': 'again'}"},
+        ],
+    )
+
+    assert response["Error"]["Code"] == "TransactionCanceledException"
+    assert [r["Code"] for r in response["CancellationReasons"]] == ["None", "DuplicateItem"]
+    assert (state_of(contacts, "c1"), state_of(contacts, "c3")) == ("open", None)
