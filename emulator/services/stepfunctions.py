@@ -18,8 +18,10 @@ StartSyncExecution "Not yet implemented", and its interpreter runs only behind i
   default port. A queue that does not exist fails the task as AWS does (``SQS.SdkClientException``
   in moto's interpreter; the execution fails unless the state catches it).
 
-The machine's execution role is not evaluated for its tasks' calls (the pipe's role is, for
-StartSyncExecution: emulator/delivery/pipes.py).
+Each SQS task is decided first with the machine's execution role and the queue's policy
+(emulator/iam/resources.py ``role_may``: ``sqs:SendMessage`` on the queue); a refusal fails the
+task as a client error (the pipe's role is decided for StartSyncExecution:
+emulator/delivery/pipes.py).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from moto.stepfunctions.parser.backend.execution import SyncExecution
 from moto.stepfunctions.responses import StepFunctionResponse
 
 from emulator.core.arns import parse_arn
+from emulator.iam.policy import Request
+from emulator.iam.resources import role_may
 from emulator.services import patching
 
 EXPRESS = "EXPRESS"
@@ -97,7 +101,7 @@ class _QueuesInProcess:
         self.region = region
 
     def send_message(self, QueueUrl: str, MessageBody: str, **params: Any) -> dict[str, Any]:
-        *_, account, queue_name = QueueUrl.rstrip("/").split("/")
+        account, queue_name = _queue_of(QueueUrl)
         try:
             message = sqs_backends[account][self.region].send_message(
                 queue_name,
@@ -111,6 +115,38 @@ class _QueuesInProcess:
             error_body = {"Code": error.code, "Message": error.message}
             raise ClientError({"Error": error_body}, "SendMessage") from None
         return {"MessageId": message.id, "Md5OfMessageBody": message.body_md5}
+
+
+def _queue_of(queue_url: str) -> tuple[str, str]:
+    """The account and the name of the queue at ``queue_url``."""
+    *_, account, queue_name = queue_url.rstrip("/").split("/")
+    return account, queue_name
+
+
+def _sqs_task_as_the_role(original: Any) -> Any:
+    def eval_service_task(
+        self: Any,
+        env: Any,
+        resource_runtime_part: Any,
+        normalised_parameters: dict[str, Any],
+        **kwargs: Any,
+    ) -> None:
+        account, queue_name = _queue_of(normalised_parameters.get("QueueUrl") or "")
+        queue_arn = f"arn:aws:sqs:{resource_runtime_part.region}:{account}:{queue_name}"
+        role_arn = env.aws_execution_details.role_arn
+        action = Request("sqs:SendMessage", queue_arn)
+        decision = role_may(role_arn, "states", action)
+        if not decision.allowed:
+            message = (
+                f"User: {role_arn} is not authorized to perform: sqs:SendMessage on resource: "
+                f"{queue_arn} {decision.reason(action.action)}"
+            )
+            raise ClientError(
+                {"Error": {"Code": "AccessDenied", "Message": message}}, "SendMessage"
+            )
+        return original(self, env, resource_runtime_part, normalised_parameters, **kwargs)
+
+    return eval_service_task
 
 
 def _sqs_client_for(region: str, service: str, state_credentials: Any = None) -> _QueuesInProcess:
@@ -150,6 +186,12 @@ def _state_machine_from_cloudformation(
 
 def install() -> None:
     patching.replace(state_task_service_sqs, "boto_client_for", _sqs_client_for)
+    sqs_task = state_task_service_sqs.StateTaskServiceSqs
+    patching.replace(
+        sqs_task,
+        "_eval_service_task",
+        _sqs_task_as_the_role(patching.original(sqs_task, "_eval_service_task")),
+    )
     patching.replace(StepFunctionResponse, "start_sync_execution", _start_sync_execution_response)
     patching.replace(
         StateMachine,

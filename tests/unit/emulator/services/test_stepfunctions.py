@@ -46,6 +46,14 @@ Resources:
     Type: AWS::IAM::Role
     Properties:
       AssumeRolePolicyDocument: {{Version: "2012-10-17", Statement: []}}
+      Policies:
+        - PolicyName: deliver
+          PolicyDocument:
+            Version: "2012-10-17"
+            Statement:
+              - Effect: Allow
+                Action: sqs:SendMessage
+                Resource: "*"
   Machine:
     Type: AWS::StepFunctions::StateMachine
     Properties:
@@ -116,6 +124,8 @@ Outputs:
   BrokenMachine: {{Value: !Ref BrokenMachine}}
   StandardMachine: {{Value: !Ref StandardMachine}}
   PipeRoleArn: {{Value: !GetAtt PipeRole.Arn}}
+  MachineRoleName: {{Value: !Ref MachineRole}}
+  QueueBArn: {{Value: !GetAtt QueueB.Arn}}
   StreamArn: {{Value: !GetAtt Table.StreamArn}}
   BrokenPipeArn: {{Value: !GetAtt BrokenPipe.Arn}}
   PipeDeadLetterQueue: {{Value: !Ref PipeDeadLetterQueue}}
@@ -200,6 +210,28 @@ def test_a_branch_that_cannot_deliver_fails_the_execution_with_its_error(local):
     assert "does not exist" in answer["cause"]
     assert "output" not in answer
     local.bodies("QueueA")  # the other branch may have sent before the failure
+
+
+def test_a_send_the_machines_role_may_not_make_fails_the_execution(local):
+    iam = local.client("iam")
+    role = local.outputs["MachineRoleName"]
+    withheld = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Deny", "Action": "sqs:SendMessage", "Resource": local.outputs["QueueBArn"]}
+        ],
+    }
+    iam.put_role_policy(RoleName=role, PolicyName="withhold", PolicyDocument=json.dumps(withheld))
+    try:
+        answer = local.client("stepfunctions").start_sync_execution(
+            stateMachineArn=local.outputs["Machine"], input=json.dumps([{"id": 4}])
+        )
+    finally:
+        iam.delete_role_policy(RoleName=role, PolicyName="withhold")
+    assert answer["status"] == "FAILED"
+    assert "sqs:SendMessage" in answer["cause"]
+    assert local.bodies("QueueB") == []
+    local.bodies("QueueA")  # the permitted branch may have sent before the failure
 
 
 def test_start_sync_execution_refuses_a_standard_machine_and_input_that_is_not_json(local):
