@@ -33,7 +33,7 @@ LOCK := $(UV) pip compile --quiet --generate-hashes --no-annotate --python-versi
 # integration suite in each of FANOUT_MODES. A deployed stack (AWS_SAM_STACK_NAME) runs in the
 # mode it was deployed with.
 FANOUT ?= lambda
-FANOUT_MODES := lambda pipe router
+FANOUT_MODES := lambda pipe router pipe-topic
 
 .PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools
 
@@ -41,20 +41,22 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 	@echo "FANOUT=lambda|pipe|router|pipe-topic (default lambda): the local stack's fan-out mode for up, run, chaos, integration"
 
+# Byte-compiled at install: the machines set PYTHONDONTWRITEBYTECODE, so otherwise every process
+# (pytest workers, each local stack, each function worker) compiles boto3 and moto from source.
 # Debian's chromium opens the dashboard page in tests/integration/test_dashboard.py; installed as
 # root with apt-get, as samlocal installs Docker.
 setup: $(STAMP) ## install the test environment and the tools
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 
 # uv too, pinned, into .tools/bin: where the README's PATH line finds it in a new shell.
 $(STAMP):
 	@test -n "$(PY313)" || { echo "Python 3.13 not found (pyenv or python3.13 on PATH)"; exit 1; }
 	command -v $(UV) >/dev/null || $(PY313) -m pip install --quiet uv==$(UV_VERSION)
-	$(UV) tool install --quiet uv==$(UV_VERSION)
-	$(UV) tool install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
-	$(UV) tool install --quiet checkov==$(CHECKOV_VERSION)
-	$(UV) tool install --quiet awscli==$(AWSCLI_VERSION)
+	$(UV) tool install --quiet --compile-bytecode uv==$(UV_VERSION)
+	$(UV) tool install --quiet --compile-bytecode aws-sam-cli==$(SAM_CLI_VERSION)
+	$(UV) tool install --quiet --compile-bytecode checkov==$(CHECKOV_VERSION)
+	$(UV) tool install --quiet --compile-bytecode awscli==$(AWSCLI_VERSION)
 	touch $@
 
 # The deploy jobs install only this (no test environment, no checkov), every file by its hash.
@@ -120,22 +122,22 @@ deploy-rehearsal: setup build ## sam deploy (test; prod refused, then with step 
 # `make test`'s phases at once, each one's wall and CPU in bench/out/test-phases.jsonl (P8 of
 # `make bench` reports them): lint and the unit tests (CPU-bound, niced: the local stacks'
 # functions have 2 s timeouts and must get a core when they need one) beside the integration
-# suites, which mostly wait; sam-local (Docker, qemu) once the unit tests are done, the chaos
-# runs once the integration suites are. setup and build run once, before them.
+# suites, which mostly wait; sam-local (Docker, qemu) and the deploy rehearsal once lint is done,
+# the chaos runs once the integration suites are. setup and build run once, before them.
 PHASE := $(UV) run --quiet python -m bench.phases
 # Contacts of each of make test's chaos runs (`make chaos` alone: CHAOS_CONTACTS).
 TEST_CHAOS_CONTACTS ?= 500
-test: setup build ## every check and test: lint, unit, integration and chaos in every fan-out mode, sam-local (what .ci/run calls)
-	$(PHASE) --total test -- $(MAKE) --no-print-directory -o setup -o build -k -j5 \
+test: setup build ## every check and test: lint, unit, integration and chaos in every fan-out mode, sam-local, the deploy rehearsal (what .ci/run calls)
+	$(PHASE) --total test -- $(MAKE) --no-print-directory -o setup -o build -k -j6 \
 		--output-sync=target CHAOS_CONTACTS=$(TEST_CHAOS_CONTACTS) \
 		test-phase-lint test-phase-unit test-phase-integration-modes \
-		test-phase-sam-local test-phase-chaos-modes
+		test-phase-sam-local test-phase-deploy-rehearsal test-phase-chaos-modes
 
-test-phase-sam-local: test-phase-unit
+test-phase-sam-local test-phase-deploy-rehearsal: test-phase-lint
 test-phase-chaos-modes: test-phase-integration-modes
 test-phase-lint test-phase-unit: test-phase-%:
 	$(PHASE) $* -- nice -n 10 $(MAKE) --no-print-directory -o setup -o build $*
-test-phase-integration-modes test-phase-sam-local test-phase-chaos-modes: test-phase-%:
+test-phase-integration-modes test-phase-sam-local test-phase-deploy-rehearsal test-phase-chaos-modes: test-phase-%:
 	$(PHASE) $* -- $(MAKE) --no-print-directory -o setup -o build $*
 
 # Without SAM's noise (it has no option for it): the functions have no requirements.txt on
