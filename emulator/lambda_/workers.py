@@ -559,6 +559,7 @@ class Runtime:
     def _sink_for(self, spec: FunctionSpec) -> _LogSink:
         path = self.log_dir / f"{spec.logical_id}.log" if self.log_dir else None
         prefix = f"[{spec.logical_id}] " if self.echo_prefix else ""
+
         def logged(line: bytes) -> None:
             for observer in self.observers:
                 observer.logged(spec, line)
