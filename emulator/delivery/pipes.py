@@ -32,6 +32,8 @@ emulator/services/pipes.py).
   ErrorCode, a failed execution) fails as a whole and is retried as a Lambda batch is;
   once the retries or the record age run out it goes to the DeadLetterConfig queue or topic
   (Lambda's OnFailure record, with the pipe's ARN as ``functionArn``), or is logged as dropped.
+  Each execution (a batch, each retry) is counted in the pipe's metrics, ``ExecutionFailed``
+  among them (monitoring/service_metrics.py ``pipe_executed``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from emulator.delivery.mappings import MappingConfig
 from emulator.iam.policy import Request
 from emulator.iam.resources import role_may
 from emulator.lambda_.workers import InvokeResult
+from emulator.monitoring.service_metrics import ServiceMetrics
 from emulator.services.stepfunctions import start_sync_execution
 
 PIPE_MAPPING_PREFIX = "pipe:"  # MappingConfig.uuid of a pipe: "pipe:<name>"
@@ -106,8 +109,19 @@ class PipeTarget:
         self.region = region
 
     def invoke(self, function_name: str, event: Any) -> InvokeResult:
+        """One execution of the pipe, counted in its metrics (ExecutionFailed: the alarm's)."""
         started = time.monotonic()
         name = function_name.rsplit("/", 1)[-1]
+        records = json.loads(event)["Records"]
+        result = self._execute_batch(name, records, started)
+        ServiceMetrics(self.account_id, self.region).pipe_executed(
+            name, len(records), result.ok, (time.monotonic() - started) * 1000
+        )
+        return result
+
+    def _execute_batch(
+        self, name: str, records: list[dict[str, Any]], started: float
+    ) -> InvokeResult:
         request_id = str(uuid.uuid4())
         pipe = pipes_backends[self.account_id][self.region].pipes.get(name)
         if pipe is None:
@@ -119,7 +133,6 @@ class PipeTarget:
         if not decision.allowed:
             reason = decision.reason(action.action)
             return _failed(request_id, "AccessDeniedException", f"{pipe.role_arn} {reason}")
-        records = json.loads(event)["Records"]
         try:
             error = self._deliver(pipe, target_service, records)
             if error is not None:

@@ -12,6 +12,13 @@ CloudWatch (services/cloudwatch.py), where GetMetricData and the alarms read the
 - ``AWS/SQS`` per ``QueueName``, sampled (``sample_queues``) as SQS does each minute:
   ``ApproximateNumberOfMessagesVisible`` and ``ApproximateAgeOfOldestMessage`` (seconds; the
   oldest message in the queue, 0 when it is empty).
+- ``AWS/EventBridge/Pipes`` per ``PipeName``, one datapoint per execution (a batch the pipe
+  delivers, each retry an execution; ``pipe_executed``, from delivery/pipes.py), as "Monitoring
+  Amazon EventBridge Pipes" lists them: ``Invocations`` 1, ``EventCount`` the batch's records,
+  ``Duration`` and ``TargetStageDuration`` in milliseconds, ``ExecutionFailed`` and
+  ``TargetStageFailed`` 1 or 0 (the pipe has no enrichment stage, its one stage is the target).
+  Not published: ``ExecutionThrottled``, ``ExecutionTimeout``, the partial failures (a local
+  pipe's batch fails or succeeds as a whole) and ``Concurrency``.
 """
 
 from __future__ import annotations
@@ -70,6 +77,26 @@ class ServiceMetrics:
                     "Dimensions": [{"Name": "FunctionName", "Value": function_name}],
                     "Timestamp": utcnow(),
                 }
+            ],
+        )
+
+    def pipe_executed(self, pipe_name: str, events: int, ok: bool, duration_ms: float) -> None:
+        dims = [{"Name": "PipeName", "Value": pipe_name}]
+        now = utcnow()
+        failed = int(not ok)
+        values = (
+            ("Invocations", 1, "None"),
+            ("EventCount", events, "None"),
+            ("Duration", duration_ms, "Milliseconds"),
+            ("TargetStageDuration", duration_ms, "Milliseconds"),
+            ("ExecutionFailed", failed, "None"),
+            ("TargetStageFailed", failed, "None"),
+        )
+        self._put(
+            "AWS/EventBridge/Pipes",
+            [
+                {"MetricName": n, "Value": v, "Unit": u, "Dimensions": dims, "Timestamp": now}
+                for n, v, u in values
             ],
         )
 

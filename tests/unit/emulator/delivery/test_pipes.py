@@ -5,6 +5,7 @@ own with a queue subscribed by a filter on the message body."""
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
@@ -283,7 +284,37 @@ def test_a_record_the_bus_refuses_goes_to_the_dead_letter_queue(local, monkeypat
     assert record["DDBStreamBatchInfo"]["batchSize"] == 1
 
 
+def pipe_metric(local, metric: str) -> float:
+    """The Sum of the pipe's ``metric`` over the last five minutes, as its alarm reads it."""
+    now = datetime.now(UTC)
+    [result] = local.client("cloudwatch").get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "m",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": "AWS/EventBridge/Pipes",
+                        "MetricName": metric,
+                        "Dimensions": [{"Name": "PipeName", "Value": local.outputs["PipeName"]}],
+                    },
+                    "Period": 300,
+                    "Stat": "Sum",
+                },
+            }
+        ],
+        StartTime=now - timedelta(minutes=5),
+        EndTime=now + timedelta(minutes=1),
+    )["MetricDataResults"]
+    return sum(result["Values"])
+
+
 def test_a_record_the_pipes_role_may_not_deliver_goes_to_the_dead_letter_queue(local):
+    """... and each execution of it (the first and its one retry) counts in the pipe's
+    ExecutionFailed and TargetStageFailed."""
+    before = {
+        m: pipe_metric(local, m)
+        for m in ("ExecutionFailed", "TargetStageFailed", "Invocations", "EventCount")
+    }
     iam = local.client("iam")
     role = local.outputs["PipeRoleName"]
     withheld = {
@@ -301,6 +332,13 @@ def test_a_record_the_pipes_role_may_not_deliver_goes_to_the_dead_letter_queue(l
     record = json.loads(dead["Body"])
     assert record["requestContext"]["functionArn"] == local.outputs["PipeArn"]
     assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    counted = {m: pipe_metric(local, m) - before[m] for m in before}
+    assert counted == {
+        "ExecutionFailed": 2.0,
+        "TargetStageFailed": 2.0,
+        "Invocations": 2.0,
+        "EventCount": 2.0,
+    }
 
 
 def test_stopped_pipe_delivers_nothing_until_started(local):
