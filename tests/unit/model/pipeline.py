@@ -14,10 +14,15 @@ Every fan-out mode (template parameter FanOut):
   rule (its EventPattern, matched on the bus event) sends the record to the consumer's queue.
 - router: the real RouterFunction reads the stream and publishes to ChangeTopic (moto SNS); the
   subscriptions (the template's filter policies, raw delivery) fill the consumers' queues.
-In pipe and router mode a consumer's queue is a standard queue: batches are taken in any order,
-a message can be held in flight and come back after its visibility timeout (behind later ones),
-and after 5 receives it moves to the consumer's dead-letter queue, from which `ops dlq redrive`
-moves it back. A given-up stream batch of the pipe or the router is replayed as in lambda mode.
+- pipe-topic: the pipe (its filter) publishes each record to ChangeTopic, the record's JSON as the
+  message; each subscription's filter policy matches the body, raw delivery fills the consumer's
+  queue, and the consumer's queue mapping admits what its FilterCriteria match on the body (Lambda
+  deletes the others without an invocation).
+In pipe, router and pipe-topic mode a consumer's queue is a standard queue: batches are taken in
+any order, a message can be held in flight and come back after its visibility timeout (behind
+later ones), and after 5 receives it moves to the consumer's dead-letter queue, from which `ops dlq
+redrive` moves it back. A given-up stream batch of the pipe or the router is replayed as in lambda
+mode.
 
 SQS semantics kept from AWS (IngestQueue, NotificationQueue and the consumer queues): a batch of
 received messages; those the function did not report as failed are deleted; the others (or all,
@@ -51,10 +56,18 @@ from harness.stack import StackClient
 from ops import files as ops_files
 from ops.errors import OpsError
 from tests.faults import CallLog, Crash, Throttle, record_calls, throttle
-from tests.unit.fanout.fanout_template import bus_event, pipe_filter, router_filter, selections
+from tests.unit.fanout import fanout_template
+from tests.unit.fanout.fanout_template import (
+    bus_event,
+    deployed,
+    pipe_filter,
+    resources,
+    router_filter,
+    selections,
+)
 from tests.unit.support import Stack
 
-MODES = ("lambda", "pipe", "router")
+MODES = ("lambda", "pipe", "router", "pipe-topic")
 FUNCTION_DIRS = {
     "IngestFunction": "ingest",
     "RouterFunction": "router",
@@ -93,9 +106,26 @@ def stream_readers(mode: str) -> dict[str, FilterCriteria]:
     """Who reads the table's stream in a fan-out mode, each with its mapping's filter."""
     if mode == "lambda":
         return {consumer: selections()[consumer].stream for consumer in CONSUMERS}
-    if mode == "pipe":
+    if mode in ("pipe", "pipe-topic"):
         return {PIPE: pipe_filter()}
     return {"RouterFunction": router_filter()}
+
+
+def deployed_properties(consumer: str, resource: str, mode: str) -> dict:
+    """The properties of the consumer's <X><resource> as a stack of FanOut ``mode`` deploys them
+    (plain JSON values)."""
+    name = f"{fanout_template.CONSUMERS[consumer]}{resource}"
+    return json.loads(json.dumps(deployed(resources()[name]["Properties"], mode)))
+
+
+def queue_filters(mode: str) -> dict[str, FilterCriteria]:
+    """Each consumer's queue mapping filter (none: every message) in a mode with change queues."""
+    return {
+        consumer: FilterCriteria.from_mapping(
+            deployed_properties(consumer, "QueueMapping", mode).get("FilterCriteria")
+        )
+        for consumer in CONSUMERS
+    }
 
 
 @dataclass
@@ -133,8 +163,10 @@ class Pipeline:
         self.mode = mode
         self.envs: dict[str, Environment] = {}
         self.filters = stream_readers(mode)
-        # consumer -> (its queue's URL, its dead-letter queue's URL), in pipe and router mode
+        self.topic_arn: str | None = None  # ChangeTopic, in router and pipe-topic mode
+        # consumer -> (its queue's URL, its dead-letter queue's URL), in the modes with queues
         self.change_queues = self._change_queues() if mode != "lambda" else {}
+        self.queue_filters = queue_filters(mode) if mode != "lambda" else {}
         self.in_flight: list[tuple[str, str]] = []  # (queue URL, receipt handle): held, invisible
         # (stream reader, records): batches the mapping gave up on, in StreamFailureQueue
         self.stream_failures: list[tuple[str, list[dict]]] = []
@@ -177,7 +209,8 @@ class Pipeline:
 
     def _change_queues(self) -> dict[str, tuple[str, str]]:
         """Each consumer's queue and its dead-letter queue (redrive after MAX_RECEIVES); in router
-        mode ChangeTopic too, each queue subscribed as template.yaml subscribes it."""
+        and pipe-topic mode ChangeTopic too, each queue subscribed as template.yaml subscribes it
+        in the mode (its filter policy, the policy's scope, raw delivery)."""
         sqs, queues = self.stack.sqs, {}
         for consumer in CONSUMERS:
             dead = sqs.create_queue(QueueName=f"{consumer}-dead-letters")["QueueUrl"]
@@ -187,20 +220,20 @@ class Pipeline:
                 Attributes={"RedrivePolicy": json.dumps(redrive)},
             )["QueueUrl"]
             queues[consumer] = (url, dead)
-        if self.mode == "router":
+        if self.mode in ("router", "pipe-topic"):
             sns = client("sns")
-            topic_arn = sns.create_topic(Name="changes")["TopicArn"]
-            self.monkeypatch.setenv("CHANGE_TOPIC_ARN", topic_arn)
+            self.topic_arn = sns.create_topic(Name="changes")["TopicArn"]
+            self.monkeypatch.setenv("CHANGE_TOPIC_ARN", self.topic_arn)
             for consumer, (url, _) in queues.items():
-                policy = selections()[consumer].subscription_policy
+                subscription = deployed_properties(consumer, "ChangeSubscription", self.mode)
                 sns.subscribe(
-                    TopicArn=topic_arn,
-                    Protocol="sqs",
+                    TopicArn=self.topic_arn,
+                    Protocol=subscription["Protocol"],
                     Endpoint=_arn(sqs, url),
                     Attributes={
-                        "RawMessageDelivery": "true",
-                        "FilterPolicyScope": "MessageAttributes",
-                        "FilterPolicy": json.dumps(policy),
+                        "RawMessageDelivery": json.dumps(subscription["RawMessageDelivery"]),
+                        "FilterPolicyScope": subscription["FilterPolicyScope"],
+                        "FilterPolicy": json.dumps(subscription["FilterPolicy"]),
                     },
                 )
         return queues
@@ -336,6 +369,15 @@ class Pipeline:
         if reverse:
             messages.reverse()
         event = sqs_event(messages, f"arn:aws:sqs:{REGION}:{ACCOUNT}:{url.rsplit('/', 1)[-1]}")
+        if function in self.queue_filters:
+            admitted = [self.queue_filters[function].matches(r) for r in event["Records"]]
+            for message in itertools.compress(messages, [not a for a in admitted]):
+                # Lambda deletes what the mapping's filter does not admit, uninvoked
+                self.stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            messages = list(itertools.compress(messages, admitted))
+            event["Records"] = list(itertools.compress(event["Records"], admitted))
+            if not messages:
+                return True
         failed: set[str] = set()
         for delivery in range(2 if twice else 1):
             outcome = self.invoke(function, event, crash_after if delivery == 0 else None)
@@ -529,9 +571,15 @@ class Pipeline:
         self, reader: str, records: list[dict], crash_after: int | None
     ) -> set[str] | None:
         """A batch of stream records to the reader: a function's invocation, or the pipe: each
-        record on the bus, and each rule that matches it sends it to its consumer's queue."""
+        record on the bus, and each rule that matches it sends it to its consumer's queue; or
+        (pipe-topic) each record published to ChangeTopic, its subscriptions deliver it."""
         if reader != PIPE:
             return self.invoke(reader, {"Records": records}, crash_after)
+        if self.topic_arn is not None:
+            sns = client("sns")
+            for record in records:
+                sns.publish(TopicArn=self.topic_arn, Message=json.dumps(record))
+            return set()
         for record in records:
             for consumer, (url, _) in self.change_queues.items():
                 if selections()[consumer].rule.matches(bus_event(record)):
