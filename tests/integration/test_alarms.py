@@ -4,6 +4,7 @@ the queue the alarm returns to OK and says so on the topic. For the notification
 and, in the modes that have them (pipe, router), the fan-out's delivery dead letters."""
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -271,3 +272,65 @@ def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
         assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-alarm", timeout=60)
 
     alarms.fires_and_clears(logical_id, "LastAgentChangeDeliveryDeadLetterQueueUrl", recover)
+
+
+def test_a_change_the_pipe_may_not_deliver_fires_the_pipes_alarm_until_fixed(
+    local_stack: StackClient, alarms, files, contact_cleanup
+):
+    """pipe, pipe-topic, pipe-sfn: ChangePipe's role loses the right to deliver to its target
+    (a bad policy change), so every execution of the change's batch fails (ExecutionFailed)
+    until its retries are spent and the batch is described in StreamFailureQueue, and
+    ChangePipeFailuresAlarm fires; once the role is fixed and a 5-minute period passes without a
+    failed execution, it clears. lambda, router: the stack has no pipe and no such alarm."""
+    stack = local_stack
+    logical_id = "ChangePipeFailuresAlarm"
+    pipes = stack.resources("AWS::Pipes::Pipe")
+    if "ChangePipe" not in pipes:
+        prefix = f"{stack.name}-{logical_id}-"
+        assert not alarms.cloudwatch.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"]
+        return
+    eventually(lambda: alarms.state(logical_id) == "OK", timeout=60)
+    pipe_arn = stack.client("pipes").describe_pipe(Name=pipes["ChangePipe"])["Arn"]
+    role = stack.resources("AWS::IAM::Role")["ChangePipeRole"]
+    iam = stack.client("iam")
+    withheld = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Deny",
+                "Action": ["events:PutEvents", "sns:Publish", "states:StartSyncExecution"],
+                "Resource": "*",
+            }
+        ],
+    }
+    caller = new_caller()
+    contact_cleanup.append(caller)
+    started = time.time()
+
+    def pipes_failure(message: dict) -> bool:
+        body = json.loads(message["Body"])
+        sent = int(message["Attributes"]["SentTimestamp"]) / 1000
+        return body.get("requestContext", {}).get("functionArn") == pipe_arn and sent >= started
+
+    iam.put_role_policy(RoleName=role, PolicyName="withhold", PolicyDocument=json.dumps(withheld))
+    try:
+        files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-pipe-alarm")])
+        failed = eventually(
+            lambda: [m for m in stack.peek("StreamFailureQueueUrl") if pipes_failure(m)],
+            timeout=120,
+            interval=1,
+        )
+    finally:
+        iam.delete_role_policy(RoleName=role, PolicyName="withhold")
+    condition = json.loads(failed[0]["Body"])["requestContext"]["condition"]
+    assert condition == "RetryAttemptsExhausted"
+    fired = eventually(lambda: alarms.notified(logical_id, "ALARM"), timeout=600, interval=1)
+    assert fired["Trigger"]["Namespace"] == "AWS/EventBridge/Pipes"
+    assert fired["Trigger"]["MetricName"] == "ExecutionFailed"
+    assert fired["Trigger"]["Dimensions"] == [{"name": "PipeName", "value": pipes["ChangePipe"]}]
+    assert fired["NewStateReason"].startswith("Threshold Crossed")
+    # the failure record is the runbook's (StreamFailureQueueAlarm); the test's own is removed
+    stack.delete_where("StreamFailureQueueUrl", pipes_failure)
+    cleared = eventually(lambda: alarms.notified(logical_id, "OK"), timeout=600, interval=1)
+    assert cleared["OldStateValue"] == "ALARM"
+    assert alarms.state(logical_id) == "OK"

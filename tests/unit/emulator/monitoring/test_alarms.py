@@ -6,12 +6,16 @@ import json
 from datetime import timedelta
 
 import pytest
+from cfnlint.decode import cfn_yaml
 from moto.core.utils import utcnow
 
+from emulator.delivery.mappings import BatchOutcome, MappingConfig, report_stream_invocation
 from emulator.monitoring.alarms import ALARM, INSUFFICIENT_DATA, OK, Rule, decide
 from emulator.monitoring.monitor import Monitor
 from emulator.services import cloudwatch
-from tests.unit.emulator.support import ACCOUNT, REGION, client, drained, new_queue
+from harness import ROOT
+from harness.polling import eventually
+from tests.unit.emulator.support import ACCOUNT, REGION, client, create_function, drained, new_queue
 
 X, N, _ = 5.0, 0.0, None  # breaching, not breaching (threshold 1, greater than), missing
 
@@ -169,3 +173,102 @@ def test_the_store_keeps_the_last_thirty_minutes_of_datapoints(moto_patched, mot
     Monitor(REGION).tick(now)
     kept = cloudwatch.backend(ACCOUNT, REGION).metric_data
     assert [d.timestamp for d in kept] == [now]
+
+
+def iterator_age_stack() -> str:
+    """LastAgentFunctionIteratorAgeAlarm as template.yaml declares it (its threshold from
+    AlarmThresholds, its period and evaluation periods), on a function named ``consumer``."""
+    template = cfn_yaml.load(str(ROOT / "template.yaml"))
+    alarm = json.loads(json.dumps(template["Resources"]["LastAgentFunctionIteratorAgeAlarm"]))
+    properties = alarm["Properties"]
+    [mapping, key, field] = properties["Threshold"]["Fn::FindInMap"]
+    properties["Threshold"] = template["Mappings"][mapping][key][field]
+    properties["Dimensions"] = [{"Name": "FunctionName", "Value": "consumer"}]
+    return json.dumps(
+        {
+            "Resources": {
+                "AlarmTopic": {"Type": "AWS::SNS::Topic"},
+                "IteratorAgeAlarm": {"Type": alarm["Type"], "Properties": properties},
+            },
+            "Outputs": {
+                "AlarmName": {"Value": {"Ref": "IteratorAgeAlarm"}},
+                "TopicArn": {"Value": {"Ref": "AlarmTopic"}},
+            },
+        }
+    )
+
+
+def test_a_consumer_falling_behind_fires_the_iterator_age_alarm_until_it_catches_up(
+    moto_patched, moto_in_process
+):
+    """A stream consumer whose every batch is more than the template's 600000 ms behind, minute
+    after minute, as its mapping reports each batch (report_stream_invocation), sets the
+    template's iterator-age alarm (Maximum over 60 s periods, 5 of 5) to ALARM on its topic; its
+    first batch after catching up returns it to OK. In unit, not in the integration suite: the
+    age is the records' real age (the metrics time factor shortens periods, not the age), so
+    the local stack would have to hold a consumer 10 real minutes behind; and the template's
+    MaximumRetryAttempts 5 gives a failing batch up to StreamFailureQueue within seconds."""
+    cfn, lam = client("cloudformation"), client("lambda")
+    cfn.create_stack(StackName="ages", TemplateBody=iterator_age_stack())
+    outputs = {
+        o["OutputKey"]: o["OutputValue"]
+        for o in cfn.describe_stacks(StackName="ages")["Stacks"][0]["Outputs"]
+    }
+    [alarm] = client("cloudwatch").describe_alarms(AlarmNames=[outputs["AlarmName"]])[
+        "MetricAlarms"
+    ]
+    assert (alarm["Threshold"], alarm["Period"], alarm["EvaluationPeriods"]) == (600000.0, 60, 5)
+    sqs = client("sqs")
+    capture_url, capture_arn = new_queue(sqs, "age-capture")
+    client("sns").subscribe(TopicArn=outputs["TopicArn"], Protocol="sqs", Endpoint=capture_arn)
+    create_function(lam, client("iam"), "consumer")
+    stream_arn = client("dynamodb").create_table(
+        TableName="contacts",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+    )["TableDescription"]["LatestStreamArn"]
+    mapping = lam.create_event_source_mapping(
+        EventSourceArn=stream_arn, FunctionName="consumer", StartingPosition="LATEST"
+    )
+    config = MappingConfig.from_api(mapping)
+    monitor = Monitor(REGION, time_factor=120)  # a minute lasts 0.5 s; ticked by hand
+    behind = iter(range(11 * 60, 60 * 60, 60))  # seconds: a minute further behind each minute
+
+    def state() -> str:
+        name = outputs["AlarmName"]
+        return client("cloudwatch").describe_alarms(AlarmNames=[name])["MetricAlarms"][0][
+            "StateValue"
+        ]
+
+    def a_minute(outcome: BatchOutcome, age: float) -> str:
+        """One CloudWatch minute of the consumer's batches, each ``age`` seconds behind (a
+        failed one retried all minute), then evaluated: the alarm's state."""
+        minute_ends = utcnow() + timedelta(seconds=monitor.minute)
+
+        def reported_until_the_minute_ends() -> bool:
+            report_stream_invocation(config, outcome, age)
+            return utcnow() >= minute_ends
+
+        eventually(reported_until_the_minute_ends, timeout=5, interval=0.02)
+        monitor.tick()
+        return state()
+
+    monitor.tick()  # no batch yet: not breaching
+    assert state() == OK
+    failing = BatchOutcome("error", None, "Unhandled")
+    eventually(lambda: a_minute(failing, next(behind)) == ALARM, timeout=30, interval=0)
+    assert a_minute(BatchOutcome("ok"), 0.5) == OK  # fixed: it caught up
+
+    notes = [json.loads(json.loads(m["Body"])["Message"]) for m in drained(sqs, capture_url)]
+    assert [(n["OldStateValue"], n["NewStateValue"]) for n in notes] == [
+        (INSUFFICIENT_DATA, OK),
+        (OK, ALARM),
+        (ALARM, OK),
+    ]
+    fired = notes[1]
+    assert fired["Trigger"]["MetricName"] == "IteratorAge"
+    assert fired["Trigger"]["Statistic"] == "MAXIMUM"
+    assert fired["Trigger"]["Dimensions"] == [{"value": "consumer", "name": "FunctionName"}]
+    assert fired["NewStateReason"].startswith("Threshold Crossed: 5 out of the last 5 datapoints")
