@@ -1,7 +1,11 @@
 """The runbooks' first line (docs/operations.md), from the alarm on: what lands in a dead-letter
 queue sets its alarm to ALARM and notifies the alarm topic; once `ops dlq redrive` has emptied
 the queue the alarm returns to OK and says so on the topic. For the notifications, the ingest
-and, in the modes that have them (pipe, router), the fan-out's delivery dead letters."""
+and, in the modes that have them (pipe, router), the fan-out's delivery dead letters; and
+ChangePipeFailuresAlarm while ChangePipe cannot deliver (pipe, pipe-topic, pipe-sfn). The
+iterator-age alarms are tested at unit level (tests/unit/emulator/monitoring/test_alarms.py:
+the age is real time, so a consumer would have to be 10 real minutes behind).
+"""
 
 import json
 import time
