@@ -42,7 +42,7 @@ PORT_ATTEMPTS = 3
 # `ready <endpoint> stack=<name> functions=...` (emulator/__main__.py)
 READY_STACK = re.compile(r" stack=(\S+)")
 # The template's FanOut values: how the table's changes reach the stream consumers.
-FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic")
+FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
 
 
 def fan_out_args(mode: str | None) -> list[str]:

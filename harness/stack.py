@@ -76,8 +76,8 @@ class FailureRoute:
       sequence numbers, not the records; requestContext.functionArn names the consumer), once
       the retries are spent; ``python -m ops stream replay`` reads the batch back and invokes
       the consumer with it.
-    - pipe, router, pipe-topic: the consumer's own <X>DeadLetterQueue gets the message itself
-      (its body is the stream record) after maxReceiveCount receives; ``python -m ops dlq
+    - pipe, router, pipe-topic, pipe-sfn: the consumer's own <X>DeadLetterQueue gets the message
+      itself (its body is the stream record) after maxReceiveCount receives; ``python -m ops dlq
       redrive <X>DeadLetterQueue`` moves it back to the consumer's queue.
     """
 

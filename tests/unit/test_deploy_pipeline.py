@@ -554,6 +554,7 @@ COVERED_TYPES = {
     "AWS::Events::EventBus": {"events"},
     "AWS::Events::Rule": {"events"},
     "AWS::Pipes::Pipe": {"pipes", "iam"},
+    "AWS::StepFunctions::StateMachine": {"states", "iam"},
     "AWS::IAM::Role": {"iam"},
 }
 COVERED_EVENTS = {"SQS", "DynamoDB"}
@@ -565,6 +566,7 @@ NAME_PROPERTIES = (
     "RoleName",
     "AlarmName",
     "DashboardName",
+    "StateMachineName",
     "Name",
 )
 
@@ -700,6 +702,24 @@ def test_the_execution_role_creates_and_changes_roles_only_with_the_boundary(exe
     assert not allowed(execution_role, "iam:PutRolePolicy", pipeline_role, **with_boundary)
 
 
+def test_the_execution_role_manages_the_stages_state_machine_only(execution_role):
+    stage = "last-agent-routing-test"
+    machine = f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:{stage}-changes"
+    other = f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:last-agent-routing-prod-changes"
+    for action in (
+        "states:CreateStateMachine",
+        "states:UpdateStateMachine",
+        "states:DeleteStateMachine",
+    ):
+        assert allowed(execution_role, action, machine), action
+        assert not allowed(execution_role, action, other), action
+    assert not allowed(execution_role, "states:StartExecution", machine)  # the stack runs it
+    role = f"arn:aws:iam::{ACCOUNT}:role/{stage}-ChangeMachineRole-X"
+    passed_to = "iam_PassedToService"
+    assert allowed(execution_role, "iam:PassRole", role, **{passed_to: "states.amazonaws.com"})
+    assert not allowed(execution_role, "iam:PassRole", role, **{passed_to: "ec2.amazonaws.com"})
+
+
 def test_the_boundary_allows_no_iam_sts_or_lambda_and_only_the_stages_resources(bootstrap):
     boundary = bootstrap["Resources"]["ApplicationPermissionsBoundary"]["Properties"]
     policy = Policy.parse("boundary", resolved(boundary["PolicyDocument"], {}))
@@ -709,6 +729,10 @@ def test_the_boundary_allows_no_iam_sts_or_lambda_and_only_the_stages_resources(
         ("sqs:ReceiveMessage", f"arn:aws:sqs:eu-west-1:{ACCOUNT}:{stage}-IngestQueue-X"),
         ("sns:Publish", f"arn:aws:sns:eu-west-1:{ACCOUNT}:{stage}-notifications.fifo"),
         ("events:PutEvents", f"arn:aws:events:eu-west-1:{ACCOUNT}:event-bus/{stage}-changes"),
+        (
+            "states:StartSyncExecution",
+            f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:{stage}-changes",
+        ),
         ("xray:PutTraceSegments", "*"),
     ]
     refused = [
@@ -719,6 +743,8 @@ def test_the_boundary_allows_no_iam_sts_or_lambda_and_only_the_stages_resources(
         ("dynamodb:Scan", f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/other-app"),
         ("sqs:ReceiveMessage", f"arn:aws:sqs:eu-west-1:{ACCOUNT}:last-agent-routing-prod-Q"),
         ("sns:Subscribe", f"arn:aws:sns:eu-west-1:{ACCOUNT}:{stage}-notifications.fifo"),
+        ("states:StartExecution", f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:{stage}-x"),
+        ("states:StartSyncExecution", f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:other"),
     ]
     for action, resource in ok:
         assert evaluate([policy], Request(action, resource)).allowed, action

@@ -53,9 +53,9 @@ FUNCTIONS = {
     "RouteFunction": ("functions/route", {"CONTACTS_TABLE_NAME"}),
     "RouterFunction": ("functions/router", {"CHANGE_TOPIC_ARN"}),
 }
-FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic")
+FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
 CONSUMERS = ("LastAgent", "Survey", "Goodwill")
-PIPE_MODES = ("pipe", "pipe-topic")  # the modes ChangePipe reads the stream in
+PIPE_MODES = ("pipe", "pipe-topic", "pipe-sfn")  # the modes ChangePipe reads the stream in
 POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
 ENV_SOURCES = {
     "CONTACTS_TABLE_NAME": {"Ref": "ContactsTable"},
@@ -299,6 +299,7 @@ def test_each_fan_out_mode_creates_its_own_resources_only():
             "ChangeSubscription",
             "QueueMapping",
         },
+        "pipe-sfn": {"Queue", "DeadLetterQueue", "QueuePolicy", "QueueMapping"},
     }
     own = {
         "lambda": set(),
@@ -310,6 +311,7 @@ def test_each_fan_out_mode_creates_its_own_resources_only():
             "RouterStreamMapping",
         },
         "pipe-topic": {"ChangePipe", "ChangePipeRole", "ChangeTopic"},
+        "pipe-sfn": {"ChangePipe", "ChangePipeRole", "ChangeMachine", "ChangeMachineRole"},
     }
     everything = set().union(*own.values()) | {
         f"{c}{part}" for c in CONSUMERS for parts in per_consumer.values() for part in parts
@@ -348,6 +350,17 @@ def test_the_pipe_reads_the_union_of_the_consumers_filters():
     assert targets == {
         "pipe": {"Fn::GetAtt": ["ChangeBus", "Arn"]},
         "pipe-topic": {"Ref": "ChangeTopic"},
+        "pipe-sfn": {"Ref": "ChangeMachine"},
+    }
+    # pipe-sfn: the pipe waits for each execution, whose failure fails the batch
+    target_parameters = {
+        mode: chosen(pipe, conditions({"FanOut": mode})).get("TargetParameters")
+        for mode in PIPE_MODES
+    }
+    assert target_parameters == {
+        "pipe": None,
+        "pipe-topic": None,
+        "pipe-sfn": {"StepFunctionStateMachineParameters": {"InvocationType": "REQUEST_RESPONSE"}},
     }
     # PutEvents and PublishBatch take at most 10 entries (Pipes refuses a larger batch)
     assert int(stream["BatchSize"]) <= 10
@@ -406,6 +419,7 @@ def test_the_pipe_role_may_deliver_to_its_own_target_only():
     for mode, action, resource in (
         ("pipe", "events:PutEvents", {"Fn::GetAtt": ["ChangeBus", "Arn"]}),
         ("pipe-topic", "sns:Publish", {"Ref": "ChangeTopic"}),
+        ("pipe-sfn", "states:StartSyncExecution", {"Ref": "ChangeMachine"}),
     ):
         (document,) = chosen(role["Policies"], conditions({"FanOut": mode}))
         granted = {
@@ -419,16 +433,61 @@ def test_the_pipe_role_may_deliver_to_its_own_target_only():
 
 @pytest.mark.parametrize("consumer", CONSUMERS)
 def test_only_the_changes_source_may_send_to_a_consumers_queue(consumer):
-    statement = policy_statements(f"{consumer}QueuePolicy", mode=None)["AllowChanges"]
     for mode, service, source in (
         ("pipe", "events.amazonaws.com", {"Fn::GetAtt": [f"{consumer}ChangeRule", "Arn"]}),
         ("router", "sns.amazonaws.com", {"Ref": "ChangeTopic"}),
         ("pipe-topic", "sns.amazonaws.com", {"Ref": "ChangeTopic"}),
     ):
-        deployed = chosen(statement, conditions({"FanOut": mode}))
+        deployed = policy_statements(f"{consumer}QueuePolicy", mode)["AllowChanges"]
         assert deployed["Principal"] == {"Service": service}
         assert deployed["Action"] == "sqs:SendMessage"
         assert deployed["Condition"] == {"ArnEquals": {"aws:SourceArn": source}}
+    # pipe-sfn: the machine sends with its role, the only principal allowed
+    deployed = policy_statements(f"{consumer}QueuePolicy", "pipe-sfn")["AllowChanges"]
+    assert deployed["Principal"] == {"AWS": {"Fn::GetAtt": ["ChangeMachineRole", "Arn"]}}
+    assert deployed["Action"] == "sqs:SendMessage"
+    assert deployed["Resource"] == {"Fn::GetAtt": [f"{consumer}Queue", "Arn"]}
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS)
+def test_each_queue_mapping_filters_the_change_itself_in_pipe_sfn_mode(consumer):
+    mapping = chosen(
+        RESOURCES[f"{consumer}QueueMapping"]["Properties"], conditions({"FanOut": "pipe-sfn"})
+    )
+    patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    assert patterns == [{"body": p} for p in STREAM_FILTERS[f"{consumer}Function"]]
+    # nothing else may send to a consumer's delivery DLQ: the machine's failures fail the batch
+    assert "AllowUndeliveredChanges" not in policy_statements(
+        f"{consumer}ChangeDeliveryDeadLetterQueuePolicy", "pipe-sfn"
+    )
+
+
+def test_the_change_machine_sends_every_change_to_every_consumers_queue():
+    machine = RESOURCES["ChangeMachine"]["Properties"]
+    assert machine["StateMachineType"] == "EXPRESS"  # StartSyncExecution runs Express only
+    assert machine["StateMachineName"] == {"Fn::Sub": "${AWS::StackName}-changes"}
+    assert machine["RoleArn"] == {"Fn::GetAtt": ["ChangeMachineRole", "Arn"]}
+    definition = json.loads(machine["DefinitionString"]["Fn::Sub"])
+    fan_out = definition["States"][definition["StartAt"]]
+    assert fan_out["Type"] == "Parallel"
+    sends = {}
+    for branch in fan_out["Branches"]:
+        each = branch["States"][branch["StartAt"]]
+        assert each["Type"] == "Map"
+        assert each["ItemProcessor"]["ProcessorConfig"] == {"Mode": "INLINE"}
+        processor = each["ItemProcessor"]
+        (task,) = processor["States"].values()
+        assert task["Resource"] == "arn:${AWS::Partition}:states:::sqs:sendMessage"
+        assert task["Parameters"]["MessageBody.$"] == "States.JsonToString($)"
+        sends[task["Parameters"]["QueueUrl"]] = "Catch" in task or "Catch" in each
+    assert sends == {f"${{{c}Queue}}": False for c in CONSUMERS}  # a failed send fails it all
+    role = RESOURCES["ChangeMachineRole"]["Properties"]
+    (document,) = role["Policies"]
+    (statement,) = document["PolicyDocument"]["Statement"]
+    assert (statement["Effect"], statement["Action"]) == ("Allow", "sqs:SendMessage")
+    assert statement["Resource"] == [{"Fn::GetAtt": [f"{c}Queue", "Arn"]} for c in CONSUMERS]
+    principal = role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+    assert principal == {"Service": "states.amazonaws.com"}
 
 
 def test_shared_layer():
@@ -1071,7 +1130,7 @@ def test_translated_roles_are_scoped(translated, mode):
     roles = {
         k: chosen(v, conditions({"FanOut": mode}))
         for k, v in translated["Resources"].items()
-        if v["Type"] == "AWS::IAM::Role" and k != "ChangePipeRole"
+        if v["Type"] == "AWS::IAM::Role" and k not in ("ChangePipeRole", "ChangeMachineRole")
     }
     assert len(roles) == len(FUNCTIONS)
     for name, role in roles.items():
@@ -1098,9 +1157,10 @@ def test_every_role_carries_the_bootstraps_permissions_boundary(translated, env,
         for k, v in translated["Resources"].items()
         if v["Type"] == "AWS::IAM::Role" and created(v, mode)
     }
+    # the pipe's role in every pipe mode, the machine's in pipe-sfn
     assert len(roles) == len([f for f in FUNCTIONS if created(RESOURCES[f], mode)]) + (
         mode in PIPE_MODES
-    )
+    ) + (mode == "pipe-sfn")
     for name, role in roles.items():
         assert role["Properties"].get("PermissionsBoundary") == {
             "Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:policy/${PermissionsBoundary}"

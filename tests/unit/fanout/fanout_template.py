@@ -1,6 +1,7 @@
 """The fan-out's selections as template.yaml declares them, in every FanOut mode: each consumer's
 stream mapping filter (lambda), its rule's event pattern (pipe), its subscription's filter policy
-(router: over attributes; pipe-topic: over the body, with its queue mapping's filter), and the
+(router: over attributes; pipe-topic: over the body, with its queue mapping's filter), its queue
+mapping's filter (pipe-sfn: ChangeMachine sends it every change the pipe admits), and the
 pipe's and the router mapping's own filters; compiled with the local stack's
 matchers (emulator/core/filters.py, emulator/services/sns_filter_policies.py: the same language
 AWS documents)."""
@@ -34,6 +35,7 @@ class Selection:
     body_subscription: FilterPolicy  # <X>ChangeSubscription FilterPolicy (pipe-topic)
     body_subscription_policy: dict
     queue: FilterCriteria  # <X>QueueMapping FilterCriteria (pipe-topic; none: every message)
+    machine_queue: FilterCriteria  # <X>QueueMapping FilterCriteria (pipe-sfn)
 
 
 @functools.cache
@@ -67,6 +69,7 @@ def selections() -> dict[str, Selection]:
         by_attributes, attributes_policy = _policy(deployed(subscription, "router"))
         by_body, body_policy = _policy(deployed(subscription, "pipe-topic"))
         queue_mapping = deployed(found[f"{prefix}QueueMapping"]["Properties"], "pipe-topic")
+        machine_mapping = deployed(found[f"{prefix}QueueMapping"]["Properties"], "pipe-sfn")
         result[function] = Selection(
             stream=FilterCriteria.from_mapping(
                 found[f"{prefix}StreamMapping"]["Properties"]["FilterCriteria"]
@@ -77,6 +80,7 @@ def selections() -> dict[str, Selection]:
             body_subscription=by_body,
             body_subscription_policy=body_policy,
             queue=FilterCriteria.from_mapping(queue_mapping.get("FilterCriteria")),
+            machine_queue=FilterCriteria.from_mapping(machine_mapping["FilterCriteria"]),
         )
     return result
 

@@ -10,6 +10,9 @@ values on both sides of the filters), as template.yaml declares the selections:
 - pipe-topic: its subscription's filter policy on the body (the record ChangePipe publishes)
   and then its queue mapping's FilterCriteria on that body admit the record iff its
   FilterCriteria do;
+- pipe-sfn: the pipe's filter, then (ChangeMachine sends each change to every consumer's queue,
+  the record as the body) its queue mapping's FilterCriteria on that body admit the record iff
+  its FilterCriteria do;
 - the router's mapping admits every record some subscription takes (it drops none a consumer needs).
 
 Matched with the local stack's matchers (emulator/core/filters.py,
@@ -52,6 +55,9 @@ def admitted(record: dict) -> dict[str, dict[str, bool]]:
     attributes = publish_attributes(contacts.change_attributes(DynamoDBRecord(record)))
     event = bus_event(record)
     body = json.dumps(record)  # what ChangePipe publishes to ChangeTopic (pipe-topic)
+    # what ChangeMachine sends each queue (States.JsonToString: compact JSON), pipe-sfn
+    machine_body = json.dumps(record, separators=(",", ":"))
+    piped = pipe_filter().matches(record)
     return {
         consumer: {
             "lambda": selection.stream.matches(record),
@@ -59,6 +65,7 @@ def admitted(record: dict) -> dict[str, dict[str, bool]]:
             "pipe": selection.rule.matches(event),
             "pipe-topic": selection.body_subscription.matches({}, body)
             and selection.queue.matches(queue_message(body)),
+            "pipe-sfn": piped and selection.machine_queue.matches(queue_message(machine_body)),
         }
         for consumer, selection in selections().items()
     }
@@ -79,6 +86,7 @@ def test_every_mode_gives_each_consumer_exactly_its_stream_filters_records(recor
         assert by_mode["router"] == by_mode["lambda"], (consumer, "router", record)
         assert by_mode["pipe"] == by_mode["lambda"], (consumer, "pipe", record)
         assert by_mode["pipe-topic"] == by_mode["lambda"], (consumer, "pipe-topic", record)
+        assert by_mode["pipe-sfn"] == by_mode["lambda"], (consumer, "pipe-sfn", record)
 
     anyone = any(by_mode["lambda"] for by_mode in modes.values())
     assert pipe_filter().matches(record) == anyone

@@ -61,7 +61,7 @@ def test_stream_mode_failures_are_batch_records_in_the_stream_failure_queue(stac
     assert fan_out.queue_depth("StreamFailureQueueUrl") == 2
 
 
-@pytest.mark.parametrize("mode", ["pipe", "router", "pipe-topic"])
+@pytest.mark.parametrize("mode", ["pipe", "router", "pipe-topic", "pipe-sfn"])
 def test_queue_mode_failures_are_the_records_in_the_consumers_dead_letter_queue(stack, mode):
     fan_out = stack_of(mode)
     assert fan_out.consumers_read_queues
