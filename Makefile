@@ -39,7 +39,7 @@ FANOUT_MODES := lambda pipe router pipe-topic
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
-	@echo "FANOUT=lambda|pipe|router|pipe-topic (default lambda): the local stack's fan-out mode for up, run, chaos, integration"
+	@echo "FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn (default lambda): the local stack's fan-out mode for up, run, chaos, integration"
 
 # Byte-compiled at install: the machines set PYTHONDONTWRITEBYTECODE, so otherwise every process
 # (pytest workers, each local stack, each function worker) compiles boto3 and moto from source.

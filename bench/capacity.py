@@ -49,8 +49,8 @@ from harness.in_process import FakeLambdaContext, create_resources
 
 RESULTS = ROOT / "bench" / "results.json"
 TEMPLATE = ROOT / "template.yaml"
-MODES = ("lambda", "pipe", "router", "pipe-topic")
-PIPE_MODES = ("pipe", "pipe-topic")  # ChangePipe reads the stream
+MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
+PIPE_MODES = ("pipe", "pipe-topic", "pipe-sfn")  # ChangePipe reads the stream
 DOC_RATES = (50, 500, 5_000)
 WORKLOAD_CONTACTS = 20_000  # P5's load: the bench's generated contacts
 LAST_AGENT_CONTACTS = 20
@@ -144,6 +144,10 @@ EVENTBRIDGE_PRICING = Source(
     "Amazon EventBridge pricing", "https://aws.amazon.com/eventbridge/pricing/"
 )
 S3_PRICING = Source("Amazon S3 pricing", "https://aws.amazon.com/s3/pricing/")
+SFN_PRICING = Source(
+    "AWS Step Functions pricing (Express Workflows)",
+    "https://aws.amazon.com/step-functions/pricing/",
+)
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,9 @@ PRICES = {
     "sns_fifo_publish": Price(0.30, MILLION, "FIFO topic publishes", SNS_PRICING),
     "pipes_event": Price(0.40, MILLION, "Pipes events (64 KB chunks)", EVENTBRIDGE_PRICING),
     "bus_event": Price(1.00, MILLION, "custom bus events", EVENTBRIDGE_PRICING),
+    "express_request": Price(1.00, MILLION, "Express executions", SFN_PRICING),
+    # $0.06 per GB-hour (the first 1,000 GB-hours a month); 64 MB chunks, 100 ms steps
+    "express_gb_second": Price(0.06 / 3600, 1, "Express GB-s", SFN_PRICING),
     "s3_put": Price(0.005, 1_000, "PUT requests", S3_PRICING),
     "s3_get": Price(0.0004, 1_000, "GET requests", S3_PRICING),
 }
@@ -828,6 +835,17 @@ def _costs(c: Counts, settings: Settings, mode: str, contacts_per_file: int) -> 
         changes = n * c.share_any
         costs["EventBridge Pipes (events)"] = p["pipes_event"].of(changes)
         costs["SNS ChangeTopic (Publish)"] = p["sns_publish"].of(changes)
+    if mode == "pipe-sfn":
+        changes = n * c.share_any
+        executions = changes / m["ChangePipe"].batch_size  # one per batch, the sends inside
+        # a batch's Map sends one change after another: billed in 100 ms steps, at 64 MB
+        billed_seconds = math.ceil(m["ChangePipe"].batch_size * CALL_SECONDS / 0.1) * 0.1
+        costs["EventBridge Pipes (events)"] = p["pipes_event"].of(changes)
+        costs["Step Functions ChangeMachine (Express)"] = p["express_request"].of(executions) + p[
+            "express_gb_second"
+        ].of(executions * billed_seconds * 64 / 1024)
+        # every piped change goes to every queue; the mappings' filters drop the others
+        sqs += (len(consumed) * changes - sum(consumed.values())) * SQS_REQUESTS_PER_MESSAGE
     if mode == "router":
         costs["SNS ChangeTopic (Publish)"] = p["sns_publish"].of(n)
         invocations += n / m["RouterStreamMapping"].batch_size
