@@ -267,7 +267,7 @@ def call_fault_from_text(text: str) -> dict[str, Any]:
     operation_parts = 1 if rest[:1] == ["*"] else 2
     if len(rest) not in (operation_parts, operation_parts + 1):
         raise ValueError(
-            "expected FUNCTION:OPERATION[:TIMES] (e.g. NotifierFunction:sns:Publish:2) or a "
+            "expected FUNCTION:OPERATION[:TIMES] (e.g. NotifierFunction:sns:PublishBatch:2) or a "
             "JSON entry"
         )
     entry: dict[str, Any] = {"function": function, "operation": ":".join(rest[:operation_parts])}

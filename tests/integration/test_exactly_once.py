@@ -49,10 +49,10 @@ def test_crashes_inside_every_function_and_a_throttled_completion_give_one_effec
         # the ingest dies after its first transaction of contacts took effect
         {"function": "IngestFunction", "operation": "dynamodb:TransactWriteItems", "times": 1},
         # the consumers die after their effect, before they could report success
-        {"function": "SurveyFunction", "operation": "sqs:SendMessage", "times": 1},
+        {"function": "SurveyFunction", "operation": "sqs:SendMessageBatch", "times": 1},
         {"function": "GoodwillFunction", "operation": "dynamodb:PutItem", "times": 1},
         # the notifier dies after the publish, before Powertools records it
-        {"function": "NotifierFunction", "operation": "sns:Publish", "times": 1},
+        {"function": "NotifierFunction", "operation": "sns:PublishBatch", "times": 1},
     ]
     # ...and its completion is throttled past boto3's retries: the publish is repeated
     throttles = [{"function": "NotifierFunction", "operation": "dynamodb:UpdateItem", "times": 12}]
