@@ -344,6 +344,14 @@ class StackClient:
             return False
         return not self.local or bool(self._local().control("/_emulator/status").get("idle"))
 
+    def longest_redelivery(self) -> int:
+        """Seconds a failed receive keeps a message out of sight: the longest visibility timeout
+        of the work queues (2-12 s locally, minutes in a deployed environment)."""
+        return max(
+            int(self.queue_attributes(output, "VisibilityTimeout")["VisibilityTimeout"])
+            for output in self.work_queues
+        )
+
     # -- queues ----------------------------------------------------------------------------------
     def queue_attributes(self, output: str, *names: str) -> dict[str, str]:
         return self.sqs.get_queue_attributes(

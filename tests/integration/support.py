@@ -101,8 +101,11 @@ def wait_for_notifications(
         return True
 
     eventually(all_arrived, timeout=timeout, interval=0.5)
-    eventually(stack.idle, timeout=timeout, interval=0.5)
-    return stable(lambda: topic.counts(contact_ids), polls=3, timeout=timeout)
+    # A duplicate or a retried message comes back after its queue's visibility timeout: on a
+    # deployed environment's queues that is minutes, not the local stack's seconds.
+    settle = max(timeout, stack.longest_redelivery() + 30)
+    eventually(stack.idle, timeout=settle, interval=0.5)
+    return stable(lambda: topic.counts(contact_ids), polls=3, timeout=settle)
 
 
 @contextlib.contextmanager
