@@ -26,7 +26,9 @@ the reader that failed, so every consumer behind it gets the records again:
   Source and DetailType, one event per record, the record as ``detail``), and the rules send
   each to the consumers whose pattern it matches. Records the pipe's filter would have dropped
   match no rule either (every rule's pattern is one of the consumers' filters the pipe's filter
-  unites); `--function ChangePipe` (its LogicalId) picks them.
+  unites); `--function ChangePipe` (its LogicalId) picks them. In pipe-topic mode the records
+  are published to the pipe's target topic, each record the body, and each consumer's
+  subscription filter picks its own. A pipe to a state machine (pipe-sfn) is not replayed yet.
 A failure record of any other shape is reported `unreadable` and kept. In pipe and router mode
 a consumer's own failures are not here but in its <X>DeadLetterQueue: `ops dlq redrive`.
 """
@@ -56,14 +58,14 @@ class PastRetention(Exception):
     """The stream no longer holds the batch's records."""
 
 
-PUT_EVENTS_LIMIT = 10  # entries per PutEvents request
+PIPE_BATCH = 10  # records a pipe delivers at once to a bus or a topic (PutEvents, PublishBatch)
 INVOKE_LIMIT = 6 * 1024 * 1024  # bytes of a synchronous Invoke's request payload (6,291,456)
 
 
 @dataclass(frozen=True)
 class Reader:
     """What the failed batch's reader is given: the records its filter admits, so many a
-    delivery (its BatchSize; a pipe's: what one PutEvents takes)."""
+    delivery (its BatchSize; a pipe's: what one PutEvents or PublishBatch takes)."""
 
     filter: StreamFilter
     batch_size: int
@@ -173,7 +175,7 @@ def deliver(
     if dry_run:
         return counts | {"outcome": "would replay"}
     if pipe:
-        return counts | put_on_bus(stack, pipe, admitted)
+        return counts | deliver_as_the_pipe(stack, pipe, admitted)
     return counts | invoke_chunks(stack, function_name, chunks(admitted, reader.batch_size))
 
 
@@ -185,7 +187,7 @@ def reader_of(stack: StackClient, pipe: str | None, function_name: str, stream_a
             source = stack.client("pipes").describe_pipe(Name=pipe).get("SourceParameters") or {}
         except ClientError as error:
             raise NoReader(f"pipe {pipe}: {error.response['Error']['Code']}") from None
-        return Reader(StreamFilter.of(source.get("FilterCriteria")), PUT_EVENTS_LIMIT)
+        return Reader(StreamFilter.of(source.get("FilterCriteria")), PIPE_BATCH)
     mappings = stack.client("lambda").list_event_source_mappings(
         FunctionName=function_name, EventSourceArn=stream_arn
     )["EventSourceMappings"]
@@ -307,38 +309,59 @@ def invoke(stack: StackClient, function_name: str, payload: bytes) -> str | None
     return None
 
 
-def put_on_bus(stack: StackClient, pipe: str, records: list[dict]) -> dict[str, Any]:
-    """The records on the pipe's target bus, as the pipe puts them (PutEvents, 10 a request)."""
+def deliver_as_the_pipe(stack: StackClient, pipe: str, records: list[dict]) -> dict[str, Any]:
+    """The records to the pipe's target as the pipe sends them, 10 at a time: one event per
+    record on a bus, one message per record on a topic. (A state machine target, FanOut=pipe-sfn,
+    is not replayed yet: it is reported failed and its record kept.)"""
     described = stack.client("pipes").describe_pipe(Name=pipe)
     target = described["Target"]
-    if ":events:" not in target:
-        return {"outcome": "failed", "detail": f"the pipe's target {target} is not an event bus"}
-    bus = (described.get("TargetParameters") or {}).get("EventBridgeEventBusParameters") or {}
+    batches = [records[i : i + PIPE_BATCH] for i in range(0, len(records), PIPE_BATCH)]
+    service = target.split(":")[2]
+    if service == "events":
+        bus = (described.get("TargetParameters") or {}).get("EventBridgeEventBusParameters") or {}
+        failed = [code for batch in batches for code in put_events(stack, pipe, target, bus, batch)]
+    elif service == "sns":
+        failed = [code for batch in batches for code in publish(stack, target, batch)]
+    else:
+        return {"outcome": "failed", "detail": f"the pipe's target {target} is not replayable"}
+    if failed:
+        codes = ", ".join(sorted(set(failed)))
+        detail = f"{service}: {len(failed)} of {len(records)} record(s) not delivered ({codes})"
+        return {"outcome": "failed", "detail": detail}
+    return {"outcome": "replayed"}
+
+
+def put_events(
+    stack: StackClient, pipe: str, bus_arn: str, bus: dict, records: list[dict]
+) -> list[str]:
+    """One event per record, with the pipe's Source and DetailType; a reason per record not put."""
     entries = [
         {
             "Source": bus.get("Source") or f"Pipe {pipe}",
             "DetailType": bus.get("DetailType") or "Event from aws:dynamodb",
             "Resources": bus.get("Resources") or [],
             "Detail": json.dumps(record),
-            "EventBusName": target,
+            "EventBusName": bus_arn,
         }
         for record in records
     ]
-    events = stack.client("events")
-    failed: list[str] = []  # one reason per record not put; the next request is sent all the same
-    for start in range(0, len(entries), PUT_EVENTS_LIMIT):
-        batch = entries[start : start + PUT_EVENTS_LIMIT]
-        try:
-            response = events.put_events(Entries=batch)
-        except ClientError as error:
-            failed += [error.response["Error"]["Code"]] * len(batch)
-            continue
-        failed += [e["ErrorCode"] for e in response["Entries"] if e.get("ErrorCode")]
-    if failed:
-        codes = ", ".join(sorted(set(failed)))
-        detail = f"PutEvents: {len(failed)} of {len(entries)} record(s) not put ({codes})"
-        return {"outcome": "failed", "detail": detail}
-    return {"outcome": "replayed"}
+    try:
+        response = stack.client("events").put_events(Entries=entries)
+    except ClientError as error:
+        return [error.response["Error"]["Code"]] * len(entries)
+    return [e["ErrorCode"] for e in response["Entries"] if e.get("ErrorCode")]
+
+
+def publish(stack: StackClient, topic_arn: str, records: list[dict]) -> list[str]:
+    """One message per record, the record itself as the body; a reason per record not published."""
+    entries = [{"Id": str(n), "Message": json.dumps(r)} for n, r in enumerate(records)]
+    try:
+        response = stack.client("sns").publish_batch(
+            TopicArn=topic_arn, PublishBatchRequestEntries=entries
+        )
+    except ClientError as error:
+        return [error.response["Error"]["Code"]] * len(entries)
+    return [f["Code"] for f in response.get("Failed", [])]
 
 
 def render(results: list[dict[str, Any]], dry_run: bool) -> str:

@@ -192,6 +192,22 @@ def stream_records(table: str, count: int) -> tuple[str, dict, list[dict]]:
     raise AssertionError("no shard holds the records")
 
 
+def fail_the_pipes_batch(
+    ops_stack: StackClient, pipe_arn: str, stream_arn: str, shard: dict, batch: list[dict]
+) -> None:
+    """The pipe's failure record of ``batch`` (records of one shard) in StreamFailureQueue, as
+    the pipe writes it: the pipe's ARN in place of a function's."""
+    failure = json.loads(failure_record(stream_arn, datetime.now(UTC)))
+    failure["requestContext"]["functionArn"] = pipe_arn
+    failure["DDBStreamBatchInfo"] |= {
+        "shardId": shard["ShardId"],
+        "startSequenceNumber": batch[0]["dynamodb"]["SequenceNumber"],
+        "endSequenceNumber": batch[-1]["dynamodb"]["SequenceNumber"],
+    }
+    failures = ops_stack.outputs["StreamFailureQueueUrl"]
+    ops_stack.sqs.send_message(QueueUrl=failures, MessageBody=json.dumps(failure))
+
+
 def test_a_pipe_failure_record_is_replayed_onto_the_pipes_bus(ops_stack):
     """ChangePipe's failure record (the pipe's ARN in place of a function's) is replayed as the
     pipe would have delivered it: one event per record on its target bus, the record as detail,
@@ -224,16 +240,7 @@ def test_a_pipe_failure_record_is_replayed_onto_the_pipes_bus(ops_stack):
             "EventBridgeEventBusParameters": {"Source": "unit.changes", "DetailType": "change"}
         },
     )
-    # records 2 and 3 of the stream: the batch that failed
-    failure = json.loads(failure_record(stream_arn, datetime.now(UTC)))
-    failure["requestContext"]["functionArn"] = pipe["Arn"]
-    failure["DDBStreamBatchInfo"] |= {
-        "shardId": shard["ShardId"],
-        "startSequenceNumber": records[1]["dynamodb"]["SequenceNumber"],
-        "endSequenceNumber": records[2]["dynamodb"]["SequenceNumber"],
-    }
-    failures = ops_stack.outputs["StreamFailureQueueUrl"]
-    ops_stack.sqs.send_message(QueueUrl=failures, MessageBody=json.dumps(failure))
+    fail_the_pipes_batch(ops_stack, pipe["Arn"], stream_arn, shard, records[1:])
 
     dry, _, ok = replay.replay(ops_stack, dry_run=True, function=None)
     [batch] = dry["batches"]
@@ -246,6 +253,41 @@ def test_a_pipe_failure_record_is_replayed_onto_the_pipes_bus(ops_stack):
     assert [r["dynamodb"]["Keys"]["sk"]["S"] for r in delivered] == [
         r["dynamodb"]["Keys"]["sk"]["S"] for r in records[1:]
     ]
+    assert all(r["eventSourceARN"] == stream_arn for r in delivered)
+    assert ops_stack.queue_depth("StreamFailureQueueUrl") == 0
+
+
+def test_a_pipe_failure_record_is_replayed_onto_the_pipes_topic(ops_stack):
+    """FanOut=pipe-topic: the records published to the pipe's target topic as the pipe publishes
+    them (the record itself as the body); each subscription's filter takes it from there."""
+    stream_arn, shard, records = stream_records(ops_stack.contacts_table, 3)
+    topic_arn = client("sns").create_topic(Name="unit-changes")["TopicArn"]
+    sqs = client("sqs")
+    target = sqs.create_queue(QueueName="unit-topic-target")["QueueUrl"]
+    target_arn = sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    client("sns").subscribe(
+        TopicArn=topic_arn,
+        Protocol="sqs",
+        Endpoint=target_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    pipe = client("pipes").create_pipe(
+        Name="unit-ChangePipe",
+        RoleArn="arn:aws:iam::123456789012:role/unit-pipe",
+        Source=stream_arn,
+        SourceParameters={"DynamoDBStreamParameters": {"StartingPosition": "TRIM_HORIZON"}},
+        Target=topic_arn,
+    )
+    fail_the_pipes_batch(ops_stack, pipe["Arn"], stream_arn, shard, records[1:])
+
+    data, _, ok = replay.replay(ops_stack, dry_run=False, function=None)
+    assert ok and [b["outcome"] for b in data["batches"]] == ["replayed"]
+    delivered = [json.loads(m["Body"]) for m in stack_drain(target)]
+    assert sorted(r["dynamodb"]["Keys"]["sk"]["S"] for r in delivered) == sorted(
+        r["dynamodb"]["Keys"]["sk"]["S"] for r in records[1:]
+    )
     assert all(r["eventSourceARN"] == stream_arn for r in delivered)
     assert ops_stack.queue_depth("StreamFailureQueueUrl") == 0
 
