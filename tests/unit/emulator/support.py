@@ -1,6 +1,6 @@
 """What the emulator's tests share besides fixtures (tests/unit/emulator/conftest.py holds those):
 dummy credentials for moto in process, clients, queues to fill and drain, a function to map or
-invoke, and a whole local stack in process."""
+invoke, a whole local stack in process, and one with its mapping engine delivering."""
 
 import contextlib
 import io
@@ -11,12 +11,15 @@ from pathlib import Path
 
 import boto3
 import pytest
+from botocore.config import Config
 
 from emulator.core.faults import Faults
+from emulator.delivery.engine import EventSourceMappingEngine
 from emulator.lambda_.workers import Runtime
 from emulator.server import EmulatorServer
 from emulator.services import moto_patches
 from emulator.stack import Deployment, deploy
+from harness.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository
 REGION = "us-east-1"
@@ -97,3 +100,69 @@ def deployed_stack(
         runtime.close()
         server.stop()
         moto_patches.uninstall()
+
+
+class DeliveringStack:
+    """A deployed template's outputs, clients of its endpoint, and its mapping engine running
+    (the pipes and event source mappings delivering)."""
+
+    def __init__(self, endpoint_url: str, outputs: dict[str, str], engine):
+        self.endpoint_url = endpoint_url
+        self.outputs = outputs
+        self.engine = engine
+
+    def client(self, service: str):
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            # StartSyncExecution's "sync-" host prefix would name no local host
+            config=Config(
+                retries={"max_attempts": 1},
+                account_id_endpoint_mode="disabled",
+                inject_host_prefix=False,
+            ),
+        )
+
+    def drain(self, output: str) -> list[dict]:
+        """Every message in the queue now, received and deleted."""
+        sqs = self.client("sqs")
+        messages = []
+        while batch := sqs.receive_message(
+            QueueUrl=self.outputs[output], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+        ).get("Messages", []):
+            for message in batch:
+                sqs.delete_message(
+                    QueueUrl=self.outputs[output], ReceiptHandle=message["ReceiptHandle"]
+                )
+            messages.extend(batch)
+        return messages
+
+    def depth(self, output: str) -> int:
+        attributes = self.client("sqs").get_queue_attributes(
+            QueueUrl=self.outputs[output], AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"])
+
+    def settle(self, timeout: float = 60.0) -> None:
+        eventually(self.engine.idle, timeout=timeout, interval=0.05)
+
+
+@contextlib.contextmanager
+def delivering_stack(template_text: str, project: Path) -> Iterator[DeliveringStack]:
+    """``template_text`` deployed on the local stack in this process, its mappings delivering."""
+    template = project / "template.yaml"
+    template.write_text(template_text)
+    with deployed_stack(template, project / "logs") as (server, runtime, deployment):
+        engine = EventSourceMappingEngine(
+            runtime, server.faults, region=REGION, endpoint_url=server.endpoint_url,
+            retry_delay=0.01,
+        )  # fmt: skip
+        engine.start()
+        try:
+            eventually(engine.all_enabled, timeout=60, interval=0.05)
+            yield DeliveringStack(server.endpoint_url, deployment.outputs, engine)
+        finally:
+            engine.stop()

@@ -6,18 +6,14 @@ own with a queue subscribed by a filter on the message body."""
 import json
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import boto3
 import pytest
-from botocore.config import Config
 from moto.events.models import EventsBackend
 from moto.sns.models import SNSBackend
 from shared.aws.table_changes import stream_record
 
-from emulator.delivery.engine import EventSourceMappingEngine
-from harness.polling import eventually, stable
-from tests.unit.emulator.support import ACCOUNT, REGION, deployed_stack
+from harness.polling import stable
+from tests.unit.emulator.support import ACCOUNT, REGION, delivering_stack
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"
@@ -158,66 +154,10 @@ Outputs:
 """
 
 
-class Local:
-    def __init__(self, endpoint_url, outputs, engine):
-        self.endpoint_url = endpoint_url
-        self.outputs = outputs
-        self.engine = engine
-
-    def client(self, service):
-        return boto3.client(
-            service,
-            endpoint_url=self.endpoint_url,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            config=Config(retries={"max_attempts": 1}, account_id_endpoint_mode="disabled"),
-        )
-
-    def drain(self, output):
-        sqs = self.client("sqs")
-        messages = []
-        while True:
-            batch = sqs.receive_message(
-                QueueUrl=self.outputs[output], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
-            ).get("Messages", [])
-            if not batch:
-                return messages
-            for message in batch:
-                sqs.delete_message(
-                    QueueUrl=self.outputs[output], ReceiptHandle=message["ReceiptHandle"]
-                )
-            messages.extend(batch)
-
-    def depth(self, output):
-        attributes = self.client("sqs").get_queue_attributes(
-            QueueUrl=self.outputs[output], AttributeNames=["ApproximateNumberOfMessages"]
-        )["Attributes"]
-        return int(attributes["ApproximateNumberOfMessages"])
-
-    def settle(self, timeout=60.0):
-        eventually(self.engine.idle, timeout=timeout, interval=0.05)
-
-
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    project: Path = tmp_path_factory.mktemp("pipes")
-    template = project / "template.yaml"
-    template.write_text(TEMPLATE)
-    with deployed_stack(template, project / "logs") as (server, runtime, deployment):
-        engine = EventSourceMappingEngine(
-            runtime,
-            server.faults,
-            region=REGION,
-            endpoint_url=server.endpoint_url,
-            retry_delay=0.01,
-        )
-        engine.start()
-        try:
-            eventually(engine.all_enabled, timeout=60, interval=0.05)
-            yield Local(server.endpoint_url, deployment.outputs, engine)
-        finally:
-            engine.stop()
+    with delivering_stack(TEMPLATE, tmp_path_factory.mktemp("pipes")) as stack:
+        yield stack
 
 
 def _put(local, pk, kind, **extra):

@@ -5,14 +5,10 @@ a branch that cannot deliver fails the execution, so the pipe's batch goes to th
 
 import json
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from emulator.delivery.engine import EventSourceMappingEngine
-from harness.polling import eventually
-from tests.unit.emulator.support import REGION, deployed_stack
+from tests.unit.emulator.support import delivering_stack
 
 # One branch per queue: Pipes sends the machine the batch as an array, so each branch maps it.
 DEFINITION = """
@@ -132,61 +128,15 @@ Outputs:
 """
 
 
-class Local:
-    def __init__(self, endpoint_url, outputs, engine):
-        self.endpoint_url = endpoint_url
-        self.outputs = outputs
-        self.engine = engine
-
-    def client(self, service):
-        return boto3.client(
-            service,
-            endpoint_url=self.endpoint_url,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            # StartSyncExecution's "sync-" host prefix would name no local host
-            config=Config(
-                retries={"max_attempts": 1},
-                account_id_endpoint_mode="disabled",
-                inject_host_prefix=False,
-            ),
-        )
-
-    def bodies(self, output):
-        """The JSON bodies of every message in the queue now, received and deleted."""
-        sqs = self.client("sqs")
-        bodies = []
-        while batch := sqs.receive_message(
-            QueueUrl=self.outputs[output], MaxNumberOfMessages=10
-        ).get("Messages", []):
-            for message in batch:
-                sqs.delete_message(
-                    QueueUrl=self.outputs[output], ReceiptHandle=message["ReceiptHandle"]
-                )
-                bodies.append(json.loads(message["Body"]))
-        return bodies
-
-    def settle(self):
-        eventually(self.engine.idle, timeout=60, interval=0.05)
-
-
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    project = tmp_path_factory.mktemp("stepfunctions")
-    template = project / "template.yaml"
-    template.write_text(TEMPLATE)
-    with deployed_stack(template, project / "logs") as (server, runtime, deployment):
-        engine = EventSourceMappingEngine(
-            runtime, server.faults, region=REGION, endpoint_url=server.endpoint_url,
-            retry_delay=0.01,
-        )  # fmt: skip
-        engine.start()
-        try:
-            eventually(engine.all_enabled, timeout=60, interval=0.05)
-            yield Local(server.endpoint_url, deployment.outputs, engine)
-        finally:
-            engine.stop()
+    with delivering_stack(TEMPLATE, tmp_path_factory.mktemp("stepfunctions")) as stack:
+        yield stack
+
+
+def bodies(local, output):
+    """The JSON bodies of every message in the queue now, received and deleted."""
+    return [json.loads(message["Body"]) for message in local.drain(output)]
 
 
 def test_start_sync_execution_runs_every_branch_over_each_item(local):
@@ -197,8 +147,8 @@ def test_start_sync_execution_runs_every_branch_over_each_item(local):
     assert answer["status"] == "SUCCEEDED"
     assert ":express:" in answer["executionArn"]
     assert len(json.loads(answer["output"])) == 2  # one result per branch
-    assert sorted(b["id"] for b in local.bodies("QueueA")) == [1, 2]
-    assert sorted(b["id"] for b in local.bodies("QueueB")) == [1, 2]
+    assert sorted(b["id"] for b in bodies(local, "QueueA")) == [1, 2]
+    assert sorted(b["id"] for b in bodies(local, "QueueB")) == [1, 2]
 
 
 def test_a_branch_that_cannot_deliver_fails_the_execution_with_its_error(local):
@@ -209,7 +159,7 @@ def test_a_branch_that_cannot_deliver_fails_the_execution_with_its_error(local):
     assert answer["error"] == "SQS.SdkClientException"
     assert "does not exist" in answer["cause"]
     assert "output" not in answer
-    local.bodies("QueueA")  # the other branch may have sent before the failure
+    bodies(local, "QueueA")  # the other branch may have sent before the failure
 
 
 def test_a_send_the_machines_role_may_not_make_fails_the_execution(local):
@@ -230,8 +180,8 @@ def test_a_send_the_machines_role_may_not_make_fails_the_execution(local):
         iam.delete_role_policy(RoleName=role, PolicyName="withhold")
     assert answer["status"] == "FAILED"
     assert "sqs:SendMessage" in answer["cause"]
-    assert local.bodies("QueueB") == []
-    local.bodies("QueueA")  # the permitted branch may have sent before the failure
+    assert bodies(local, "QueueB") == []
+    bodies(local, "QueueA")  # the permitted branch may have sent before the failure
 
 
 def test_start_sync_execution_refuses_a_standard_machine_and_input_that_is_not_json(local):
@@ -252,11 +202,11 @@ def test_a_pipe_to_the_machine_puts_each_record_on_each_branchs_queue(local):
         )
     local.settle()
     for queue in ("QueueA", "QueueB"):
-        records = local.bodies(queue)
+        records = bodies(local, queue)
         assert sorted(r["dynamodb"]["Keys"]["pk"]["S"] for r in records) == ["1", "2"]
         assert {r["eventName"] for r in records} == {"INSERT"}
         assert {r["eventSourceARN"] for r in records} == {local.outputs["StreamArn"]}
-    assert local.bodies("PipeDeadLetterQueue") == []
+    assert bodies(local, "PipeDeadLetterQueue") == []
 
 
 def test_a_batch_whose_execution_fails_goes_to_the_pipes_dead_letter_queue(local):
@@ -264,13 +214,13 @@ def test_a_batch_whose_execution_fails_goes_to_the_pipes_dead_letter_queue(local
         TableName=local.outputs["TableName"], Item={"pk": {"S": "9"}, "kind": {"S": "broken"}}
     )
     local.settle()
-    (dead,) = local.bodies("PipeDeadLetterQueue")
+    (dead,) = bodies(local, "PipeDeadLetterQueue")
     assert dead["requestContext"]["functionArn"] == local.outputs["BrokenPipeArn"]
     assert dead["requestContext"]["condition"] == "RetryAttemptsExhausted"
     assert dead["requestContext"]["approximateInvokeCount"] == 2  # MaximumRetryAttempts 1
     assert dead["DDBStreamBatchInfo"]["batchSize"] == 1
-    assert local.bodies("QueueB") == []
-    local.bodies("QueueA")  # the working branch sent on each attempt: at-least-once
+    assert bodies(local, "QueueB") == []
+    bodies(local, "QueueA")  # the working branch sent on each attempt: at-least-once
 
 
 @pytest.mark.parametrize(
