@@ -6,9 +6,9 @@ stack's outputs and known to the stack client (so `ops status` and `ops dlq redr
 import pytest
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 
-from emulator.stack import chosen, template_conditions
 from harness import ROOT
 from harness.stack import CONSUMERS, StackClient
+from tests.unit.fanout.fanout_template import deployed
 from tests.unit.test_template import alarm_threshold
 
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
@@ -19,19 +19,6 @@ SERVICE = {
     "router": "sns.amazonaws.com",
     "pipe-topic": "sns.amazonaws.com",
 }
-
-
-def deployed(value, mode: str):
-    """``value`` as a stack of FanOut ``mode`` deploys it (its FanOutBy* choices made)."""
-    fan_out = {
-        "Parameters": {"FanOut": TEMPLATE["Parameters"]["FanOut"]},
-        "Conditions": {
-            name: condition
-            for name, condition in TEMPLATE["Conditions"].items()
-            if name.startswith("FanOutBy")
-        },
-    }
-    return chosen(value, template_conditions(fan_out, {"FanOut": mode}))
 
 
 def dead_letters(prefix: str) -> str:
@@ -74,10 +61,8 @@ def test_a_delivery_dlq_is_standard_encrypted_without_a_key_and_kept_14_days(pre
 def test_only_the_consumers_rule_or_the_change_topic_may_send_to_its_delivery_dlq(prefix, mode):
     policy = RESOURCES[f"{dead_letters(prefix)}Policy"]
     assert policy["Properties"]["Queues"] == [{"Ref": dead_letters(prefix)}]
-    allows = [
-        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"
-    ]
-    (statement,) = deployed(allows, mode)
+    statements = deployed(policy["Properties"]["PolicyDocument"]["Statement"], mode)
+    (statement,) = [s for s in statements if s["Effect"] == "Allow"]
     source = {
         "pipe": {"Fn::GetAtt": [f"{prefix}ChangeRule", "Arn"]},
         "router": {"Ref": "ChangeTopic"},  # SNS sends to a subscription's DLQ as the topic
@@ -87,6 +72,15 @@ def test_only_the_consumers_rule_or_the_change_topic_may_send_to_its_delivery_dl
     assert statement["Action"] == "sqs:SendMessage"
     assert statement["Resource"] == {"Fn::GetAtt": [dead_letters(prefix), "Arn"]}
     assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": source}}
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_nothing_may_send_to_a_delivery_dlq_in_pipe_sfn_mode(prefix):
+    # The state machine's failed branch fails the pipe's batch (StreamFailureQueue): no service
+    # delivers here, so no one is allowed to.
+    policy = RESOURCES[f"{dead_letters(prefix)}Policy"]
+    statements = deployed(policy["Properties"]["PolicyDocument"]["Statement"], "pipe-sfn")
+    assert [s["Effect"] for s in statements] == ["Deny"]
 
 
 def alarms(namespace: str, metric: str, dimension: dict) -> list[dict]:
