@@ -186,12 +186,12 @@ def test_exception_is_an_aws_shaped_error(runtime):
 def test_timeout_fails_the_invocation_and_the_next_one_starts_cold(runtime):
     before = runtime.invoke("FnB", {}).payload["instance"]
     started = time.monotonic()
-    result = runtime.invoke("FnB", {"action": "sleep", "seconds": 5})
+    result = runtime.invoke("FnB", {"action": "sleep", "seconds": 30})
     elapsed = time.monotonic() - started
     assert not result.ok
     assert result.error["errorType"] == "Sandbox.Timedout"
     assert "Task timed out after 1.00 seconds" in result.error["errorMessage"]
-    assert elapsed < 2.5
+    assert elapsed < 15  # stopped at its 1 s timeout, not after its 30 s (a loaded machine lags)
     after = runtime.invoke("FnB", {})
     assert after.ok
     assert after.payload["instance"] != before
