@@ -29,7 +29,7 @@ def test_no_stack_answering_says_so_at_once_and_suggests_make_up(nothing_listeni
     assert f"no stack answering at {nothing_listening}" in error
     assert "make up" in error
     assert "Traceback" not in error
-    assert elapsed < 3, f"{elapsed:.1f} s: the clients' retries were spent first"
+    assert elapsed < 6, f"{elapsed:.1f} s: the clients' retries (~9 s) were spent first"
 
 
 def test_a_replay_of_a_function_that_reads_no_stream_is_refused_naming_the_readers(capsys):
