@@ -297,10 +297,13 @@ def test_concurrent_invocations_get_their_own_workers(runtime):
 
 
 def test_the_account_concurrency_queues_invocations_before_their_timeout_starts(tmp_path):
-    # One slot for the account: FnB (1 s timeout) waits while FnA sleeps 2 s, and its own
+    # One slot for the account: FnB (1 s timeout) waits while FnA sleeps 4 s, and its own
     # timeout counts only from when it runs, so it succeeds.
     rt = Runtime(
-        [make_function(tmp_path, "FnA"), make_function(tmp_path, "FnB", timeout=1.0)],
+        [
+            make_function(tmp_path, "FnA", timeout=6.0),
+            make_function(tmp_path, "FnB", timeout=1.0),
+        ],
         endpoint_url="http://127.0.0.1:4599",
         log_dir=tmp_path / "logs",
         account_concurrency=1,
@@ -312,7 +315,7 @@ def test_the_account_concurrency_queues_invocations_before_their_timeout_starts(
         def call(name, event):
             results[name] = rt.invoke(name, event)
 
-        first = threading.Thread(target=call, args=("FnA", {"action": "sleep", "seconds": 2.0}))
+        first = threading.Thread(target=call, args=("FnA", {"action": "sleep", "seconds": 4.0}))
         first.start()
         fn_a_log = tmp_path / "logs" / "FnA.log"
         eventually(lambda: fn_a_log.exists() and "sleeping" in fn_a_log.read_text())  # the slot
@@ -321,7 +324,7 @@ def test_the_account_concurrency_queues_invocations_before_their_timeout_starts(
         waited = time.monotonic() - started
         first.join()
         assert results["FnA"].ok and results["FnB"].ok, results
-        # It ran only once FnA ended: FnA had most of its 2 s left when its log said so (a
+        # It ran only once FnA ended: FnA had most of its 4 s left when its log said so (a
         # loaded machine notices the line late, so not all of it), more than FnB's timeout.
         assert waited >= 1.0
         assert results["FnB"].payload["remaining_before"] > 800  # its own full second
