@@ -140,8 +140,11 @@ class StackClient:
 
     def client(self, service: str):
         if service not in self._clients:
+            config = RETRIES
+            if self.local:  # an IP address takes no host prefix (StartSyncExecution's "sync-")
+                config = config.merge(Config(inject_host_prefix=False))
             self._clients[service] = self.session.client(
-                service, endpoint_url=self.local.endpoint if self.local else None, config=RETRIES
+                service, endpoint_url=self.local.endpoint if self.local else None, config=config
             )
         return self._clients[service]
 

@@ -28,7 +28,10 @@ the reader that failed, so every consumer behind it gets the records again:
   match no rule either (every rule's pattern is one of the consumers' filters the pipe's filter
   unites); `--function ChangePipe` (its LogicalId) picks them. In pipe-topic mode the records
   are published to the pipe's target topic, each record the body, and each consumer's
-  subscription filter picks its own. A pipe to a state machine (pipe-sfn) is not replayed yet.
+  subscription filter picks its own. In pipe-sfn mode each batch of 10 is the input of one
+  synchronous execution of the pipe's target machine (StartSyncExecution, as the pipe starts it),
+  which sends every record to each consumer's queue, where the consumer's queue filter picks its
+  own; an execution that does not succeed is reported with its error and the record kept.
 A failure record of any other shape is reported `unreadable` and kept. In pipe and router mode
 a consumer's own failures are not here but in its <X>DeadLetterQueue: `ops dlq redrive`.
 """
@@ -311,8 +314,8 @@ def invoke(stack: StackClient, function_name: str, payload: bytes) -> str | None
 
 def deliver_as_the_pipe(stack: StackClient, pipe: str, records: list[dict]) -> dict[str, Any]:
     """The records to the pipe's target as the pipe sends them, 10 at a time: one event per
-    record on a bus, one message per record on a topic. (A state machine target, FanOut=pipe-sfn,
-    is not replayed yet: it is reported failed and its record kept.)"""
+    record on a bus, one message per record on a topic, the batch as one execution's input on a
+    state machine."""
     described = stack.client("pipes").describe_pipe(Name=pipe)
     target = described["Target"]
     batches = [records[i : i + PIPE_BATCH] for i in range(0, len(records), PIPE_BATCH)]
@@ -322,6 +325,8 @@ def deliver_as_the_pipe(stack: StackClient, pipe: str, records: list[dict]) -> d
         failed = [code for batch in batches for code in put_events(stack, pipe, target, bus, batch)]
     elif service == "sns":
         failed = [code for batch in batches for code in publish(stack, target, batch)]
+    elif service == "states":
+        failed = [code for batch in batches for code in execute(stack, target, batch)]
     else:
         return {"outcome": "failed", "detail": f"the pipe's target {target} is not replayable"}
     if failed:
@@ -362,6 +367,20 @@ def publish(stack: StackClient, topic_arn: str, records: list[dict]) -> list[str
     except ClientError as error:
         return [error.response["Error"]["Code"]] * len(entries)
     return [f["Code"] for f in response.get("Failed", [])]
+
+
+def execute(stack: StackClient, machine_arn: str, records: list[dict]) -> list[str]:
+    """The batch as one synchronous execution, as the pipe starts it; the execution's error
+    for each record when it did not succeed."""
+    try:
+        response = stack.client("stepfunctions").start_sync_execution(
+            stateMachineArn=machine_arn, input=json.dumps(records)
+        )
+    except ClientError as error:
+        return [error.response["Error"]["Code"]] * len(records)
+    if response["status"] == "SUCCEEDED":
+        return []
+    return [response.get("error") or response["status"]] * len(records)
 
 
 def render(results: list[dict[str, Any]], dry_run: bool) -> str:

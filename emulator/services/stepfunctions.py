@@ -10,7 +10,8 @@ StartSyncExecution "Not yet implemented", and its interpreter runs only behind i
   StartSyncExecution answers: ``status`` SUCCEEDED with ``output``, or FAILED / TIMED_OUT with
   ``error`` and ``cause``. A STANDARD machine is refused (StateMachineTypeNotSupported), as AWS
   refuses it; so is input that is not JSON (InvalidExecutionInput).
-- ``install()``: StartSyncExecution answered over HTTP; ``AWS::StepFunctions::StateMachine``
+- ``install()``: StartSyncExecution answered over HTTP (in process too: moto's mock routes only
+  ``states.<region>``, not the ``sync-states.<region>`` host botocore sends it to); ``AWS::StepFunctions::StateMachine``
   keeps its ``StateMachineType`` (moto's CloudFormation model makes every machine STANDARD) and
   takes ``Definition`` as well as ``DefinitionString``; the interpreter's SQS integration
   (``arn:aws:states:::sqs:sendMessage``) sends to the queue in process (moto's SQS backend,
@@ -28,11 +29,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import uuid
 from typing import Any
 
 from botocore.exceptions import ClientError
+from moto import backend_index
 from moto.core.exceptions import AWSError, ServiceException
+from moto.stepfunctions import urls as stepfunctions_urls
 from moto.sqs.models import sqs_backends
 from moto.stepfunctions.exceptions import InvalidExecutionInput
 from moto.stepfunctions.models import StateMachine, stepfunctions_backends
@@ -185,6 +189,17 @@ def _state_machine_from_cloudformation(
 
 
 def install() -> None:
+    # StartSyncExecution's host prefix: "sync-states.<region>.amazonaws.com"
+    sync_host = r"https?://(?:sync-)?states\.(.+)\.amazonaws.com"
+    patching.replace(stepfunctions_urls, "url_bases", [sync_host])
+    patching.replace(
+        backend_index,
+        "backend_url_patterns",
+        [
+            (service, re.compile(sync_host) if service == "stepfunctions" else pattern)
+            for service, pattern in backend_index.backend_url_patterns
+        ],
+    )
     patching.replace(state_task_service_sqs, "boto_client_for", _sqs_client_for)
     sqs_task = state_task_service_sqs.StateTaskServiceSqs
     patching.replace(

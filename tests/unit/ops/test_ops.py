@@ -292,6 +292,94 @@ def test_a_pipe_failure_record_is_replayed_onto_the_pipes_topic(ops_stack):
     assert ops_stack.queue_depth("StreamFailureQueueUrl") == 0
 
 
+def a_machine_sending_each_record_to(queue_url: str) -> str:
+    """An Express machine mapping its input array to sendMessage on ``queue_url`` (ChangeMachine's
+    shape, one branch), with a role allowed to send."""
+    iam = client("iam")
+    role = iam.create_role(RoleName="unit-machine", AssumeRolePolicyDocument="{}")["Role"]
+    iam.put_role_policy(
+        RoleName="unit-machine",
+        PolicyName="send",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*"}],
+            }
+        ),
+    )
+    send = {
+        "Type": "Task",
+        "End": True,
+        "Resource": "arn:aws:states:::sqs:sendMessage",
+        "Parameters": {"QueueUrl": queue_url, "MessageBody.$": "States.JsonToString($)"},
+    }
+    each = {
+        "Type": "Map",
+        "End": True,
+        "ItemProcessor": {
+            "ProcessorConfig": {"Mode": "INLINE"},
+            "StartAt": "Send",
+            "States": {"Send": send},
+        },
+    }
+    definition = {"StartAt": "Each", "States": {"Each": each}}
+    return client("stepfunctions").create_state_machine(
+        name="unit-changes",
+        type="EXPRESS",
+        roleArn=role["Arn"],
+        definition=json.dumps(definition),
+    )["stateMachineArn"]
+
+
+def pipe_to_machine(stream_arn: str, machine_arn: str) -> str:
+    return client("pipes").create_pipe(
+        Name="unit-ChangePipe",
+        RoleArn="arn:aws:iam::123456789012:role/unit-pipe",
+        Source=stream_arn,
+        SourceParameters={"DynamoDBStreamParameters": {"StartingPosition": "TRIM_HORIZON"}},
+        Target=machine_arn,
+        TargetParameters={
+            "StepFunctionStateMachineParameters": {"InvocationType": "REQUEST_RESPONSE"}
+        },
+    )["Arn"]
+
+
+def test_a_pipe_failure_record_is_replayed_through_the_pipes_state_machine(ops_stack):
+    """FanOut=pipe-sfn: the batch is the input of one synchronous execution of the pipe's machine,
+    as the pipe starts it; the machine sends each record on (each consumer's queue filter takes
+    it from there)."""
+    stream_arn, shard, records = stream_records(ops_stack.contacts_table, 3)
+    target = client("sqs").create_queue(QueueName="unit-machine-target")["QueueUrl"]
+    pipe_arn = pipe_to_machine(stream_arn, a_machine_sending_each_record_to(target))
+    fail_the_pipes_batch(ops_stack, pipe_arn, stream_arn, shard, records[1:])
+
+    data, _, ok = replay.replay(ops_stack, dry_run=False, function=None)
+    assert ok and [b["outcome"] for b in data["batches"]] == ["replayed"]
+    delivered = [json.loads(m["Body"]) for m in stack_drain(target)]
+    assert sorted(r["dynamodb"]["Keys"]["sk"]["S"] for r in delivered) == sorted(
+        r["dynamodb"]["Keys"]["sk"]["S"] for r in records[1:]
+    )
+    assert all(r["eventSourceARN"] == stream_arn for r in delivered)
+    assert ops_stack.queue_depth("StreamFailureQueueUrl") == 0
+
+
+def test_an_execution_that_fails_is_reported_and_its_failure_record_kept(ops_stack):
+    """The machine cannot deliver (its queue is gone): the replay says so with the execution's
+    error, and the failure record stays for the next replay."""
+    stream_arn, shard, records = stream_records(ops_stack.contacts_table, 2)
+    sqs = client("sqs")
+    target = sqs.create_queue(QueueName="unit-machine-gone")["QueueUrl"]
+    pipe_arn = pipe_to_machine(stream_arn, a_machine_sending_each_record_to(target))
+    sqs.delete_queue(QueueUrl=target)
+    fail_the_pipes_batch(ops_stack, pipe_arn, stream_arn, shard, records)
+
+    data, text, ok = replay.replay(ops_stack, dry_run=False, function=None)
+    [batch] = data["batches"]
+    assert not ok and batch["outcome"] == "failed"
+    assert batch["detail"].startswith("states: 2 of 2 record(s) not delivered (")
+    assert ops_stack.queue_depth("StreamFailureQueueUrl") == 1
+
+
 def stack_drain(queue_url: str) -> list[dict]:
     sqs = client("sqs")
     found = []
