@@ -263,6 +263,10 @@ class EmulatorServer(ThreadedMotoServer):
         warnings.filterwarnings("ignore", message="Tried to parse AWS::", category=UserWarning)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         logging.getLogger("moto").addFilter(_SkipUnsupportedTypeWarning())
+        # moto's ASL interpreter logs each failing state's whole definition (kilobytes per failed
+        # execution); the failure is the execution's answer (error, cause) and counts in
+        # AWS/States ExecutionsFailed, as on AWS.
+        logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         if self.also_on in EVERY_INTERFACE:
             raise OSError(
                 f"will not listen on every interface ({self.also_on!r}): give the address "

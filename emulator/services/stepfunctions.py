@@ -11,13 +11,17 @@ StartSyncExecution "Not yet implemented", and its interpreter runs only behind i
   ``error`` and ``cause``. A STANDARD machine is refused (StateMachineTypeNotSupported), as AWS
   refuses it; so is input that is not JSON (InvalidExecutionInput).
 - ``install()``: StartSyncExecution answered over HTTP (in process too: moto's mock routes only
-  ``states.<region>``, not the ``sync-states.<region>`` host botocore sends it to); ``AWS::StepFunctions::StateMachine``
-  keeps its ``StateMachineType`` (moto's CloudFormation model makes every machine STANDARD) and
-  takes ``Definition`` as well as ``DefinitionString``; the interpreter's SQS integration
+  ``states.<region>``, not the ``sync-states.<region>`` host botocore sends it to);
+  ``AWS::StepFunctions::StateMachine`` keeps its ``StateMachineType`` (moto's CloudFormation
+  model makes every machine STANDARD) and takes ``Definition`` as well as ``DefinitionString``;
+  the interpreter's SQS integration
   (``arn:aws:states:::sqs:sendMessage``) sends to the queue in process (moto's SQS backend,
   whose queues wake their pollers: emulator/services/sqs.py) instead of over HTTP to moto's
   default port. A queue that does not exist fails the task as AWS does (``SQS.SdkClientException``
   in moto's interpreter; the execution fails unless the state catches it).
+
+Each execution is counted in the machine's ``AWS/States`` metrics (``ExecutionsFailed``:
+ChangeMachineFailuresAlarm's), as Step Functions counts an Express machine's executions.
 
 Each SQS task is decided first with the machine's execution role and the queue's policy
 (emulator/iam/resources.py ``role_may``: ``sqs:SendMessage`` on the queue); a refusal fails the
@@ -30,14 +34,16 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import time
 import uuid
 from typing import Any
 
 from botocore.exceptions import ClientError
 from moto import backend_index
 from moto.core.exceptions import AWSError, ServiceException
-from moto.stepfunctions import urls as stepfunctions_urls
+from moto.core.utils import utcnow
 from moto.sqs.models import sqs_backends
+from moto.stepfunctions import urls as stepfunctions_urls
 from moto.stepfunctions.exceptions import InvalidExecutionInput
 from moto.stepfunctions.models import StateMachine, stepfunctions_backends
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
@@ -49,7 +55,7 @@ from moto.stepfunctions.responses import StepFunctionResponse
 from emulator.core.arns import parse_arn
 from emulator.iam.policy import Request
 from emulator.iam.resources import role_may
-from emulator.services import patching
+from emulator.services import cloudwatch, patching
 
 EXPRESS = "EXPRESS"
 
@@ -92,8 +98,33 @@ def start_sync_execution(
         activity_store={},
         input_data=execution_input,
     )
+    started = time.monotonic()
     execution.start()  # SyncExecutionWorker: runs the program in this thread, to its end
-    return dict(execution.to_start_sync_execution_output())
+    output = dict(execution.to_start_sync_execution_output())
+    _count_execution(state_machine_arn, output["status"], (time.monotonic() - started) * 1000)
+    return output
+
+
+def _count_execution(state_machine_arn: str, status: str, duration_ms: float) -> None:
+    """The execution in the machine's AWS/States metrics, as Step Functions publishes them for an
+    Express machine: ExecutionsStarted 1; ExecutionsSucceeded, ExecutionsFailed and
+    ExecutionsTimedOut 1 or 0 by its status; ExecutionTime in milliseconds. (Not published:
+    ExecutionsAborted, which a synchronous execution cannot be, and the throttling metrics.)"""
+    arn = parse_arn(state_machine_arn)
+    dimensions = [{"Name": "StateMachineArn", "Value": state_machine_arn}]
+    now = utcnow()
+    values = (
+        ("ExecutionsStarted", 1, "Count"),
+        ("ExecutionsSucceeded", int(status == "SUCCEEDED"), "Count"),
+        ("ExecutionsFailed", int(status == "FAILED"), "Count"),
+        ("ExecutionsTimedOut", int(status == "TIMED_OUT"), "Count"),
+        ("ExecutionTime", duration_ms, "Milliseconds"),
+    )
+    data = [
+        {"MetricName": n, "Value": v, "Unit": u, "Dimensions": dimensions, "Timestamp": now}
+        for n, v, u in values
+    ]
+    cloudwatch.put_metric_data(arn.account, arn.region, "AWS/States", data)
 
 
 # --- the interpreter's SQS integration, in process ---------------------------------------------

@@ -4,6 +4,7 @@ from a table's stream to such a machine: each record reaches each branch's queue
 a branch that cannot deliver fails the execution, so the pipe's batch goes to the pipe's DLQ."""
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError
@@ -159,6 +160,30 @@ def test_a_branch_that_cannot_deliver_fails_the_execution_with_its_error(local):
     assert answer["error"] == "SQS.SdkClientException"
     assert "does not exist" in answer["cause"]
     assert "output" not in answer
+    bodies(local, "QueueA")  # the other branch may have sent before the failure
+
+
+def test_a_failed_execution_counts_in_the_machines_executions_failed(local):
+    """ChangeMachineFailuresAlarm's metric: AWS/States ExecutionsFailed per StateMachineArn."""
+    machine = local.outputs["BrokenMachine"]
+
+    def failed() -> float:
+        stats = local.client("cloudwatch").get_metric_statistics(
+            Namespace="AWS/States",
+            MetricName="ExecutionsFailed",
+            Dimensions=[{"Name": "StateMachineArn", "Value": machine}],
+            StartTime=datetime.now(UTC) - timedelta(minutes=10),
+            EndTime=datetime.now(UTC) + timedelta(minutes=1),
+            Period=60,
+            Statistics=["Sum"],
+        )
+        return sum(point["Sum"] for point in stats["Datapoints"])
+
+    before = failed()
+    local.client("stepfunctions").start_sync_execution(
+        stateMachineArn=machine, input=json.dumps([{"id": 5}])
+    )
+    assert failed() == before + 1
     bodies(local, "QueueA")  # the other branch may have sent before the failure
 
 
