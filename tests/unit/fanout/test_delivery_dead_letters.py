@@ -1,7 +1,8 @@
-"""What the fan-out itself cannot deliver (modes pipe and router) is kept, not dropped: each
-consumer's rule target (pipe) and subscription (router) has its own dead-letter queue, encrypted
-so that the service can write it, writable by that rule or topic only, alarmed, named in the
-stack's outputs and known to the stack client (so `ops status` and `ops dlq redrive` know it)."""
+"""What the fan-out itself cannot deliver (modes pipe, router and pipe-topic) is kept, not dropped:
+each consumer's rule target (pipe) and subscription (router, pipe-topic) has its own dead-letter
+queue, encrypted so that the service can write it, writable by that rule or topic only, alarmed,
+named in the stack's outputs and known to the stack client (so `ops status` and `ops dlq redrive`
+know it). pipe-sfn has none: its machine's failures fail the pipe's batch (StreamFailureQueue)."""
 
 import pytest
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
@@ -46,7 +47,7 @@ def test_each_subscription_keeps_what_sns_cannot_deliver(prefix):
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_a_delivery_dlq_is_standard_encrypted_without_a_key_and_kept_14_days(prefix):
     queue = RESOURCES[dead_letters(prefix)]
-    assert queue["Condition"] == "FanOutByQueues"  # both queue modes, neither rule nor topic alone
+    assert queue["Condition"] == "HasDeliveryDeadLetters"  # pipe, router, pipe-topic
     properties = queue["Properties"]
     # EventBridge DLQs must be standard queues, SNS ones standard for a standard topic
     assert not properties.get("FifoQueue")
@@ -75,12 +76,19 @@ def test_only_the_consumers_rule_or_the_change_topic_may_send_to_its_delivery_dl
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
-def test_nothing_may_send_to_a_delivery_dlq_in_pipe_sfn_mode(prefix):
-    # The state machine's failed branch fails the pipe's batch (StreamFailureQueue): no service
-    # delivers here, so no one is allowed to.
-    policy = RESOURCES[f"{dead_letters(prefix)}Policy"]
-    statements = deployed(policy["Properties"]["PolicyDocument"]["Statement"], "pipe-sfn")
-    assert [s["Effect"] for s in statements] == ["Deny"]
+def test_a_delivery_dlq_and_what_serves_it_exist_only_where_a_bus_or_a_topic_delivers(prefix):
+    # pipe-sfn: the state machine's failed branch fails the pipe's batch (StreamFailureQueue);
+    # nothing would ever be in the queue, its policy or its alarm
+    for part in ("", "Policy", "Alarm"):
+        assert RESOURCES[f"{dead_letters(prefix)}{part}"]["Condition"] == "HasDeliveryDeadLetters"
+    condition = TEMPLATE["Conditions"]["HasDeliveryDeadLetters"]
+    assert condition == {
+        "Fn::Or": [
+            {"Condition": "FanOutByPipe"},
+            {"Condition": "FanOutByRouter"},
+            {"Condition": "FanOutByPipeTopic"},
+        ]
+    }
 
 
 def alarms(namespace: str, metric: str, dimension: dict) -> list[dict]:
@@ -99,7 +107,7 @@ def alarms(namespace: str, metric: str, dimension: dict) -> list[dict]:
 def test_a_change_in_a_delivery_dlq_pages_someone(prefix):
     name = {"Name": "QueueName", "Value": {"Fn::GetAtt": [dead_letters(prefix), "QueueName"]}}
     (alarm,) = alarms("AWS/SQS", "ApproximateNumberOfMessagesVisible", name)
-    assert alarm["Condition"] == "FanOutByQueues"
+    assert alarm["Condition"] == "HasDeliveryDeadLetters"
     properties = alarm["Properties"]
     assert (properties["ComparisonOperator"], alarm_threshold(properties)) == (
         "GreaterThanThreshold",
@@ -121,14 +129,18 @@ def test_the_fan_out_failing_to_deliver_pages_someone_in_both_modes():
 def test_the_outputs_name_each_delivery_dlq_as_the_stack_client_reads_it(prefix):
     function = f"{prefix}Function"
     output = TEMPLATE["Outputs"][StackClient.consumer_delivery_dead_letter_queue(function)]
-    assert output == {"Condition": "FanOutByQueues", "Value": {"Ref": dead_letters(prefix)}}
+    assert output == {"Condition": "HasDeliveryDeadLetters", "Value": {"Ref": dead_letters(prefix)}}
 
 
-@pytest.mark.parametrize("mode", ["lambda", "pipe", "router"])
+@pytest.mark.parametrize("mode", ["lambda", "pipe", "router", "pipe-topic", "pipe-sfn"])
 def test_the_stack_client_lists_the_delivery_dlqs_as_failure_queues_where_they_exist(mode):
     stack = StackClient("unit", None, {"FanOut": mode}, {})
+    delivered_by_a_bus_or_a_topic = mode in ("pipe", "router", "pipe-topic")
+    assert stack.fan_out_dead_letters is delivered_by_a_bus_or_a_topic
     wanted = (
-        {f"{p}ChangeDeliveryDeadLetterQueueUrl" for p in PREFIXES} if mode != "lambda" else set()
+        {f"{p}ChangeDeliveryDeadLetterQueueUrl" for p in PREFIXES}
+        if delivered_by_a_bus_or_a_topic
+        else set()
     )
     assert {q for q in stack.failure_queues if "ChangeDelivery" in q} == wanted
     assert set(stack.dead_letter_queues) >= {q.removesuffix("Url") for q in wanted}
