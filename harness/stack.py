@@ -10,7 +10,9 @@ the failed invocations its engine logged) are there only when ``local`` is set.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
+import os
 import re
 import tomllib
 import uuid
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
@@ -65,6 +68,19 @@ def samconfig_stack_name(path: Path = SAMCONFIG, environment: str = "default") -
     """The stack name samconfig.toml gives an environment ([<env>.global.parameters])."""
     with path.open("rb") as config:
         return tomllib.load(config)[environment]["global"]["parameters"]["stack_name"]
+
+
+def takes_host_prefix(endpoint: str) -> bool:
+    """Whether an endpoint's host can take an operation's host prefix (StartSyncExecution's
+    "sync-"): a name can, an IP address or localhost (the local stack's) cannot."""
+    host = urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return False
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -140,8 +156,9 @@ class StackClient:
 
     def client(self, service: str):
         if service not in self._clients:
+            endpoint = self.local.endpoint if self.local else os.environ.get("AWS_ENDPOINT_URL")
             config = RETRIES
-            if self.local:  # an IP address takes no host prefix (StartSyncExecution's "sync-")
+            if endpoint and not takes_host_prefix(endpoint):
                 config = config.merge(Config(inject_host_prefix=False))
             self._clients[service] = self.session.client(
                 service, endpoint_url=self.local.endpoint if self.local else None, config=config
@@ -186,6 +203,14 @@ class StackClient:
         """Every mode but lambda: each consumer reads its own queue (+DLQ), not the stream."""
         return self.fan_out != "lambda"
 
+    @property
+    def fan_out_dead_letters(self) -> bool:
+        """pipe, router, pipe-topic: a change the bus or the topic cannot deliver to a consumer's
+        queue goes to that consumer's <X>ChangeDeliveryDeadLetterQueue. pipe-sfn has none: a send
+        that fails fails ChangeMachine's execution, hence the pipe's batch (StreamFailureQueue,
+        `ops stream replay`); lambda has no delivery between the stream and the consumers."""
+        return self.fan_out in ("pipe", "router", "pipe-topic")
+
     @staticmethod
     def consumer_queue(function: str) -> str:
         """The output of a consumer's queue in pipe/router mode: LastAgentFunction ->
@@ -215,17 +240,17 @@ class StackClient:
         """Outputs of the queues nothing consumes: anything in them is work for the operator."""
         if not self.consumers_read_queues:
             return FAILURE_QUEUES
-        return FAILURE_QUEUES + tuple(
-            queue(f)
-            for queue in (self.consumer_dead_letter_queue, self.consumer_delivery_dead_letter_queue)
-            for f in CONSUMERS
-        )
+        queues = [self.consumer_dead_letter_queue]
+        if self.fan_out_dead_letters:
+            queues.append(self.consumer_delivery_dead_letter_queue)
+        return FAILURE_QUEUES + tuple(queue(f) for queue in queues for f in CONSUMERS)
 
     @property
     def delivery_dead_letter_queues(self) -> dict[str, str]:
-        """pipe/router: each delivery DLQ by name (LastAgentChangeDeliveryDeadLetterQueue) -> the
-        output of the consumer queue its changes belong in; none in lambda mode."""
-        if not self.consumers_read_queues:
+        """pipe, router, pipe-topic: each delivery DLQ by name
+        (LastAgentChangeDeliveryDeadLetterQueue) -> the output of the consumer queue its changes
+        belong in; none in lambda and pipe-sfn mode."""
+        if not self.fan_out_dead_letters:
             return {}
         return {
             self.consumer_delivery_dead_letter_queue(f).removesuffix("Url"): self.consumer_queue(f)

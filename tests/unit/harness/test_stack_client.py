@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from harness.in_process import REGION, client
-from harness.stack import CONSUMERS, StackClient
+from harness.stack import CONSUMERS, StackClient, takes_host_prefix
 
 
 def stack_of(mode: str | None) -> StackClient:
@@ -93,3 +93,18 @@ def test_a_failing_consumer_keeps_its_queue_settings_on_aws(stack):
         assert fan_out.queue_attributes("SurveyQueueUrl", "VisibilityTimeout") == {
             "VisibilityTimeout": "18"
         }
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "prefixed"),
+    [
+        ("http://127.0.0.1:4566", False),
+        ("http://localhost:4566", False),
+        ("http://[::1]:4566", False),
+        ("https://states.eu-west-1.amazonaws.com", True),
+        ("https://vpce-1a2b.states.eu-west-1.vpce.amazonaws.com", True),
+    ],
+)
+def test_an_ip_address_endpoint_takes_no_host_prefix(endpoint, prefixed):
+    """StartSyncExecution goes to sync-<host>: a name takes it, the local stack's address not."""
+    assert takes_host_prefix(endpoint) is prefixed
