@@ -31,6 +31,7 @@ from shared import keys
 from emulator.process import LocalStackProcess, fan_out_args, free_port
 from harness.stack import StackClient
 from harness.topic import TopicCapture
+from ops.cli import main
 from tests.integration.support import Files
 from tests.session_stack import running_stack
 
@@ -131,3 +132,29 @@ def topic(stack: StackClient) -> Iterator[TopicCapture]:
         yield capture
     finally:
         capture.close()
+
+
+@pytest.fixture
+def ops(stack: StackClient, monkeypatch, capsys):
+    """Run `python -m ops --stack <the stack> ...` in process: (exit code, stdout, stderr).
+
+    Against the local stack it gets what an operator's shell would set: the endpoint and dummy
+    credentials."""
+    if stack.local:
+        for name, value in {
+            "AWS_ENDPOINT_URL": stack.local.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": stack.local.region,
+        }.items():
+            monkeypatch.setenv(name, value)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        try:
+            code = main(["--stack", stack.name, *argv])
+        except SystemExit as usage:  # argparse's refusal, as `python -m ops` exits with it
+            code = usage.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

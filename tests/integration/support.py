@@ -8,7 +8,7 @@ import contextlib
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from shared import keys
 
@@ -124,3 +124,41 @@ def quick_redelivery(stack: StackClient, output: str) -> Iterator[None]:
         yield
     finally:
         stack.sqs.set_queue_attributes(QueueUrl=url, Attributes=visibility)
+
+
+@contextlib.contextmanager
+def refusing_sends(stack: StackClient, output: str) -> Iterator[None]:
+    """The queue ``output`` refuses every sender meanwhile (a Deny on sqs:SendMessage in its
+    policy), its policy set back at the end: a fan-out that cannot deliver to a consumer."""
+    policy = stack.queue_attributes(output, "Policy")["Policy"]
+    refusing = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "sqs:SendMessage",
+                "Resource": stack.queue_arn(output),
+            }
+        ],
+    }
+    url = stack.outputs[output]
+    stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(refusing)})
+    try:
+        yield
+    finally:
+        stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+
+
+def pipe_failure_since(stack: StackClient, since: float) -> Callable[[dict], bool]:
+    """Whether a StreamFailureQueue message is ChangePipe's failure record (the pipe's ARN in
+    place of a function's) sent at or after ``since``."""
+    pipe = stack.resources("AWS::Pipes::Pipe")["ChangePipe"]
+    pipe_arn = stack.client("pipes").describe_pipe(Name=pipe)["Arn"]
+
+    def of_the_pipe(message: dict) -> bool:
+        body = json.loads(message["Body"])
+        sent = int(message["Attributes"]["SentTimestamp"]) / 1000
+        return body.get("requestContext", {}).get("functionArn") == pipe_arn and sent >= since
+
+    return of_the_pipe

@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 
 import pytest
 from shared import notifications
@@ -18,8 +19,7 @@ from shared import notifications
 from harness.builders import contact, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
-from ops.cli import main
-from tests.integration.support import quick_redelivery
+from tests.integration.support import pipe_failure_since, quick_redelivery, refusing_sends
 
 pytestmark = pytest.mark.integration
 
@@ -60,15 +60,22 @@ class AlarmTopic:
     def state(self, logical_id: str) -> str:
         return self.alarm(logical_id)["StateValue"]
 
-    def notified(self, logical_id: str, state: str) -> dict | None:
-        """The topic's notification of the alarm's move to ``state`` since the capture began."""
+    def notified(self, logical_id: str, state: str, since: float = 0.0) -> dict | None:
+        """The topic's latest notification of the alarm's move to ``state`` since the capture
+        began and, if given, at or after the epoch second ``since`` (its StateChangeTime)."""
         for message in self.stack.sqs.receive_message(
             QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=1
         ).get("Messages", []):
             self.notes.append(json.loads(json.loads(message["Body"])["Message"]))
             self.stack.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=message["ReceiptHandle"])
         name = self.name(logical_id)
-        found = [n for n in self.notes if n["AlarmName"] == name and n["NewStateValue"] == state]
+        found = [
+            n
+            for n in self.notes
+            if n["AlarmName"] == name
+            and n["NewStateValue"] == state
+            and changed_at(n) >= since - 1  # StateChangeTime is in whole milliseconds
+        ]
         return found[-1] if found else None
 
     def fires_and_clears(self, logical_id: str, queue: str, recover) -> None:
@@ -101,6 +108,12 @@ class AlarmTopic:
         self.stack.sqs.delete_queue(QueueUrl=self.url)
 
 
+def changed_at(notification: dict) -> float:
+    """An alarm notification's StateChangeTime, in epoch seconds."""
+    stamp = datetime.strptime(notification["StateChangeTime"], "%Y-%m-%dT%H:%M:%S.%f%z")
+    return stamp.timestamp()
+
+
 def _topic_may_send(queue_arn: str, topic_arn: str) -> str:
     return json.dumps(
         {
@@ -126,18 +139,12 @@ def alarms(stack: StackClient) -> Iterator[AlarmTopic]:
 
 
 @pytest.fixture
-def redrive(stack: StackClient, monkeypatch, capsys):
-    """`python -m ops --stack <the stack> dlq redrive <queue> --yes`, with what an operator's
-    shell sets for the local stack."""
-    if stack.local:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", stack.local.endpoint)
-        for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-            monkeypatch.setenv(name, value)
-        monkeypatch.setenv("AWS_DEFAULT_REGION", stack.local.region)
+def redrive(ops):
+    """`python -m ops --stack <the stack> dlq redrive <queue> --yes`, as an operator runs it."""
 
     def run(queue: str) -> None:
-        code = main(["--stack", stack.name, "dlq", "redrive", queue, "--yes"])
-        assert code == 0, capsys.readouterr()
+        code, out, err = ops("dlq", "redrive", queue, "--yes")
+        assert code == 0, (out, err)
 
     return run
 
@@ -230,14 +237,14 @@ def fan_out_failure_alarm(stack: StackClient, alarms: AlarmTopic) -> str:
 def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
     local_stack: StackClient, alarms, redrive, files, contact_cleanup
 ):
-    """pipe, router: LastAgentQueue refuses the bus or the topic, so the change lands in
-    LastAgentChangeDeliveryDeadLetterQueue and its alarm fires, and the rule's or the topic's
+    """pipe, router, pipe-topic: LastAgentQueue refuses the bus or the topic, so the change lands
+    in LastAgentChangeDeliveryDeadLetterQueue and its alarm fires, and the rule's or the topic's
     delivery failures alarm too; once the queue takes changes again, the redrive delivers it and
-    the DLQ's alarm clears. lambda: the mode has no such queue and
-    the stack no such alarm."""
+    the DLQ's alarm clears. lambda: the mode has no such queue and the stack no such alarm.
+    pipe-sfn: test_a_change_the_machine_cannot_send_fires_its_alarm_until_replayed."""
     stack = local_stack
     logical_id = "LastAgentChangeDeliveryDeadLetterQueueAlarm"
-    if not stack.consumers_read_queues:
+    if not stack.fan_out_dead_letters:
         assert stack.delivery_dead_letter_queues == {}
         prefix = f"{stack.name}-{logical_id}-"
         assert not alarms.cloudwatch.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"]
@@ -245,30 +252,13 @@ def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
     eventually(lambda: alarms.state(logical_id) == "OK", timeout=60)
     caller = new_caller()
     contact_cleanup.append(caller)
-    queue = "LastAgentQueueUrl"
-    policy = stack.queue_attributes(queue, "Policy")["Policy"]
-    refusing = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "sqs:SendMessage",
-                "Resource": stack.queue_arn(queue),
-            }
-        ],
-    }
-    url = stack.outputs[queue]
-    stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(refusing)})
-    try:
+    with refusing_sends(stack, "LastAgentQueueUrl"):
         files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-alarm")])
         eventually(
             lambda: stack.queue_depth("LastAgentChangeDeliveryDeadLetterQueueUrl") > 0,
             timeout=90,
             interval=0.5,
         )
-    finally:
-        stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
     # the bus's rule or the topic counted the failed delivery, and its alarm fired too
     failures = fan_out_failure_alarm(stack, alarms)
     fired = eventually(lambda: alarms.notified(failures, "ALARM"), timeout=600, interval=1)
@@ -279,6 +269,43 @@ def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
         assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-alarm", timeout=60)
 
     alarms.fires_and_clears(logical_id, "LastAgentChangeDeliveryDeadLetterQueueUrl", recover)
+
+
+def test_a_change_the_machine_cannot_send_fires_its_alarm_until_replayed(
+    local_stack: StackClient, alarms, ops, files, contact_cleanup
+):
+    """pipe-sfn: LastAgentQueue refuses ChangeMachine, so each execution of the change's batch
+    fails (ChangeMachineFailuresAlarm: ExecutionsFailed) until the pipe's retries are spent and
+    the batch is described in StreamFailureQueue, whose alarm fires; once the queue takes changes
+    again, `ops stream replay` runs the batch through the machine and that alarm clears. Other
+    modes have no such machine and no such alarm."""
+    stack = local_stack
+    logical_id = "ChangeMachineFailuresAlarm"
+    if stack.fan_out != "pipe-sfn":
+        prefix = f"{stack.name}-{logical_id}-"
+        assert not alarms.cloudwatch.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"]
+        return
+    eventually(lambda: alarms.state("StreamFailureQueueAlarm") == "OK", timeout=60)
+    caller = new_caller()
+    contact_cleanup.append(caller)
+    since = pipe_failure_since(stack, time.time())
+    with refusing_sends(stack, "LastAgentQueueUrl"):
+        files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-alarm")])
+        eventually(
+            lambda: [m for m in stack.peek("StreamFailureQueueUrl") if since(m)],
+            timeout=180,
+            interval=1,
+        )
+    fired = eventually(lambda: alarms.notified(logical_id, "ALARM"), timeout=600, interval=1)
+    assert fired["Trigger"]["Namespace"] == "AWS/States"
+    assert fired["Trigger"]["MetricName"] == "ExecutionsFailed"
+
+    def recover() -> None:
+        code, out, err = ops("stream", "replay", "--function", "ChangePipe")
+        assert code == 0, (out, err)
+        assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-alarm", timeout=60)
+
+    alarms.fires_and_clears("StreamFailureQueueAlarm", "StreamFailureQueueUrl", recover)
 
 
 def test_a_change_the_pipe_may_not_deliver_fires_the_pipes_alarm_until_fixed(
@@ -297,7 +324,6 @@ def test_a_change_the_pipe_may_not_deliver_fires_the_pipes_alarm_until_fixed(
         assert not alarms.cloudwatch.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"]
         return
     eventually(lambda: alarms.state(logical_id) == "OK", timeout=60)
-    pipe_arn = stack.client("pipes").describe_pipe(Name=pipes["ChangePipe"])["Arn"]
     role = stack.resources("AWS::IAM::Role")["ChangePipeRole"]
     iam = stack.client("iam")
     withheld = {
@@ -313,12 +339,7 @@ def test_a_change_the_pipe_may_not_deliver_fires_the_pipes_alarm_until_fixed(
     caller = new_caller()
     contact_cleanup.append(caller)
     started = time.time()
-
-    def pipes_failure(message: dict) -> bool:
-        body = json.loads(message["Body"])
-        sent = int(message["Attributes"]["SentTimestamp"]) / 1000
-        return body.get("requestContext", {}).get("functionArn") == pipe_arn and sent >= started
-
+    pipes_failure = pipe_failure_since(stack, started)
     iam.put_role_policy(RoleName=role, PolicyName="withhold", PolicyDocument=json.dumps(withheld))
     try:
         files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-pipe-alarm")])
@@ -331,13 +352,18 @@ def test_a_change_the_pipe_may_not_deliver_fires_the_pipes_alarm_until_fixed(
         iam.delete_role_policy(RoleName=role, PolicyName="withhold")
     condition = json.loads(failed[0]["Body"])["requestContext"]["condition"]
     assert condition == "RetryAttemptsExhausted"
-    fired = eventually(lambda: alarms.notified(logical_id, "ALARM"), timeout=600, interval=1)
+    # (an earlier test's failed executions may have moved it before: only this test's count)
+    fired = eventually(
+        lambda: alarms.notified(logical_id, "ALARM", since=started), timeout=600, interval=1
+    )
     assert fired["Trigger"]["Namespace"] == "AWS/EventBridge/Pipes"
     assert fired["Trigger"]["MetricName"] == "ExecutionFailed"
     assert fired["Trigger"]["Dimensions"] == [{"name": "PipeName", "value": pipes["ChangePipe"]}]
     assert fired["NewStateReason"].startswith("Threshold Crossed")
     # the failure record is the runbook's (StreamFailureQueueAlarm); the test's own is removed
     stack.delete_where("StreamFailureQueueUrl", pipes_failure)
-    cleared = eventually(lambda: alarms.notified(logical_id, "OK"), timeout=600, interval=1)
+    cleared = eventually(
+        lambda: alarms.notified(logical_id, "OK", since=changed_at(fired)), timeout=600, interval=1
+    )
     assert cleared["OldStateValue"] == "ALARM"
     assert alarms.state(logical_id) == "OK"

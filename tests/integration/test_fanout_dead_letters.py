@@ -1,16 +1,24 @@
-"""What the fan-out itself cannot deliver (modes pipe and router) is kept and recovered: with the
-consumer's queue refusing the bus or the topic, a change goes to the consumer's
-ChangeDeliveryDeadLetterQueue at once (EventBridge and SNS do not retry a refusal), the consumer
-never sees it, and once the queue takes changes again `ops dlq redrive` delivers it."""
+"""What the fan-out itself cannot deliver is kept and recovered. With LastAgentQueue refusing
+every sender:
+
+- pipe, router, pipe-topic: the change goes to LastAgentChangeDeliveryDeadLetterQueue at once
+  (EventBridge and SNS do not retry a refusal), and once the queue takes changes again `ops dlq
+  redrive` delivers it;
+- pipe-sfn: ChangeMachine's send fails, so its execution, so the pipe's batch: the pipe retries
+  it, then describes it in StreamFailureQueue, and once the queue takes changes again `ops
+  stream replay` runs the batch through the machine again.
+
+Either way the consumer never sees the change until the operator's command, and then sees it."""
 
 import json
+import time
 
 import pytest
 
 from harness.builders import contact, new_caller
 from harness.polling import eventually, stable
 from harness.stack import StackClient
-from ops.cli import main
+from tests.integration.support import pipe_failure_since, refusing_sends
 
 pytestmark = pytest.mark.integration
 
@@ -19,43 +27,30 @@ DEAD_LETTERS = "LastAgentChangeDeliveryDeadLetterQueue"
 
 
 def test_a_change_the_fan_out_cannot_deliver_is_kept_and_redriven(
-    stack: StackClient, files, contact_cleanup, monkeypatch, capsys
+    stack: StackClient, files, contact_cleanup, ops
 ):
-    if not stack.consumers_read_queues:  # lambda: the consumers read the stream themselves
+    # lambda: the consumers read the stream themselves; pipe-sfn: the machine's failures fail the
+    # pipe's batch (the next test)
+    if not stack.fan_out_dead_letters:
         assert stack.delivery_dead_letter_queues == {}
         assert not [q for q in stack.failure_queues if "ChangeDelivery" in q]
+        assert not [o for o in stack.outputs if "ChangeDelivery" in o]
         return
     caller = new_caller()
     contact_cleanup.append(caller)
     row = contact(caller, agent_id="agent-kept")
-    policy = stack.queue_attributes(QUEUE, "Policy")["Policy"]
-    refusing = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "sqs:SendMessage",
-                "Resource": stack.queue_arn(QUEUE),
-            }
-        ],
-    }
-    url = stack.outputs[QUEUE]
-    stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(refusing)})
-    try:
+
+    def kept() -> list[dict]:
+        found = stack.peek(f"{DEAD_LETTERS}Url")
+        return [m for m in found if row["contact_id"] in m["Body"]]
+
+    with refusing_sends(stack, QUEUE):
         files.put_jsonl("undeliverable.jsonl", [row])
-
-        def kept() -> list[dict]:
-            found = stack.peek(f"{DEAD_LETTERS}Url")
-            return [m for m in found if row["contact_id"] in m["Body"]]
-
         eventually(kept, timeout=90, interval=1)
         # One change, kept once per delivery of it: the fan-out is at-least-once (the local
         # stack's duplicate deliveries send some batches twice), so there may be two copies.
         stable(lambda: len(kept()), polls=3, timeout=60, interval=1)
         messages = kept()
-    finally:
-        stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
 
     changes = []
     for message in messages:
@@ -71,11 +66,37 @@ def test_a_change_the_fan_out_cannot_deliver_is_kept_and_redriven(
     assert changes[0]["dynamodb"]["NewImage"]["agent_id"] == {"S": "agent-kept"}
     assert stack.route(caller) == {"found": "false"}  # the consumer never saw it
 
-    if stack.local:  # what an operator's shell sets for the local stack
-        monkeypatch.setenv("AWS_ENDPOINT_URL", stack.local.endpoint)
-        for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-            monkeypatch.setenv(name, value)
-        monkeypatch.setenv("AWS_DEFAULT_REGION", stack.local.region)
-    assert main(["--stack", stack.name, "dlq", "redrive", DEAD_LETTERS]) == 0, capsys.readouterr()
+    code, out, err = ops("dlq", "redrive", DEAD_LETTERS)
+    assert code == 0, (out, err)
     assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-kept", timeout=60)
     assert not kept()
+
+
+def test_a_change_the_machine_cannot_send_fails_the_pipes_batch(
+    stack: StackClient, files, contact_cleanup, ops
+):
+    if stack.fan_out != "pipe-sfn":  # only pipe-sfn's fan-out sends inside the pipe's batch
+        assert not stack.resources("AWS::StepFunctions::StateMachine")
+        return
+    caller = new_caller()
+    contact_cleanup.append(caller)
+    since = pipe_failure_since(stack, time.time())
+
+    def failures() -> list[dict]:
+        return [m for m in stack.peek("StreamFailureQueueUrl") if since(m)]
+
+    with refusing_sends(stack, QUEUE):
+        files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-kept")])
+        # its batch and any other the pipe read meanwhile, each once its retries are spent
+        kept = eventually(failures, timeout=180)
+    for message in kept:
+        assert (
+            json.loads(message["Body"])["requestContext"]["condition"] == "RetryAttemptsExhausted"
+        )
+    assert stack.route(caller) == {"found": "false"}  # the consumer never saw it
+
+    code, out, err = ops("stream", "replay", "--function", "ChangePipe")
+    assert code == 0, (out, err)
+    assert "replayed" in out
+    assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-kept", timeout=60)
+    assert not failures()

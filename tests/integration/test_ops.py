@@ -23,32 +23,6 @@ from tests.integration.support import quick_redelivery
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def ops(stack: StackClient, monkeypatch, capsys):
-    """Run `python -m ops --stack <the stack> ...` in process: (exit code, stdout, stderr).
-
-    Against the local stack it gets what an operator's shell would set: the endpoint and dummy
-    credentials."""
-    if stack.local:
-        for name, value in {
-            "AWS_ENDPOINT_URL": stack.local.endpoint,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": stack.local.region,
-        }.items():
-            monkeypatch.setenv(name, value)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        try:
-            code = main(["--stack", stack.name, *argv])
-        except SystemExit as usage:  # argparse's refusal, as `python -m ops` exits with it
-            code = usage.code
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
 def run_json(ops, *argv: str) -> dict:
     code, out, err = ops("--json", *argv)
     assert code == 0, err
