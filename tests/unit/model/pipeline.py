@@ -18,11 +18,15 @@ Every fan-out mode (template parameter FanOut):
   message; each subscription's filter policy matches the body, raw delivery fills the consumer's
   queue, and the consumer's queue mapping admits what its FilterCriteria match on the body (Lambda
   deletes the others without an invocation).
-In pipe, router and pipe-topic mode a consumer's queue is a standard queue: batches are taken in
-any order, a message can be held in flight and come back after its visibility timeout (behind
-later ones), and after 5 receives it moves to the consumer's dead-letter queue, from which `ops dlq
-redrive` moves it back. A given-up stream batch of the pipe or the router is replayed as in lambda
-mode.
+- pipe-sfn: the pipe (its filter) runs ChangeMachine with each batch: every record to every
+  consumer's queue (compact JSON, States.JsonToString), where the consumer's queue mapping admits
+  what its FilterCriteria match. An execution may fail part way (the test's crash point: after
+  its k-th send), having sent some records to some queues: the pipe's batch fails and is
+  delivered again, or given up and replayed.
+In every mode but lambda a consumer's queue is a standard queue: batches are taken in any order,
+a message can be held in flight and come back after its visibility timeout (behind later ones),
+and after 5 receives it moves to the consumer's dead-letter queue, from which `ops dlq redrive`
+moves it back. A given-up stream batch of the pipe or the router is replayed as in lambda mode.
 
 SQS semantics kept from AWS (IngestQueue, NotificationQueue and the consumer queues): a batch of
 received messages; those the function did not report as failed are deleted; the others (or all,
@@ -67,7 +71,7 @@ from tests.unit.fanout.fanout_template import (
 )
 from tests.unit.support import Stack
 
-MODES = ("lambda", "pipe", "router", "pipe-topic")
+MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
 FUNCTION_DIRS = {
     "IngestFunction": "ingest",
     "RouterFunction": "router",
@@ -106,7 +110,7 @@ def stream_readers(mode: str) -> dict[str, FilterCriteria]:
     """Who reads the table's stream in a fan-out mode, each with its mapping's filter."""
     if mode == "lambda":
         return {consumer: selections()[consumer].stream for consumer in CONSUMERS}
-    if mode in ("pipe", "pipe-topic"):
+    if mode in ("pipe", "pipe-topic", "pipe-sfn"):
         return {PIPE: pipe_filter()}
     return {"RouterFunction": router_filter()}
 
@@ -572,9 +576,12 @@ class Pipeline:
     ) -> set[str] | None:
         """A batch of stream records to the reader: a function's invocation, or the pipe: each
         record on the bus, and each rule that matches it sends it to its consumer's queue; or
-        (pipe-topic) each record published to ChangeTopic, its subscriptions deliver it."""
+        (pipe-topic) each record published to ChangeTopic, its subscriptions deliver it; or
+        (pipe-sfn) ChangeMachine's execution, which fails after its ``crash_after``-th send."""
         if reader != PIPE:
             return self.invoke(reader, {"Records": records}, crash_after)
+        if self.mode == "pipe-sfn":
+            return self.execute_machine(records, crash_after)
         if self.topic_arn is not None:
             sns = client("sns")
             for record in records:
@@ -584,6 +591,21 @@ class Pipeline:
             for consumer, (url, _) in self.change_queues.items():
                 if selections()[consumer].rule.matches(bus_event(record)):
                     self.stack.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+        return set()
+
+    def execute_machine(self, records: list[dict], fail_after: int | None) -> set[str] | None:
+        """ChangeMachine: its Parallel state's branches each send every record to their
+        consumer's queue (the branches' sends interleaved: they run at once); None (the batch
+        failed) when the execution fails after its ``fail_after``-th send."""
+        sends = [
+            (url, json.dumps(record, separators=(",", ":")))
+            for record in records
+            for url, _ in self.change_queues.values()
+        ]
+        for count, (url, body) in enumerate(sends, start=1):
+            self.stack.sqs.send_message(QueueUrl=url, MessageBody=body)
+            if count == fail_after:
+                return None
         return set()
 
     def stream_caught_up(self) -> bool:
