@@ -30,11 +30,10 @@ LOCK := $(UV) pip compile --quiet --generate-hashes --no-annotate --python-versi
 
 # The fan-out mode of the local stack that up, run, chaos and integration start (template
 # parameter FanOut, docs/design.md "Fan-out modes"): lambda, pipe, router, pipe-topic or pipe-sfn.
-# `make test` runs the integration suite and chaos in each of FANOUT_MODES (pipe-sfn not yet: its
-# failed deliveries have no operator recovery in ops, see docs/design.md). A deployed stack
+# `make test` runs the integration suite and chaos in each of FANOUT_MODES. A deployed stack
 # (AWS_SAM_STACK_NAME) runs in the mode it was deployed with.
 FANOUT ?= lambda
-FANOUT_MODES := lambda pipe router pipe-topic
+FANOUT_MODES := lambda pipe router pipe-topic pipe-sfn
 
 .PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools
 
