@@ -23,6 +23,14 @@ StartSyncExecution "Not yet implemented", and its interpreter runs only behind i
 Each execution is counted in the machine's ``AWS/States`` metrics (``ExecutionsFailed``:
 ChangeMachineFailuresAlarm's), as Step Functions counts an Express machine's executions.
 
+moto's interpreter spends most of an execution copying: each state deep-copies its frame's
+stack (a Map item the whole batch), its input and its output with ``copy.deepcopy``, and
+builds a new JSONPath parser (PLY's tables) for every path it evaluates; a ChangeMachine
+execution of 10 records took ~300 ms of CPU. ``install()`` gives those modules a copy that
+walks JSON values directly (dicts, lists and scalars; anything else still through
+``copy.deepcopy``) and one parsed expression per JSONPath (bench: ``make bench``'s P5 in
+pipe-sfn).
+
 Each SQS task is decided first with the machine's execution role and the queue's policy
 (emulator/iam/resources.py ``role_may``: ``sqs:SendMessage`` on the queue); a refusal fails the
 task as a client error (the pipe's role is decided for StartSyncExecution:
@@ -31,10 +39,14 @@ emulator/delivery/pipes.py).
 
 from __future__ import annotations
 
+import copy
 import datetime
+import functools
+import importlib
 import json
 import re
 import time
+import types
 import uuid
 from typing import Any
 
@@ -46,9 +58,11 @@ from moto.sqs.models import sqs_backends
 from moto.stepfunctions import urls as stepfunctions_urls
 from moto.stepfunctions.exceptions import InvalidExecutionInput
 from moto.stepfunctions.models import StateMachine, stepfunctions_backends
+from moto.stepfunctions.parser.asl.component.common.path import result_path
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
     state_task_service_sqs,
 )
+from moto.stepfunctions.parser.asl.utils import json_path
 from moto.stepfunctions.parser.backend.execution import SyncExecution
 from moto.stepfunctions.responses import StepFunctionResponse
 
@@ -188,6 +202,48 @@ def _sqs_client_for(region: str, service: str, state_credentials: Any = None) ->
     return _QueuesInProcess(region)
 
 
+# --- the interpreter's copies and JSONPath parses -------------------------------------------------
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _copy_json(value: Any, memo: dict | None = None) -> Any:
+    """``copy.deepcopy`` for the interpreter's values: JSON walked directly (a JSON value shares
+    no objects, so nothing needs the memo), anything else through ``copy.deepcopy``."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_json(item) for item in value]
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value, memo)
+
+
+_COPYING = types.SimpleNamespace(deepcopy=_copy_json, copy=copy.copy)
+# the interpreter's modules that deep-copy values on every state
+_COPYING_MODULES = (
+    "asl.component.state.exec.execute_state",
+    "asl.component.state.exec.state_map.state_map",
+    "asl.component.state.exec.state_parallel.state_parallel",
+    "asl.component.state.exec.state_task.service.state_task_service",
+    "asl.component.common.string.string_expression",
+    "asl.component.common.path.result_path",
+    "asl.eval.states",
+    "asl.eval.environment",
+    "asl.eval.event.event_manager",
+)
+
+
+def _install_fast_copies() -> None:
+    for name in _COPYING_MODULES:
+        patching.replace(
+            importlib.import_module(f"moto.stepfunctions.parser.{name}"), "copy", _COPYING
+        )
+    for module in (json_path, result_path):
+        # a parsed expression is only read (find, update on the caller's data)
+        patching.replace(module, "parse", functools.lru_cache(maxsize=512)(module.parse))
+
+
 # --- StartSyncExecution over HTTP; AWS::StepFunctions::StateMachine's type ----------------------
 def _start_sync_execution_response(self: StepFunctionResponse) -> str:
     output = start_sync_execution(
@@ -220,6 +276,7 @@ def _state_machine_from_cloudformation(
 
 
 def install() -> None:
+    _install_fast_copies()
     # StartSyncExecution's host prefix: "sync-states.<region>.amazonaws.com"
     sync_host = r"https?://(?:sync-)?states\.(.+)\.amazonaws.com"
     patching.replace(stepfunctions_urls, "url_bases", [sync_host])

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.exceptions import ClientError
 
+from emulator.services.stepfunctions import _copy_json
 from tests.unit.emulator.support import delivering_stack
 
 # One branch per queue: Pipes sends the machine the batch as an array, so each branch maps it.
@@ -278,3 +279,17 @@ def test_a_pipe_pipes_would_refuse_is_refused(local, machine, parameters, messag
         local.client("pipes").create_pipe(**arguments)
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert message in refused.value.response["Error"]["Message"]
+
+
+def test_the_interpreters_copies_are_independent_of_their_source():
+    """The JSON-walking copy the interpreter's modules get: a change to the copy or the source
+    never shows in the other; a value that is not JSON is deep-copied as before."""
+    when = datetime.now(UTC)
+    source = {"records": [{"keys": {"pk": "1"}, "n": 1.5, "ok": True, "none": None}], "at": when}
+    copied = _copy_json(source)
+    assert copied == source
+    copied["records"][0]["keys"]["pk"] = "2"
+    source["records"].append({})
+    assert source["records"][0]["keys"]["pk"] == "1"
+    assert len(copied["records"]) == 1
+    assert copied["at"] == when
