@@ -1,12 +1,13 @@
 """DynamoDB's answers where moto 5.2.5 gives others: ListTables' order, ProjectionExpression's
-list indexes, ItemCollectionMetrics and PartiQL's writes.
+list indexes, ItemCollectionMetrics, PartiQL's writes and statements moto cannot parse.
 
 - ListTables (moto/dynamodb/models/__init__.py ``list_tables``): moto lists tables in creation
   order and pages by a table's position in that order; DynamoDB lists names in order (UTF-8 byte
   order: ``Beta`` before ``alpha``, ``mid-0`` before ``mid_1``) and a page starts after
   ExclusiveStartTableName, which need not name a table. ``LastEvaluatedTableName`` only when more
   names follow (API reference: "If you do not receive a LastEvaluatedTableName value in the
-  response, this means that there are no more table names to be retrieved").
+  response, this means that there are no more table names to be retrieved"). moto takes any
+  Limit; DynamoDB's is 1 to 100 (a ValidationException otherwise).
 - ProjectionExpression (moto/dynamodb/responses.py ``ProjectionExpressionParser``, models/
   dynamo_type.py ``Item.project``): moto substitutes a ``#name`` only when it is a whole path
   element, so ``#l[2]`` is refused as an unused ExpressionAttributeNames entry, and two elements
@@ -34,15 +35,23 @@ list indexes, ItemCollectionMetrics and PartiQL's writes.
   statement with its Error (``DuplicateItem``, ``ValidationError``) beside the others' results;
   ExecuteTransaction checks every statement first and writes nothing when one fails
   (TransactionCanceledException with a reason per statement). SELECT is moto's.
+- PartiQL statements moto's parser (py_partiql_parser) cannot read: it raises whatever Python
+  error its parse ends in (TypeError, IndexError, StopIteration, AttributeError), which the
+  server answers with a 500 and a traceback. Here any such error is DynamoDB's refusal of a
+  statement that is not well formed (ValidationException "Statement wasn't well formed, can't be
+  processed: ..."; in BatchExecuteStatement that statement's Error ``ValidationError``): the
+  client gets a 400 it does not retry. A statement DynamoDB would read but moto's parser cannot
+  is refused the same way (docs/local-stack.md).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from moto.dynamodb.exceptions import (
@@ -96,9 +105,18 @@ def install() -> None:
 
 
 # --- ListTables -----------------------------------------------------------------------------------
+LIST_TABLES_LIMIT = 100  # ListTables' Limit: 1 to 100 (API reference)
+
+
 def list_tables(
     self: DynamoDBBackend, limit: int, exclusive_start_table_name: str | None
 ) -> tuple[list[str], str | None]:
+    if not 1 <= limit <= LIST_TABLES_LIMIT:
+        bound = "greater than or equal to 1" if limit < 1 else "less than or equal to 100"
+        raise MockValidationException(
+            f"1 validation error detected: Value '{limit}' at 'limit' failed to satisfy "
+            f"constraint: Member must have value {bound}"
+        )
     names = sorted(self.tables, key=lambda name: name.encode("utf-8"))
     encoded = [name.encode("utf-8") for name in names]
     start = (
@@ -106,8 +124,8 @@ def list_tables(
         if exclusive_start_table_name
         else 0
     )
-    page = names[start : start + limit] if limit else names[start:]
-    more = bool(limit) and len(names) > start + limit
+    page = names[start : start + limit]
+    more = len(names) > start + limit
     return page, page[-1] if more and page else None
 
 
@@ -265,11 +283,34 @@ class KeyEqualityRequired(MockValidationException):
         super().__init__("Where clause does not contain a mandatory equality on all key attributes")
 
 
+class NotWellFormed(MockValidationException):
+    name = "ValidationError"  # the code BatchExecuteStatement reports it by
+
+    def __init__(self, error: Exception) -> None:
+        detail = f"{type(error).__name__} {error}".strip()
+        super().__init__(f"Statement wasn't well formed, can't be processed: {detail}")
+
+
+@contextlib.contextmanager
+def _well_formed() -> Iterator[None]:
+    """A parse that fails in moto's parser becomes DynamoDB's ValidationException."""
+    try:
+        yield
+    except DynamodbException:
+        raise
+    except Exception as error:  # the parser's failures have no type of their own
+        raise NotWellFormed(error) from error
+
+
 def check_statement(backend: DynamoDBBackend, statement: str, parameters: list[Any]) -> None:
-    """Refuse a PartiQL write as DynamoDB does before moto runs it."""
+    """Refuse a PartiQL statement as DynamoDB does before moto runs it: one moto cannot parse
+    (the parse raises: see ``_well_formed``), a write DynamoDB refuses."""
     words = statement.split(None, 1)
     kind = words[0].upper() if words else ""
     if kind not in ("INSERT", "UPDATE", "DELETE"):
+        # parsed on empty tables first, so a transaction refuses it before writing anything
+        names = partiql.get_query_metadata(statement).get_table_names()
+        partiql.query(statement, {name: [] for name in names}, parameters)
         return
     if kind != "INSERT":
         # moto's metadata of an UPDATE or DELETE drops its WHERE clause: its parsers keep it
@@ -298,8 +339,9 @@ _original_execute_statement: Any = DynamoDBBackend.execute_statement
 def _checked_statement(
     self: DynamoDBBackend, statement: str, parameters: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    check_statement(self, statement, parameters)
-    return _original_execute_statement(self, statement, parameters)
+    with _well_formed():
+        check_statement(self, statement, parameters)
+        return _original_execute_statement(self, statement, parameters)
 
 
 def _checked_batch(self: DynamoDBBackend, statements: list[dict[str, Any]]) -> list[Any]:
@@ -308,25 +350,26 @@ def _checked_batch(self: DynamoDBBackend, statements: list[dict[str, Any]]) -> l
     responses = []
     for stmt in statements:
         try:
-            check_statement(self, stmt["Statement"], stmt.get("Parameters", []))
-        except (DuplicateItem, KeyEqualityRequired) as error:
+            with _well_formed():
+                check_statement(self, stmt["Statement"], stmt.get("Parameters", []))
+                responses.extend(_original_batch(self, [stmt]))
+        except (DuplicateItem, KeyEqualityRequired, NotWellFormed) as error:
             responses.append({"Error": {"Code": error.name, "Message": error.message}})
-            continue
-        responses.extend(_original_batch(self, [stmt]))
     return responses
 
 
 def _checked_transaction(self: DynamoDBBackend, statements: list[dict[str, Any]]) -> list[Any]:
     reasons: list[tuple[str | None, str | None, None]] = []
-    for stmt in statements:
-        try:
-            check_statement(self, stmt["Statement"], stmt.get("Parameters", []))
-            reasons.append((None, None, None))
-        except DuplicateItem as error:
-            reasons.append((error.name, error.message, None))
-    if any(code for code, _, _ in reasons):
-        raise TransactionCanceledException(reasons)
-    return _original_transaction(self, statements)
+    with _well_formed():
+        for stmt in statements:
+            try:
+                check_statement(self, stmt["Statement"], stmt.get("Parameters", []))
+                reasons.append((None, None, None))
+            except DuplicateItem as error:
+                reasons.append((error.name, error.message, None))
+        if any(code for code, _, _ in reasons):
+            raise TransactionCanceledException(reasons)
+        return _original_transaction(self, statements)
 
 
 _original_batch: Any = DynamoDBBackend.batch_execute_statement

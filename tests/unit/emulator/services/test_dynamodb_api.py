@@ -291,3 +291,49 @@ def test_execute_transaction_with_a_duplicate_insert_writes_nothing(contacts):
     assert response["Error"]["Code"] == "TransactionCanceledException"
     assert [r["Code"] for r in response["CancellationReasons"]] == ["None", "DuplicateItem"]
     assert (state_of(contacts, "c1"), state_of(contacts, "c3")) == ("open", None)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELEC * FROM contacts",
+        "SELECT * FROM",
+        "INSERT INTO contacts VALUE {'pk': ",
+        "SELECT * FROM contacts WHERE pk = ",
+        "garbage",
+    ],
+)
+def test_a_statement_that_is_not_well_formed_is_a_validation_error(contacts, statement):
+    """DynamoDB's 400, not moto's parser failing inside the server (a 500 the client retries)."""
+    response = error_of(contacts.execute_statement, Statement=statement)
+    assert response["Error"]["Code"] == "ValidationException"
+    assert response["Error"]["Message"].startswith(
+        "Statement wasn't well formed, can't be processed:"
+    )
+    responses = contacts.batch_execute_statement(
+        Statements=[
+            {"Statement": statement},
+            {"Statement": "INSERT INTO contacts VALUE {'pk': 'c4', 'state': 'open'}"},
+        ]
+    )["Responses"]
+    assert responses[0]["Error"]["Code"] == "ValidationError"
+    assert "Error" not in responses[1]
+    transaction = error_of(
+        contacts.execute_transaction,
+        TransactStatements=[
+            {"Statement": "INSERT INTO contacts VALUE {'pk': 'c5', 'state': 'open'}"},
+            {"Statement": statement},
+        ],
+    )
+    assert transaction["Error"]["Code"] == "ValidationException"
+    assert state_of(contacts, "c5") is None  # nothing of the transaction written
+
+
+@pytest.mark.parametrize("limit", [101, 1000])
+def test_list_tables_refuses_a_limit_over_100(ddb, limit):
+    response = error_of(ddb.list_tables, Limit=limit)
+    assert response["Error"]["Code"] == "ValidationException"
+    assert (
+        f"Value '{limit}' at 'limit' failed to satisfy constraint" in response["Error"]["Message"]
+    )
+    assert ddb.list_tables(Limit=100)["TableNames"] == []
