@@ -233,6 +233,7 @@ class _Worker:
         self._env = dict(env)
         self._sink = sink
         self.proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None  # the runtime's output into the sink
         self.server = _RuntimeApiServer(self)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -329,6 +330,10 @@ class _Worker:
         if self.proc is not None:
             with contextlib.suppress(Exception):
                 self.proc.wait(timeout=5)
+        if self._reader is not None and self._reader is not threading.current_thread():
+            # what the runtime wrote before it ended is still in the pipe: log it all (an
+            # `invoke` that exits right after the answer would lose its last lines)
+            self._reader.join(timeout=5)
         for callback in self.on_stop:
             with contextlib.suppress(Exception):
                 callback(self)

@@ -339,6 +339,18 @@ def test_function_output_goes_to_its_log_file(runtime, tmp_path):
     eventually(lambda: "hello from stack-FnA-ABC" in log.read_text(), timeout=30, interval=0.05)
 
 
+def test_closing_the_runtime_logs_everything_its_workers_wrote(tmp_path):
+    """`python -m emulator invoke` closes the runtime as soon as the answer is in: the lines the
+    function wrote before answering must all be logged by then, not lost with the process."""
+    rt = Runtime([make_function(tmp_path, "FnA")], log_dir=tmp_path / "logs", echo=False)
+    try:
+        for _ in range(5):
+            assert rt.invoke("FnA", {"action": "print"}).ok
+    finally:
+        rt.close()
+    assert (tmp_path / "logs" / "FnA.log").read_text().count("hello from stack-FnA-ABC") == 5
+
+
 def test_unknown_function_and_names_it_answers_to(runtime):
     assert runtime.invoke("nope", {}).error["errorType"] == "ResourceNotFoundException"
     arn = "arn:aws:lambda:us-east-1:123456789012:function:stack-FnA-ABC"
