@@ -10,6 +10,14 @@ StartSyncExecution "Not yet implemented", and its interpreter runs only behind i
   StartSyncExecution answers: ``status`` SUCCEEDED with ``output``, or FAILED / TIMED_OUT with
   ``error`` and ``cause``. A STANDARD machine is refused (StateMachineTypeNotSupported), as AWS
   refuses it; so is input that is not JSON (InvalidExecutionInput).
+- ``check_definition``: CreateStateMachine and UpdateStateMachine (and so
+  ``AWS::StepFunctions::StateMachine``) refuse a definition Step Functions refuses, which moto
+  stores whatever it is: not JSON (``INVALID_JSON_DESCRIPTION``), a state machine or branch
+  without ``StartAt`` and ``States``, a state of no known ``Type`` or, but for Choice, Succeed
+  and Fail, with neither ``Next`` nor ``End`` (``SCHEMA_VALIDATION_FAILED``), a ``StartAt``,
+  ``Next`` or ``Default`` naming no state of its ``States`` (``MISSING_TRANSITION_TARGET``), then
+  whatever moto's ASL parser cannot read; each as ``InvalidDefinition`` with the path of the
+  fault ("Invalid State Machine Definition: '<CODE>: <message> at /States/<name>'").
 - ``install()``: StartSyncExecution answered over HTTP (in process too: moto's mock routes only
   ``states.<region>``, not the ``sync-states.<region>`` host botocore sends it to);
   ``AWS::StepFunctions::StateMachine`` keeps its ``StateMachineType`` (moto's CloudFormation
@@ -57,10 +65,14 @@ from moto.core.utils import utcnow
 from moto.sqs.models import sqs_backends
 from moto.stepfunctions import urls as stepfunctions_urls
 from moto.stepfunctions.exceptions import InvalidExecutionInput
-from moto.stepfunctions.models import StateMachine, stepfunctions_backends
+from moto.stepfunctions.models import StateMachine, StepFunctionBackend, stepfunctions_backends
 from moto.stepfunctions.parser.asl.component.common.path import result_path
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
     state_task_service_sqs,
+)
+from moto.stepfunctions.parser.asl.parse.asl_parser import (
+    AmazonStateLanguageParser,
+    ASLParserException,
 )
 from moto.stepfunctions.parser.asl.utils import json_path
 from moto.stepfunctions.parser.backend.execution import SyncExecution
@@ -77,6 +89,95 @@ EXPRESS = "EXPRESS"
 class StateMachineTypeNotSupported(AWSError):
     TYPE = "StateMachineTypeNotSupported"
     STATUS = 400
+
+
+class InvalidDefinition(AWSError):
+    TYPE = "InvalidDefinition"
+    STATUS = 400
+
+    def __init__(self, code: str, message: str, where: str = "") -> None:
+        at = f" at {where}" if where else ""
+        super().__init__(f"Invalid State Machine Definition: '{code}: {message}{at}'")
+
+
+STATE_TYPES = frozenset({"Pass", "Task", "Choice", "Wait", "Succeed", "Fail", "Parallel", "Map"})
+ENDLESS_TYPES = frozenset({"Choice", "Succeed", "Fail"})  # end without Next or End
+
+
+def check_definition(definition: str) -> None:
+    """Refuse a definition Step Functions refuses at create time (see the module docstring)."""
+    try:
+        document = json.loads(definition)
+    except ValueError as error:
+        raise InvalidDefinition("INVALID_JSON_DESCRIPTION", str(error)) from None
+    _check_program(document, "")
+    try:
+        AmazonStateLanguageParser.parse(definition)
+    except ASLParserException as error:
+        raise InvalidDefinition("SCHEMA_VALIDATION_FAILED", "; ".join(error.errors)) from None
+
+
+def _check_program(program: Any, where: str) -> None:
+    """A state machine, a Parallel branch or a Map's item processor: StartAt and its States."""
+    if not isinstance(program, dict):
+        raise InvalidDefinition("SCHEMA_VALIDATION_FAILED", "Expected an object", where or "/")
+    states = program.get("States")
+    if not isinstance(states, dict) or not states:
+        raise InvalidDefinition(
+            "SCHEMA_VALIDATION_FAILED", "These fields are required: [States]", where or "/"
+        )
+    start = program.get("StartAt")
+    if not isinstance(start, str):
+        raise InvalidDefinition(
+            "SCHEMA_VALIDATION_FAILED", "These fields are required: [StartAt]", where or "/"
+        )
+    if start not in states:
+        raise InvalidDefinition(
+            "MISSING_TRANSITION_TARGET", f"Missing 'Next' target: {start}", f"{where}/StartAt"
+        )
+    for name, state in states.items():
+        _check_state(state, states, f"{where}/States/{name}")
+
+
+def _check_state(state: Any, states: dict[str, Any], where: str) -> None:
+    kind = state.get("Type") if isinstance(state, dict) else None
+    if kind not in STATE_TYPES:
+        raise InvalidDefinition("SCHEMA_VALIDATION_FAILED", f"Unknown state type: {kind}", where)
+    targets = [state["Next"]] if "Next" in state else []
+    if kind == "Choice":
+        targets += [choice.get("Next") for choice in state.get("Choices", [])]
+        targets += [state["Default"]] if "Default" in state else []
+    elif kind not in ENDLESS_TYPES and (("Next" in state) == (state.get("End") is True)):
+        raise InvalidDefinition(
+            "SCHEMA_VALIDATION_FAILED", "A state must have exactly one of Next or End", where
+        )
+    for target in targets:
+        if target not in states:
+            raise InvalidDefinition(
+                "MISSING_TRANSITION_TARGET", f"Missing 'Next' target: {target}", where
+            )
+    for n, branch in enumerate(state.get("Branches", []) if kind == "Parallel" else []):
+        _check_program(branch, f"{where}/Branches[{n}]")
+    if kind == "Map":
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        _check_program(processor, f"{where}/ItemProcessor")
+
+
+def _checked_create(original: Any) -> Any:
+    def create_state_machine(self: Any, name: str, definition: str, *args: Any, **kwargs: Any):
+        check_definition(definition)
+        return original(self, name, definition, *args, **kwargs)
+
+    return create_state_machine
+
+
+def _checked_update(original: Any) -> Any:
+    def update_state_machine(self: Any, arn: str, definition: str | None = None, **kwargs: Any):
+        if definition is not None:
+            check_definition(definition)
+        return original(self, arn, definition, **kwargs)
+
+    return update_state_machine
 
 
 def start_sync_execution(
@@ -277,6 +378,12 @@ def _state_machine_from_cloudformation(
 
 def install() -> None:
     _install_fast_copies()
+    for name, checked in (
+        ("create_state_machine", _checked_create),
+        ("update_state_machine", _checked_update),
+    ):
+        original = patching.original(StepFunctionBackend, name)
+        patching.replace(StepFunctionBackend, name, checked(original))
     # StartSyncExecution's host prefix: "sync-states.<region>.amazonaws.com"
     sync_host = r"https?://(?:sync-)?states\.(.+)\.amazonaws.com"
     patching.replace(stepfunctions_urls, "url_bases", [sync_host])

@@ -293,3 +293,68 @@ def test_the_interpreters_copies_are_independent_of_their_source():
     assert source["records"][0]["keys"]["pk"] == "1"
     assert len(copied["records"]) == 1
     assert copied["at"] == when
+
+
+PASS_END = {"Type": "Pass", "End": True}
+
+
+@pytest.mark.parametrize(
+    ("definition", "code", "where"),
+    [
+        ("not json", "INVALID_JSON_DESCRIPTION", ""),
+        (json.dumps({"StartAt": "A", "States": {}}), "SCHEMA_VALIDATION_FAILED", " at /'"),
+        (
+            json.dumps({"StartAt": "B", "States": {"A": PASS_END}}),
+            "MISSING_TRANSITION_TARGET",
+            " at /StartAt'",
+        ),
+        (
+            json.dumps({"StartAt": "A", "States": {"A": {"Type": "Pass"}}}),
+            "SCHEMA_VALIDATION_FAILED",
+            " at /States/A'",
+        ),
+        (
+            json.dumps({"StartAt": "A", "States": {"A": {"Type": "Bogus", "End": True}}}),
+            "SCHEMA_VALIDATION_FAILED",
+            " at /States/A'",
+        ),
+        (
+            json.dumps(
+                {
+                    "StartAt": "A",
+                    "States": {
+                        "A": {
+                            "Type": "Parallel",
+                            "End": True,
+                            "Branches": [{"StartAt": "X", "States": {"Y": {"Type": "Succeed"}}}],
+                        }
+                    },
+                }
+            ),
+            "MISSING_TRANSITION_TARGET",
+            " at /States/A/Branches[0]/StartAt'",
+        ),
+        (
+            json.dumps({"StartAt": "A", "States": {"A": {**PASS_END, "Unknown": 1}}}),
+            "SCHEMA_VALIDATION_FAILED",
+            "",
+        ),
+    ],
+)
+def test_a_definition_step_functions_refuses_is_refused_at_create_and_update(
+    local, definition, code, where
+):
+    """moto stores any definition; Step Functions refuses these with InvalidDefinition."""
+    sfn = local.client("stepfunctions")
+    role = f"arn:aws:iam::123456789012:role/{local.outputs['MachineRoleName']}"
+    with pytest.raises(ClientError) as created:
+        sfn.create_state_machine(name="refused", definition=definition, roleArn=role)
+    error = created.value.response["Error"]
+    assert error["Code"] == "InvalidDefinition"
+    assert error["Message"].startswith(f"Invalid State Machine Definition: '{code}: ")
+    assert error["Message"].endswith(where) or not where
+    with pytest.raises(ClientError) as updated:
+        sfn.update_state_machine(stateMachineArn=local.outputs["Machine"], definition=definition)
+    assert updated.value.response["Error"]["Code"] == "InvalidDefinition"
+    names = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
+    assert "refused" not in names
