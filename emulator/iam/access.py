@@ -173,6 +173,7 @@ class Access:
                 region=self.region,
                 account=self.account,
                 key_schema=self._key_schema,
+                kms_key=resources.kms_key_arn,
             )
         except Exception as exc:  # a request the mapping cannot read: recorded as unchecked
             reason = type(exc).__name__

@@ -16,6 +16,11 @@ One API call can need several authorizations, each decided on its own, as AWS do
 - SQS: ``*Batch`` operations are authorized as their single-message action
   (``SendMessageBatch`` -> ``sqs:SendMessage``); the queue ARN from ``QueueUrl``.
 - SNS: ``PublishBatch`` -> ``sns:Publish``; the topic ARN.
+- KMS (AWS KMS developer guide, "AWS KMS condition keys"): ``kms:<Operation>`` on the key the
+  request names by KeyId (a key id or ARN, an alias name or ARN) or, for Decrypt and ReEncrypt
+  without one, by its ciphertext; ``kms:CallerAccount``, ``kms:EncryptionAlgorithm`` and, per
+  encryption context pair, ``kms:EncryptionContext:<key>`` and ``kms:EncryptionContextKeys``.
+  The key's policy is then part of the decision (emulator/iam/resources.py).
 - Any other service: ``<service>:<Operation>`` with the resource unknown (None): the decision
   then rests on the action and the conditions only.
 """
@@ -35,6 +40,8 @@ from emulator.iam.policy import Request
 # (table name, index name or None) -> its key attribute names, the partition key first; () when
 # the table is not known (DynamoDB then answers the call with its own error).
 KeySchema = Callable[[str, str | None], tuple[str, ...]]
+# (KeyId or None, base64 ciphertext or None, region, account) -> the key's ARN, or "*"
+KmsKey = Callable[[str | None, str | None, str, str], str]
 
 _NAME_TOKEN = re.compile(r"#?[A-Za-z_][A-Za-z0-9_]*")
 _KEY_EQUALS = re.compile(r"(#?[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(:[A-Za-z0-9_]+)")
@@ -83,6 +90,7 @@ def authorizations(
     region: str,
     account: str,
     key_schema: KeySchema,
+    kms_key: KmsKey,
 ) -> list[Request]:
     """The authorizations of one request (``operation``: ``<service>:<Operation>`` as
     emulator.core.calls reads it). May read the body (``wsgi.input`` is then replaced)."""
@@ -99,7 +107,28 @@ def authorizations(
         action = "Publish" if name == "PublishBatch" else name
         resource = params.get("TopicArn") or params.get("TargetArn") or "*"
         return [Request(f"sns:{action}", resource)]
+    if service == "kms":
+        return [
+            _kms(
+                name,
+                params,
+                kms_key(params.get("KeyId"), params.get("CiphertextBlob"), region, account),
+                account,
+            )
+        ]
     return [Request(operation, None)]
+
+
+def _kms(operation: str, params: Mapping[str, Any], key_arn: str, account: str) -> Request:
+    context: dict[str, list[str]] = {"kms:calleraccount": [account]}
+    if algorithm := params.get("EncryptionAlgorithm"):
+        context["kms:encryptionalgorithm"] = [algorithm]
+    encryption_context = params.get("EncryptionContext") or {}
+    for key, value in encryption_context.items():
+        context[f"kms:encryptioncontext:{key.lower()}"] = [value]
+    if encryption_context:
+        context["kms:encryptioncontextkeys"] = sorted(encryption_context)
+    return Request(f"kms:{operation}", key_arn, context)
 
 
 def _params(environ: dict[str, Any]) -> dict[str, Any]:

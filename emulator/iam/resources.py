@@ -23,9 +23,11 @@ condition keys of a request, and the service principals' deliveries decided by t
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import logging
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs
@@ -33,6 +35,7 @@ from urllib.parse import parse_qs
 from moto.iam.aws_managed_policies import aws_managed_policies_data
 from moto.iam.models import iam_backends
 from moto.kms.models import kms_backends
+from moto.kms.utils import _deserialize_ciphertext_blob as kms_ciphertext_key_of
 from moto.s3.models import s3_backends
 from moto.sns.models import sns_backends
 from moto.sqs.models import sqs_backends
@@ -107,6 +110,25 @@ def resource_policy(arn: str | None) -> tuple[Policy | None, str | None, bool]:
     parts = parse_arn(arn)
     holder = f"arn:aws:s3:::{parts.resource.partition('/')[0]}" if parts.service == "s3" else arn
     return parsed(f"policy of {holder}", document), owner, parts.service == "kms"
+
+
+def kms_key_arn(key_id: str | None, ciphertext: str | None, region: str, account: str) -> str:
+    """The ARN of the key a KMS request uses: its KeyId (a key id, key ARN, alias name or alias
+    ARN), else the key a ciphertext names (Decrypt without KeyId; moto's ciphertext begins with
+    its key's id); ``*`` when neither names a key the local stack holds (KMS then answers
+    NotFoundException itself)."""
+    backend = kms_backends[account][region]
+    try:
+        if key_id:
+            found = backend.any_id_to_key_id(key_id)
+        elif ciphertext:
+            found = kms_ciphertext_key_of(base64.b64decode(ciphertext)).key_id
+        else:
+            return "*"
+    except (AttributeError, KeyError, TypeError, ValueError, struct.error):  # no such key
+        return "*"
+    key = backend.keys.get(found)
+    return key.arn if key is not None else "*"
 
 
 def role_session_context(principal: Principal) -> dict[str, Sequence[str]]:

@@ -15,6 +15,7 @@ from tests.unit.emulator.support import ACCOUNT, REGION
 
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/contacts"
 QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/notifications"
+KEY_ARN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 SCHEMAS = {("contacts", None): ("pk", "sk"), ("contacts", "by-agent"): ("agent_id",)}
 _session = botocore.session.get_session()
 
@@ -61,6 +62,9 @@ def authorize(service: str, operation: str, params: dict):
         region=REGION,
         account=ACCOUNT,
         key_schema=lambda table, index: SCHEMAS.get((table, index), ()),
+        kms_key=lambda key_id, ciphertext, region, account: (
+            KEY_ARN if key_id in ("alias/contacts", KEY_ARN) or ciphertext else "*"
+        ),
     )
 
 
@@ -244,3 +248,27 @@ def test_other_services_are_decided_on_the_action_alone():
         "kinesis", "PutRecord", {"StreamName": "s", "Data": b"x", "PartitionKey": "k"}
     )
     assert (request.action, request.resource) == ("kinesis:PutRecord", None)
+
+
+def test_kms_calls_name_the_key_by_id_alias_or_ciphertext_with_their_context():
+    [encrypt] = authorize(
+        "kms",
+        "Encrypt",
+        {
+            "KeyId": "alias/contacts",
+            "Plaintext": b"x",
+            "EncryptionContext": {"Purpose": "export"},
+            "EncryptionAlgorithm": "SYMMETRIC_DEFAULT",
+        },
+    )
+    assert (encrypt.action, encrypt.resource) == ("kms:Encrypt", KEY_ARN)
+    assert encrypt.context == {
+        "kms:calleraccount": [ACCOUNT],
+        "kms:encryptionalgorithm": ["SYMMETRIC_DEFAULT"],
+        "kms:encryptioncontext:purpose": ["export"],
+        "kms:encryptioncontextkeys": ["Purpose"],
+    }
+    [decrypt] = authorize("kms", "Decrypt", {"CiphertextBlob": b"sealed"})
+    assert (decrypt.action, decrypt.resource) == ("kms:Decrypt", KEY_ARN)
+    [unknown] = authorize("kms", "DescribeKey", {"KeyId": "alias/nothing"})
+    assert (unknown.action, unknown.resource) == ("kms:DescribeKey", "*")

@@ -4,6 +4,7 @@ queues that only their rule or topic may write, the change topic only the router
 the bucket key only IngestFunction and the key users may use; decided with the identity-based
 policies as IAM's evaluation logic documents, and read back from moto as the stack holds them."""
 
+import base64
 import json
 from typing import Any
 
@@ -20,7 +21,13 @@ from emulator.iam.policy import (
     Request,
     authorize,
 )
-from emulator.iam.resources import resource_policy, role_session_context, service_may, with_context
+from emulator.iam.resources import (
+    kms_key_arn,
+    resource_policy,
+    role_session_context,
+    service_may,
+    with_context,
+)
 from emulator.stack import chosen, load_template, template_conditions
 from tests.unit.emulator.support import ACCOUNT, REGION, ROOT
 
@@ -343,3 +350,26 @@ def test_the_policies_moto_holds_are_the_ones_decided():
         unpoliced = sqs.create_queue(QueueName="capture")["QueueUrl"].rsplit("/", 1)[1]
         unpoliced_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{unpoliced}"
         assert service_may(events, "sqs:SendMessage", unpoliced_arn, source_arn=other_rule, **given)
+
+
+def test_a_kms_request_names_its_key_by_id_arn_alias_or_ciphertext():
+    """A function's own KMS call is decided on the key it uses, with the key's policy."""
+    with mock_aws():
+        kms = boto3.client("kms", region_name=REGION)
+        key = kms.create_key()["KeyMetadata"]
+        kms.create_alias(AliasName="alias/exports", TargetKeyId=key["KeyId"])
+        sealed = kms.encrypt(KeyId=key["KeyId"], Plaintext=b"x")["CiphertextBlob"]
+        names = [
+            key["KeyId"],
+            key["Arn"],
+            "alias/exports",
+            f"arn:aws:kms:{REGION}:{ACCOUNT}:alias/exports",
+        ]
+        for name in names:
+            assert kms_key_arn(name, None, REGION, ACCOUNT) == key["Arn"], name
+        ciphertext = base64.b64encode(sealed).decode()
+        assert kms_key_arn(None, ciphertext, REGION, ACCOUNT) == key["Arn"]
+        assert kms_key_arn("alias/none", None, REGION, ACCOUNT) == "*"
+        assert kms_key_arn(None, "bm90IGEgY2lwaGVydGV4dA==", REGION, ACCOUNT) == "*"
+        [policy, owner, is_key_policy] = resource_policy(key["Arn"])
+        assert policy is not None and owner == ACCOUNT and is_key_policy
