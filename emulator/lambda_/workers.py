@@ -330,10 +330,6 @@ class _Worker:
         if self.proc is not None:
             with contextlib.suppress(Exception):
                 self.proc.wait(timeout=5)
-        if self._reader is not None and self._reader is not threading.current_thread():
-            # what the runtime wrote before it ended is still in the pipe: log it all (an
-            # `invoke` that exits right after the answer would lose its last lines)
-            self._reader.join(timeout=5)
         for callback in self.on_stop:
             with contextlib.suppress(Exception):
                 callback(self)
@@ -341,6 +337,12 @@ class _Worker:
             self._pending.put_nowait(None)
         # serve_forever notices shutdown within its poll interval: do not make the caller wait.
         threading.Thread(target=self._close_server, daemon=True).start()
+
+    def drain(self, timeout: float = 5.0) -> None:
+        """Wait until what the stopped runtime wrote is logged (its pipe read to the end): a
+        runtime closed right after an answer (`python -m emulator invoke`) keeps its last lines."""
+        if self._reader is not None:
+            self._reader.join(timeout)
 
     def _close_server(self) -> None:
         self.server.shutdown()
@@ -720,6 +722,8 @@ class Runtime:
             workers = list(self._workers)
         for worker in workers:
             worker.stop()
+        for worker in workers:  # before the pools close their log files
+            worker.drain()
         for pool in pools:
             pool.close()
 
