@@ -14,6 +14,7 @@ from bench import (
     ingest_cost,
     ingest_memory,
     layer_size,
+    rival,
     test_phases,
     throughput,
 )
@@ -25,6 +26,7 @@ SECTIONS = (
     exactly_once_cost,
     ingest_memory,
     throughput,
+    rival,
     demo_settle,
     layer_size,
     test_phases,
