@@ -476,6 +476,8 @@ def measure(operation: Operation, servers: list[Server], idle: dict[str, float])
 
 
 def run() -> list[Figure]:
+    if CALLS < 1:
+        raise ValueError(f"BENCH_P9_CALLS must be at least 1, not {CALLS}")
     OUT.mkdir(parents=True, exist_ok=True)
     ours = LocalStackProcess(
         free_port(PORTS), up_args=["--no-deploy"], log_path=OUT / "p9-local-stack.log"

@@ -146,3 +146,10 @@ def test_an_environment_that_cannot_be_created_is_an_error_naming_the_failed_ste
 
     with pytest.raises(RuntimeError, match=r"`/bin/false venv --python \.\.\.` failed"):
         rival.rival_python()
+
+
+def test_a_number_of_calls_below_one_is_refused_before_any_server_starts(monkeypatch):
+    monkeypatch.setattr(rival, "CALLS", 0)
+
+    with pytest.raises(ValueError, match="BENCH_P9_CALLS must be at least 1, not 0"):
+        rival.run()
