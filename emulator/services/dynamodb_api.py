@@ -35,6 +35,11 @@ list indexes, ItemCollectionMetrics, PartiQL's writes and statements moto cannot
   statement with its Error (``DuplicateItem``, ``ValidationError``) beside the others' results;
   ExecuteTransaction checks every statement first and writes nothing when one fails
   (TransactionCanceledException with a reason per statement). SELECT is moto's.
+- Query of a table's partition (moto/dynamodb/models/table.py ``Table.query``): moto builds and
+  sorts a list of every item of the table (``all_items``) for each Query, to keep those of the
+  one partition asked for: a Query costs O(table) (3.8 ms at 1,010 items, 21 ms at 5,010 for a
+  10-item partition, `make bench`'s P9). Here a base-table Query reads that partition's items
+  alone; moto then sorts, pages and filters them as before. Index queries are moto's.
 - PartiQL statements moto's parser (py_partiql_parser) cannot read: it raises whatever Python
   error its parse ends in (TypeError, IndexError, StopIteration, AttributeError), which the
   server answers with a 500 and a traceback. Here any such error is DynamoDB's refusal of a
@@ -48,6 +53,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import inspect
 import json
 import math
 import re
@@ -62,6 +68,7 @@ from moto.dynamodb.exceptions import (
 )
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing import partiql
 from moto.dynamodb.responses import (
     DynamoHandler,
@@ -94,6 +101,7 @@ def install() -> None:
     _original_batch = patching.original(DynamoDBBackend, "batch_execute_statement")
     _original_transaction = patching.original(DynamoDBBackend, "execute_transaction")
     patching.replace(DynamoDBBackend, "list_tables", list_tables)
+    patching.replace(Table, "query", _query_one_partition(patching.original(Table, "query")))
     patching.replace(ProjectionExpressionParser, "parse", parse_projection)
     patching.replace(Item, "project", project)
     patching.replace(DynamoDBBackend, "execute_statement", _checked_statement)
@@ -127,6 +135,38 @@ def list_tables(
     page = names[start : start + limit]
     more = len(names) > start + limit
     return page, page[-1] if more and page else None
+
+
+# --- Query: one partition, not the table ---------------------------------------------------------
+class _Partition:
+    """A table seen through one partition, as a base-table Query reads it."""
+
+    def __init__(self, table: Table, hash_key: DynamoType) -> None:
+        self._table = table
+        self._hash_key = hash_key
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+    def all_items(self) -> list[Item]:
+        found = self._table.items.get(self._hash_key)  # .get: items is a defaultdict
+        if found is None:
+            return []
+        return list(found.values()) if self._table.range_key_attr else [found]
+
+
+_QUERY = inspect.signature(Table.query)
+
+
+def _query_one_partition(original: Callable[..., Any]) -> Callable[..., Any]:
+    def query(self: Table, *args: Any, **kwargs: Any) -> Any:
+        bound = _QUERY.bind(self, *args, **kwargs)
+        hash_key = bound.arguments.get("hash_key")
+        if bound.arguments.get("index_name") is None and hash_key is not None:
+            bound.arguments["self"] = _Partition(self, hash_key)
+        return original(*bound.args, **bound.kwargs)
+
+    return query
 
 
 # --- ProjectionExpression -------------------------------------------------------------------------

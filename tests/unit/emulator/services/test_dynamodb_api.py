@@ -14,6 +14,7 @@ attribute; ExecuteTransaction writes all or nothing).
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from moto.dynamodb.models.table import Table
 
 from tests.unit.emulator.support import client, fake_credentials
 
@@ -337,3 +338,59 @@ def test_list_tables_refuses_a_limit_over_100(ddb, limit):
         f"Value '{limit}' at 'limit' failed to satisfy constraint" in response["Error"]["Message"]
     )
     assert ddb.list_tables(Limit=100)["TableNames"] == []
+
+
+@pytest.fixture
+def partitions(ddb):
+    ddb.create_table(
+        TableName="calls",
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for caller in range(30):
+        for n in range(5):
+            ddb.put_item(
+                TableName="calls",
+                Item={
+                    "pk": {"S": f"CALLER#{caller}"},
+                    "sk": {"S": f"CONTACT#{n}"},
+                    "n": {"N": str(n)},
+                },
+            )
+    return ddb
+
+
+def test_a_query_reads_only_its_partition_and_answers_as_before(partitions, monkeypatch):
+    """moto sorted every item of the table for each Query; its answer must not change."""
+
+    def whole_table(self):
+        raise AssertionError("a base-table Query read the whole table")
+
+    monkeypatch.setattr(Table, "all_items", whole_table)
+    query = {
+        "TableName": "calls",
+        "KeyConditionExpression": "pk = :pk AND sk > :after",
+        "ExpressionAttributeValues": {":pk": {"S": "CALLER#7"}, ":after": {"S": "CONTACT#0"}},
+    }
+    found = partitions.query(**query)
+    assert [i["sk"]["S"] for i in found["Items"]] == [f"CONTACT#{n}" for n in (1, 2, 3, 4)]
+    backwards = partitions.query(**query, ScanIndexForward=False, Limit=2)
+    assert [i["sk"]["S"] for i in backwards["Items"]] == ["CONTACT#4", "CONTACT#3"]
+    rest = partitions.query(
+        **query, ScanIndexForward=False, ExclusiveStartKey=backwards["LastEvaluatedKey"]
+    )
+    assert [i["sk"]["S"] for i in rest["Items"]] == ["CONTACT#2", "CONTACT#1"]
+    with_two = {**query["ExpressionAttributeValues"], ":two": {"N": "2"}}
+    filtered = partitions.query(
+        **query | {"ExpressionAttributeValues": with_two}, FilterExpression="n > :two"
+    )
+    assert (filtered["Count"], filtered["ScannedCount"]) == (2, 4)
+    nobody = {":pk": {"S": "CALLER#none"}, ":after": {"S": "CONTACT#0"}}
+    assert partitions.query(**query | {"ExpressionAttributeValues": nobody})["Items"] == []
