@@ -222,16 +222,21 @@ class RivalProcess:
             )
 
     def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def answers() -> bool:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{RIVAL} exited with {self.process.returncode}: {self.tail()}")
             try:
                 with urllib.request.urlopen(f"{self.endpoint}/_ministack/health", timeout=2):
-                    return
+                    return True
             except (urllib.error.URLError, OSError):
-                time.sleep(0.2)
-        raise RuntimeError(f"{RIVAL} did not answer its health check within {timeout:.0f} s")
+                return False
+
+        try:
+            eventually(answers, timeout=timeout, interval=0.2)
+        except AssertionError:
+            raise RuntimeError(
+                f"{RIVAL} did not answer its health check within {timeout:.0f} s"
+            ) from None
 
     def tail(self) -> str:
         return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-2:])
