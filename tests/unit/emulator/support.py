@@ -80,6 +80,22 @@ def create_function(lam, iam, name: str, **settings) -> str:
     )["FunctionArn"]
 
 
+def stream_consumer(lam, iam, function: str, table: str = "contacts") -> dict:
+    """A table with a stream and ``function`` (create_function) reading it from LATEST: the
+    CreateEventSourceMapping answer."""
+    create_function(lam, iam, function)
+    stream_arn = client("dynamodb").create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+    )["TableDescription"]["LatestStreamArn"]
+    return lam.create_event_source_mapping(
+        EventSourceArn=stream_arn, FunctionName=function, StartingPosition="LATEST"
+    )
+
+
 @contextlib.contextmanager
 def deployed_stack(
     template: Path, log_dir: Path

@@ -8,24 +8,15 @@ import pytest
 from moto.core.utils import utcnow
 
 from emulator.delivery.mappings import BatchOutcome, MappingConfig, report_stream_invocation
-from tests.unit.emulator.support import client, create_function
+from tests.unit.emulator.support import client, stream_consumer
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
 
 def test_a_stream_mapping_reports_its_last_result_and_the_iterator_age(moto_in_process):
     lam = client("lambda")
-    function_arn = create_function(lam, client("iam"), "consumer")
-    stream_arn = client("dynamodb").create_table(
-        TableName="contacts",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-    )["TableDescription"]["LatestStreamArn"]
-    uuid = lam.create_event_source_mapping(
-        EventSourceArn=stream_arn, FunctionName="consumer", StartingPosition="LATEST"
-    )["UUID"]
+    mapping = stream_consumer(lam, client("iam"), "consumer")
+    function_arn, uuid = mapping["FunctionArn"], mapping["UUID"]
 
     def last_result() -> str:
         return lam.get_event_source_mapping(UUID=uuid)["LastProcessingResult"]

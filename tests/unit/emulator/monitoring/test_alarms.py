@@ -15,7 +15,14 @@ from emulator.monitoring.monitor import Monitor
 from emulator.services import cloudwatch
 from harness import ROOT
 from harness.polling import eventually
-from tests.unit.emulator.support import ACCOUNT, REGION, client, create_function, drained, new_queue
+from tests.unit.emulator.support import (
+    ACCOUNT,
+    REGION,
+    client,
+    drained,
+    new_queue,
+    stream_consumer,
+)
 
 X, N, _ = 5.0, 0.0, None  # breaching, not breaching (threshold 1, greater than), missing
 
@@ -221,17 +228,7 @@ def test_a_consumer_falling_behind_fires_the_iterator_age_alarm_until_it_catches
     sqs = client("sqs")
     capture_url, capture_arn = new_queue(sqs, "age-capture")
     client("sns").subscribe(TopicArn=outputs["TopicArn"], Protocol="sqs", Endpoint=capture_arn)
-    create_function(lam, client("iam"), "consumer")
-    stream_arn = client("dynamodb").create_table(
-        TableName="contacts",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-    )["TableDescription"]["LatestStreamArn"]
-    mapping = lam.create_event_source_mapping(
-        EventSourceArn=stream_arn, FunctionName="consumer", StartingPosition="LATEST"
-    )
+    mapping = stream_consumer(lam, client("iam"), "consumer")
     config = MappingConfig.from_api(mapping)
     monitor = Monitor(REGION, time_factor=120)  # a minute lasts 0.5 s; ticked by hand
     behind = iter(range(11 * 60, 60 * 60, 60))  # seconds: a minute further behind each minute

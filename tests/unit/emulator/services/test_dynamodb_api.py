@@ -30,11 +30,13 @@ def ddb(monkeypatch):
         yield client("dynamodb")
 
 
-def create(ddb, name: str) -> None:
+def create(ddb, name: str, sort_key: str | None = None) -> None:
+    """An on-demand table keyed by pk (and ``sort_key``), string keys."""
+    keys = {"pk": "HASH"} | ({sort_key: "RANGE"} if sort_key else {})
     ddb.create_table(
         TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": key, "KeyType": kind} for key, kind in keys.items()],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in keys],
         BillingMode="PAY_PER_REQUEST",
     )
 
@@ -342,18 +344,7 @@ def test_list_tables_refuses_a_limit_over_100(ddb, limit):
 
 @pytest.fixture
 def partitions(ddb):
-    ddb.create_table(
-        TableName="calls",
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create(ddb, "calls", sort_key="sk")
     for caller in range(30):
         for n in range(5):
             ddb.put_item(
