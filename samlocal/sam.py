@@ -36,10 +36,12 @@ ADD_HOST = ["--add-host", f"{HOST_FROM_CONTAINERS}:host-gateway"]
 
 
 # Emulated arm64 runs the functions about ten times slower than Lambda's Graviton (an Ingest cold
-# start: 12.6 s under qemu 10, 1.2 s natively here), so RouteFunction's 3 s would time out on
-# every cold start: the suite invokes a copy of the built template with each Timeout this many
-# times longer (capped at Lambda's 900 s).
+# start: 12.6 s under qemu 10, 1.2 s natively here), and slower again on a machine busy with other
+# work (a 30 s RouteFunction cold start timed out in CI beside the unit tests): the suite invokes a
+# copy of the built template with each Timeout this many times longer, and at least the floor
+# (capped at Lambda's 900 s).
 EMULATION_TIMEOUT_SCALE = 10
+EMULATION_TIMEOUT_FLOOR_SECONDS = 180
 
 
 class SamError(CommandError):
@@ -65,8 +67,8 @@ def byte_compile_build() -> None:
 
 
 def emulation_template(scale: int = EMULATION_TIMEOUT_SCALE) -> Path:
-    """The built template (as JSON, beside it) with every function's Timeout ``scale`` times (a
-    parameter's or a condition's value as the template's defaults give it)."""
+    """The built template (as JSON, beside it) with every function's Timeout ``scale`` times, and
+    at least the floor (a parameter's or a condition's value as the template's defaults give it)."""
     template = cfn_yaml.load(str(BUILD / "template.yaml"))
     defaults = {
         name: str(spec.get("Default", "")) for name, spec in template.get("Parameters", {}).items()
@@ -80,7 +82,7 @@ def emulation_template(scale: int = EMULATION_TIMEOUT_SCALE) -> Path:
         timeout = chosen(properties.get("Timeout", default), conditions)
         if isinstance(timeout, dict):  # {"Ref": parameter}
             timeout = defaults[timeout["Ref"]]
-        properties["Timeout"] = min(900, int(timeout) * scale)
+        properties["Timeout"] = min(900, max(int(timeout) * scale, EMULATION_TIMEOUT_FLOOR_SECONDS))
     path = BUILD / "template.emulated.json"
     path.write_text(json.dumps(template, indent=1))
     return path
@@ -112,7 +114,9 @@ def env_vars(lambda_client, functions: dict[str, str]) -> dict[str, dict[str, st
 
 
 def _sam_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ, SAM_CLI_TELEMETRY="0")
+    # SAM gives a container 20 s to open its runtime API's socket, then answers nothing (exit 0,
+    # an empty payload): too short for an emulated cold start on a busy machine.
+    env = dict(os.environ, SAM_CLI_TELEMETRY="0", SAM_CLI_CONTAINER_CONNECTION_TIMEOUT="120")
     env.pop("AWS_ENDPOINT_URL", None)  # sam itself calls no AWS API here
     env.update(extra or {})
     return env

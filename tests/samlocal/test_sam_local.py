@@ -194,13 +194,14 @@ def answers(
 ) -> dict:
     """Every case answered, a few containers at a time. Route first: the stream records of the
     other cases change the sample caller's last agent."""
+    log_path = tmp_path_factory.mktemp("start-lambda") / "start-lambda.log"
     with sam.start_lambda(
         sam.free_port(),
         template=template,
         env_vars_file=env_vars_file,
         invoke_image=invoke_image,
         credentials=credentials,
-        log_path=tmp_path_factory.mktemp("start-lambda") / "start-lambda.log",
+        log_path=log_path,
     ) as endpoint:
         client = boto3.client(
             "lambda",
@@ -224,7 +225,11 @@ def answers(
                         credentials=credentials,
                     )
                 response = client.invoke(FunctionName=function, Payload=events[event].read_bytes())
-                return json.loads(response["Payload"].read())
+                payload = response["Payload"].read()
+                if not payload:  # SAM's answer when the container timed out or never answered
+                    said = [line for line in log_path.read_text().splitlines() if function in line]
+                    raise sam.SamError(f"start-lambda answered nothing; its log: {said[-5:]}")
+                return json.loads(payload)
             except Exception as error:  # reported by the case's test, the others still run
                 return error
 
