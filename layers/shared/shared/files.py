@@ -11,6 +11,7 @@ costs that line only. Problems with the file as a whole raise `FileRejected`: an
 empty file, a corrupt gzip stream, or a file past MAX_FILE_BYTES (decompressed) or MAX_LINES.
 """
 
+import contextlib
 import csv
 import gzip
 import json
@@ -82,12 +83,21 @@ class _Lines:
         return raw.decode("utf-8", "surrogateescape")
 
     def skip(self, count: int) -> None:
-        """Read past `count` lines without decoding them (a resumed file)."""
-        for _ in range(count):
-            try:
-                self._next_raw()
-            except _OverlongLine:
-                continue
+        """Read past `count` lines without decoding them (a resumed file). The buffer's whole
+        lines are counted and dropped at once while more are left to skip (a file's later steps
+        would otherwise spend their time re-reading its start line by line)."""
+        while count > 0:
+            whole = self._buffer.count(b"\n")
+            if 0 < whole < count:
+                del self._buffer[: self._buffer.rfind(b"\n") + 1]
+                self._count(whole)
+                count -= whole
+            elif not whole and not self._eof and len(self._buffer) <= MAX_LINE_BYTES:
+                self._fill()
+            else:  # the last lines to skip, the file's end or an overlong line: one at a time
+                with contextlib.suppress(_OverlongLine):
+                    self._next_raw()
+                count -= 1
 
     def _next_raw(self) -> bytes:
         overlong = False
@@ -109,12 +119,15 @@ class _Lines:
                 self._buffer.clear()  # the rest of this line is dropped as it arrives
             searched = len(self._buffer)
             self._fill()
-        self.number += 1
-        if self.number > MAX_LINES:
-            raise FileRejected(f"more than {MAX_LINES} lines")
+        self._count(1)
         if overlong or len(line) > MAX_LINE_BYTES:
             raise _OverlongLine
         return line
+
+    def _count(self, lines: int) -> None:
+        self.number += lines
+        if self.number > MAX_LINES:
+            raise FileRejected(f"more than {MAX_LINES} lines")
 
     def _fill(self) -> None:
         chunk = self._stream.read(_CHUNK_BYTES)

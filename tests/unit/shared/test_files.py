@@ -9,6 +9,8 @@ import tracemalloc
 import zlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from shared import files
 from shared.files import MAX_LINE_BYTES, BadLine, FileRejected, Row, file_format, read_rows
 
@@ -204,6 +206,33 @@ def test_a_resumed_file_gives_the_records_after_the_line(name):
         assert rows(name, data, after_line=done.end_line) == [
             r for r in every if r.line > done.end_line
         ]
+
+
+# Lines of a small file: records, blank lines, bad JSON and lines over a bound of 24 bytes, read
+# 16 bytes at a time, so that lines cross chunks and a skipped stretch ends anywhere in one.
+RESUMED_LINES = st.lists(
+    st.sampled_from([b'{"a": 1}', b"", b"{", b'{"a": "' + b"x" * 30 + b'"}', b"y" * 60]),
+    max_size=30,
+)
+
+
+@given(lines=RESUMED_LINES, trailing_newline=st.booleans(), gzipped=st.booleans())
+def test_a_file_resumed_after_any_record_gives_exactly_the_records_after_it(
+    lines, trailing_newline, gzipped
+):
+    plain = b"\n".join(lines) + (b"\n" if trailing_newline and lines else b"")
+    name, data = ("f.jsonl.gz", gzip.compress(plain)) if gzipped else ("f.jsonl", plain)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(files, "MAX_LINE_BYTES", 24)
+        patch.setattr(files, "_CHUNK_BYTES", 16)
+        try:
+            every = rows(name, data)
+        except FileRejected:  # empty: nothing to resume
+            return
+        for done in every:
+            assert rows(name, data, after_line=done.end_line) == [
+                r for r in every if r.line > done.end_line
+            ]
 
 
 def test_a_resumed_file_is_not_empty_when_nothing_is_left():
