@@ -106,8 +106,11 @@ integration-modes: setup build ## the integration suite in every fan-out mode at
 
 integration-suite-docs:
 	FANOUT=lambda $(UV) run pytest tests/integration/test_docs.py
+# Mode lambda's suite runs on a stack served over TLS (tests/integration/conftest.py): the flow,
+# ops and the functions over HTTPS, trusting the stack's own authority.
+TLS_MODES := lambda
 integration-suite-%:
-	FANOUT=$* $(UV) run pytest tests/integration --ignore=tests/integration/test_docs.py
+	FANOUT=$* LOCAL_STACK_TLS=$(if $(filter $*,$(TLS_MODES)),1,0) $(UV) run pytest tests/integration --ignore=tests/integration/test_docs.py
 
 sam-local: setup build ## the real `sam local invoke` / `start-lambda` on every function and sample event
 	$(UV) run pytest tests/samlocal

@@ -114,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
         help="an address to listen on besides 127.0.0.1, for containers (`make sam-local`: the "
         "docker bridge's gateway); never every interface",
     )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS too, with a certificate authority of the stack's own (its PEM file: "
+        "AWS_CA_BUNDLE for clients, in the `ready` line); a request's aws:SecureTransport is "
+        "then its connection's",
+    )
     up.add_argument("--template", default=DEFAULT_TEMPLATE)
     up.add_argument(
         "--no-deploy",

@@ -6,7 +6,8 @@ the end-to-end benchmark (bench/throughput.py) all start the stack this way: thi
 a fan-out mode), cwd the repository root, an environment
 without the developer's AWS profile or endpoint. The child's output is read in a thread: a bounded
 tail is kept (for error messages), each line optionally echoed and written to a log file, the
-`ready` line sets `ready`, and every failed invocation the ESM engine logs
+`ready` line sets `ready` (a `tls AWS_CA_BUNDLE=<file>` line before it, with `--tls`: the
+endpoint is https and its clients trust that file), and every failed invocation the ESM engine logs
 (`esm <mapping> fn=<function> records=N outcome=<not ok> ... <ms>ms`, a warning) is recorded.
 """
 
@@ -19,6 +20,7 @@ import random
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -39,7 +41,9 @@ FAILED_INVOCATION = re.compile(
 # ``start`` tries when it may pick another.
 PORT_TAKEN = re.compile(r"address (already )?in use", re.IGNORECASE)
 PORT_ATTEMPTS = 3
-# `ready <endpoint> stack=<name> functions=...` (emulator/__main__.py)
+# `tls AWS_CA_BUNDLE=<file>` before `ready <endpoint> stack=<name> functions=...`
+# (emulator/cli/up.py)
+TLS_LINE = "tls AWS_CA_BUNDLE="
 READY_STACK = re.compile(r" stack=(\S+)")
 # The template's FanOut values: how the table's changes reach the stream consumers.
 FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
@@ -91,7 +95,7 @@ class LocalStackProcess:
         region: str = REGION,
     ):
         self.port = port
-        self.endpoint = f"http://127.0.0.1:{port}"
+        self.ca_bundle: str | None = None  # served over TLS (`up --tls`): what clients trust
         self.config_file = config_file
         self.up_args = list(up_args)  # more `up` flags, e.g. ["--duplicate-rate", "0.05"]
         self.echo = echo
@@ -105,6 +109,23 @@ class LocalStackProcess:
         self.stop_seconds: float | None = None
         self._output: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self._reader: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"{'http' if self.ca_bundle is None else 'https'}://127.0.0.1:{self.port}"
+
+    def client_environment(self) -> dict[str, str]:
+        """What a client's shell sets to reach it: the endpoint, dummy credentials, the region
+        and, over TLS, the authority to trust."""
+        env = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",  # the local stack's dummy credentials
+            "AWS_DEFAULT_REGION": self.region,
+        }
+        if self.ca_bundle is not None:
+            env["AWS_CA_BUNDLE"] = self.ca_bundle
+        return env
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -135,7 +156,6 @@ class LocalStackProcess:
                 if ports is None or not port_taken or attempt == PORT_ATTEMPTS:
                     raise
                 self.port = free_port(ports)
-                self.endpoint = f"http://127.0.0.1:{self.port}"
 
     def _start_once(self, timeout: float) -> None:
         argv = [sys.executable, "-m", "emulator", "up", "--port", str(self.port)]
@@ -191,6 +211,8 @@ class LocalStackProcess:
             self.failed_invocations.append(
                 FailedInvocation(failed["function"], failed["outcome"], int(failed["ms"]))
             )
+        if line.startswith(TLS_LINE):
+            self.ca_bundle = line.removeprefix(TLS_LINE)
         if line.startswith("ready"):
             self.stack_name = READY_STACK.search(line)[1]
             self.ready.set()
@@ -227,5 +249,8 @@ class LocalStackProcess:
             method="GET" if body is None else "POST",
             headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (localhost)
+        context = None
+        if self.ca_bundle is not None:
+            context = ssl.create_default_context(cafile=self.ca_bundle)
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310
             return json.loads(response.read() or b"{}")

@@ -3,6 +3,9 @@
 - Every AWS API moto serves, on http://127.0.0.1:<port> (EMULATOR_PORT, default 4566), and with
   ``up --host <address>`` on that address too (``make sam-local``: the docker bridge's gateway,
   where containers reach the host), never on every interface.
+- With ``up --tls``, https://127.0.0.1:<port> with a certificate of the stack's own authority
+  (emulator/core/tls.py), plain HTTP still answered on the same port as AWS's endpoints answer
+  it: each request's ``aws:SecureTransport`` is its connection's (emulator/iam/resources.py).
 - Only requests to a local name are served (``Host``: localhost, 127.0.0.1, [::1],
   host.docker.internal, the ``--host`` address; subdomains of the names): a web page on another
   name that resolves here (DNS rebinding) is refused. moto's global CORS is off, so no page of
@@ -24,8 +27,10 @@ One server per process: moto's backends (and the patches) are process-global.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import ssl
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -40,10 +45,11 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer
 
-from emulator.core import calls
+from emulator.core import calls, tls
 from emulator.core.faults import Faults
+from emulator.iam import resources
 from emulator.lambda_.workers import Runtime
 from emulator.monitoring.monitor import Monitor
 from emulator.services import context, moto_patches, reset
@@ -74,6 +80,16 @@ class ControlApp:
         self.server = server
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if self.server.certificates is None:  # plain HTTP alone: stands for AWS's HTTPS
+            return self._route(environ, start_response)
+        secure = "true" if environ.get("wsgi.url_scheme") == "https" else "false"
+        token = resources.transport.set(secure)
+        try:
+            return self._route(environ, start_response)
+        finally:
+            resources.transport.reset(token)
+
+    def _route(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         name = host_name(environ)
         if not self.server.serves_name(name):
             return _json_response(
@@ -194,6 +210,43 @@ def host_name(environ: dict[str, Any]) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+class _RequestHandler(MotoRequestHandler):
+    def make_environ(self) -> dict[str, Any]:
+        environ = super().make_environ()
+        if isinstance(self.connection, ssl.SSLSocket):  # werkzeug asks the server, not the socket
+            environ["wsgi.url_scheme"] = "https"
+        return environ
+
+
+class _Listener(ThreadedWSGIServer):
+    """werkzeug's threaded server; given a TLS context, it answers TLS and plain HTTP on one
+    port, each connection by its first byte, as an AWS endpoint reached over HTTP still answers
+    (and a policy's aws:SecureTransport decides)."""
+
+    tls_context: ssl.SSLContext | None = None
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # in the connection's own thread: a slow handshake holds up no other client
+        try:
+            secured = self.tls_context is not None and tls.starts_tls(request)
+            if secured:
+                request = self.tls_context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):  # a client that gave up, or does not trust the CA
+            return
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            if secured:
+                with contextlib.suppress(OSError):
+                    request.close()
+
+
+def _listener(host: str, port: int, app: Any, tls_context: ssl.SSLContext | None) -> _Listener:
+    listener = _Listener(host, port, app, handler=_RequestHandler)
+    listener.tls_context = tls_context
+    return listener
+
+
 class EmulatorServer(ThreadedMotoServer):
     """ThreadedMotoServer bound to 127.0.0.1 (and ``host``, when another address) with the
     patches and the control endpoints."""
@@ -207,9 +260,11 @@ class EmulatorServer(ThreadedMotoServer):
         runtime: Runtime | None = None,
         region: str = "us-east-1",
         metrics_time_factor: float | None = None,
+        certificates: tls.Certificates | None = None,
     ) -> None:
         """``metrics_time_factor``: CloudWatch's metrics and alarms run (monitoring/), that many
-        CloudWatch seconds per real second; None: no metrics."""
+        CloudWatch seconds per real second; None: no metrics. ``certificates``: served over TLS
+        (and plain HTTP) with these; None: plain HTTP alone."""
         super().__init__(ip_address=LOOPBACK, port=port, verbose=False)
         self.also_on = None if host in (LOOPBACK, "localhost") else host
         self.names = LOCAL_NAMES | {host.lower()}
@@ -222,13 +277,14 @@ class EmulatorServer(ThreadedMotoServer):
         self.engine: EventSourceMappingEngine | None = None  # once `up` started it
         self.access: Access | None = None  # IAM checks of workers' calls, once deployed
         self.monitor = None if metrics_time_factor is None else Monitor(region, metrics_time_factor)
+        self.certificates = certificates
         self._error: BaseException | None = None
         self._lock = threading.Lock()
 
     @property
     def endpoint_url(self) -> str:
         host, port = self.get_host_and_port()
-        return f"http://{host}:{port}"
+        return f"{'http' if self.certificates is None else 'https'}://{host}:{port}"
 
     def serves_name(self, name: str) -> bool:
         """Whether a request for ``name`` (its Host) is this stack's: a local name or a
@@ -238,14 +294,11 @@ class EmulatorServer(ThreadedMotoServer):
     def _server_entry(self) -> None:
         try:
             app = ControlApp(DomainDispatcherApplication(create_backend_app), self)
-            self._server = make_server(
-                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
-            )
+            context = None if self.certificates is None else self.certificates.server_context()
+            self._server = _listener(self._ip_address, self._port, app, context)
             if self.also_on is not None:  # the same app and port, on the containers' address
                 port = self._server.server_address[1]
-                self._also_server = make_server(
-                    self.also_on, port, app, True, request_handler=MotoRequestHandler
-                )
+                self._also_server = _listener(self.also_on, port, app, context)
                 threading.Thread(target=self._also_server.serve_forever, daemon=True).start()
         except BaseException as exc:  # e.g. the port is taken: report it from start()
             if self._server is not None:  # bound, never served: nothing to shut down

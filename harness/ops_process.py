@@ -24,13 +24,7 @@ def environment(stack: StackClient) -> dict[str, str]:
     """This process's environment without its AWS settings, pointed at the local stack."""
     assert stack.local, "ops runs against the local stack here"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ENDPOINT_URL=stack.local.endpoint,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",  # noqa: S106 (the local stack's dummy credentials)
-        AWS_DEFAULT_REGION=stack.local.region,
-    )
-    return env
+    return env | stack.local.client_environment()
 
 
 @contextlib.contextmanager

@@ -138,8 +138,10 @@ class StackClient:
     def _described(
         cls, name: str, session: boto3.session.Session, local: LocalStackProcess | None
     ) -> StackClient:
-        endpoint = local.endpoint if local else None
-        cloudformation = session.client("cloudformation", endpoint_url=endpoint, config=RETRIES)
+        endpoint, verify = (local.endpoint, local.ca_bundle) if local else (None, None)
+        cloudformation = session.client(
+            "cloudformation", endpoint_url=endpoint, verify=verify, config=RETRIES
+        )
         described = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
         missing = [output for output in OUTPUT_NAMES if output not in outputs]
@@ -155,15 +157,23 @@ class StackClient:
         return self.local is not None
 
     def client(self, service: str):
+        """The stack's client of ``service``, made once."""
         if service not in self._clients:
-            endpoint = self.local.endpoint if self.local else os.environ.get("AWS_ENDPOINT_URL")
-            config = RETRIES
-            if endpoint and not takes_host_prefix(endpoint):
-                config = config.merge(Config(inject_host_prefix=False))
-            self._clients[service] = self.session.client(
-                service, endpoint_url=self.local.endpoint if self.local else None, config=config
-            )
+            self._clients[service] = self.new_client(service)
         return self._clients[service]
+
+    def new_client(self, service: str):
+        """A client of ``service`` of its own (for a thread), reaching the stack."""
+        endpoint = self.local.endpoint if self.local else os.environ.get("AWS_ENDPOINT_URL")
+        config = RETRIES
+        if endpoint and not takes_host_prefix(endpoint):
+            config = config.merge(Config(inject_host_prefix=False))
+        return self.session.client(
+            service,
+            endpoint_url=self.local.endpoint if self.local else None,
+            verify=self.local.ca_bundle if self.local else None,  # served over TLS: its CA
+            config=config,
+        )
 
     @property
     def s3(self):

@@ -22,9 +22,7 @@ class TopicCapture:
         # attribute subscribers filter on) and "_received_at" (time.monotonic()).
         self.messages: list[dict] = []
         # A client of its own: the benchmark collects from a thread.
-        self.sqs = stack.session.client(
-            "sqs", endpoint_url=stack.local.endpoint if stack.local else None
-        )
+        self.sqs = stack.new_client("sqs")
         self.url = self.sqs.create_queue(
             QueueName=f"{name}-{uuid.uuid4().hex[:12]}.fifo", Attributes={"FifoQueue": "true"}
         )["QueueUrl"]

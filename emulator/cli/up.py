@@ -58,10 +58,12 @@ def run(args: argparse.Namespace, started: float) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     engine = unfollow = None
+    certificates = _certificates(args, template.parent, port)
     # The runtime serves Lambda Invoke from the start (functions register once deployed), so an
     # early Invoke never falls through to moto's Docker path.
     runtime = Runtime(
-        endpoint_url=f"http://127.0.0.1:{port}",
+        endpoint_url=f"{'http' if certificates is None else 'https'}://127.0.0.1:{port}",
+        ca_bundle=None if certificates is None else certificates.authority,
         account_concurrency=args.account_concurrency or DEFAULT_ACCOUNT_CONCURRENCY,
         faults=faults,
         log_dir=Path(args.log_dir) if args.log_dir else template.parent / ".emulator" / "logs",
@@ -74,6 +76,7 @@ def run(args: argparse.Namespace, started: float) -> int:
         runtime=runtime,
         region=region,
         metrics_time_factor=args.metrics_time_factor or DEFAULT_TIME_FACTOR,
+        certificates=certificates,
     )
     try:
         server.start()
@@ -87,6 +90,8 @@ def run(args: argparse.Namespace, started: float) -> int:
         if not _wait_enabled(engine, stop):
             return 0 if stop.is_set() else 1
         server.ready = True
+        if certificates is not None:  # before `ready`, which clients wait for
+            print(f"tls AWS_CA_BUNDLE={certificates.authority}", flush=True)
         _announce("ready", server.endpoint_url, deployment, time.monotonic() - started)
         # A timed wait: a signal delivered to another thread only runs its Python handler once
         # the main thread executes bytecode again, which an untimed wait would never do.
@@ -107,6 +112,21 @@ def run(args: argparse.Namespace, started: float) -> int:
         if server.access is not None:  # the run's record, for `iam-report`
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time()))
             server.access.write(template.parent / access.RECORD_DIR, f"{stamp}-{os.getpid()}.json")
+
+
+def _certificates(args: argparse.Namespace, project: Path, port: int) -> Any:
+    """With --tls, a new authority and server certificate for the stack's names (in
+    .emulator/tls/<port>), trusted by this process's clients (the deployer, the engine) and the
+    workers (AWS_CA_BUNDLE); None without."""
+    if not args.tls:
+        return None
+    from emulator.core import tls
+    from emulator.server import LOCAL_NAMES
+
+    names = {*LOCAL_NAMES, "*.localhost", args.host}
+    certificates = tls.issue(project / ".emulator" / "tls" / str(port), names)
+    os.environ["AWS_CA_BUNDLE"] = str(certificates.authority)
+    return certificates
 
 
 def _deploy(

@@ -183,7 +183,7 @@ class Access:
         key_uses = (resources.s3_key_use(r, environ, self.account) for r in requests)
         requests = [*requests, *(use for use in key_uses if use is not None)]
         principal = Principal.role_session(self.roles[logical_id]["arn"], logical_id)
-        own_keys = resources.role_session_context(principal)
+        own_keys = resources.role_session_context(principal, resources.transport.get())
         refused = None
         for request in requests:
             decision = self._decide(principal, policies, resources.with_context(request, own_keys))

@@ -16,9 +16,11 @@ condition keys of a request, and the service principals' deliveries decided by t
   ``kms:GenerateDataKey``, on the object's (or the bucket's default) customer managed key, with
   ``kms:ViaService`` ``s3.<region>.amazonaws.com`` and ``kms:CallerAccount``; decided like the
   caller's own requests, against the key policy.
-- ``aws:SecureTransport`` is "true" for every request: the local endpoint is plain HTTP on the
-  loopback interface and stands for AWS's HTTPS endpoints (docs/local-stack.md, "IAM"), so a
-  DenyInsecureTransport statement denies only requests a test marks insecure.
+- ``aws:SecureTransport`` of a caller's request is its transport's: on a stack served with TLS
+  (`up --tls`) "true" for a request that came over TLS and "false" for one over plain HTTP on the
+  same port (``transport``, set by the server for each request); on a stack served over plain
+  HTTP alone it is "true", standing for AWS's HTTPS endpoints (docs/local-stack.md, "IAM"). The
+  services' own calls to each other are over TLS.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import json
 import logging
 import struct
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -53,6 +56,8 @@ from emulator.iam.policy import (
 
 log = logging.getLogger("emulator.iam")
 SECURE_TRANSPORT = "true"  # see the module docstring
+# The request being decided came over TLS ("true") or not ("false"); the server sets it.
+transport: ContextVar[str] = ContextVar("aws:SecureTransport", default=SECURE_TRANSPORT)
 _AWS_MANAGED = "arn:aws:iam::aws:policy/"
 
 
@@ -131,12 +136,12 @@ def kms_key_arn(key_id: str | None, ciphertext: str | None, region: str, account
     return key.arn if key is not None else "*"
 
 
-def role_session_context(principal: Principal) -> dict[str, Sequence[str]]:
+def role_session_context(principal: Principal, secure_transport: str) -> dict[str, Sequence[str]]:
     """The global keys of a role session's request (see the module docstring)."""
     return {
         "aws:principalarn": [principal.arns[-1]],
         "aws:principalaccount": [principal.account],
-        "aws:securetransport": [SECURE_TRANSPORT],
+        "aws:securetransport": [secure_transport],
     }
 
 
@@ -176,12 +181,12 @@ def service_may(
 
 def denies_everyone(action: str, resource: str) -> bool:
     """Whether the resource's policy explicitly denies ``action`` to a caller it knows nothing
-    of (its statements naming everyone or the owner's account, their conditions with the keys of
-    a request over TLS)."""
+    of (its statements naming everyone or the owner's account, their conditions with the
+    request's transport)."""
     policy, owner, _ = resource_policy(resource)
     if policy is None:
         return False
-    request = Request(action, resource, {"aws:securetransport": [SECURE_TRANSPORT]})
+    request = Request(action, resource, {"aws:securetransport": [transport.get()]})
     anyone = Principal(owner or "")
     decision = authorize(request, anyone, resource_policy=policy, resource_account=owner)
     return decision.denied_by is not None
@@ -268,7 +273,7 @@ def role_may(role_arn: str, session: str, request: Request) -> Decision:
     except Exception as error:  # no such role, or a policy the evaluator cannot decide
         log.error("iam: %s for %s not evaluated (%s): refused", request.action, role_arn, error)
         return Decision(False, denied_by=f"{role_arn} (not evaluated)", denied_in=RESOURCE_BASED)
-    made = with_context(request, role_session_context(principal))
+    made = with_context(request, role_session_context(principal, SECURE_TRANSPORT))
     return authorize(
         made, principal, identity, resource, resource_account=owner, key_policy=key_policy
     )

@@ -436,13 +436,16 @@ class Runtime:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         account_concurrency: int = DEFAULT_ACCOUNT_CONCURRENCY,
         aws_env: dict[str, str] | None = None,
+        ca_bundle: Path | None = None,
     ) -> None:
-        """``endpoint_url``: where the functions' AWS SDK calls go (with dummy credentials);
-        None keeps the AWS_* settings of ``aws_env`` (default: this process's environment).
+        """``endpoint_url``: where the functions' AWS SDK calls go (with dummy credentials),
+        an https one trusted by its authority's PEM file ``ca_bundle``; None keeps the AWS_*
+        settings of ``aws_env`` (default: this process's environment).
         ``max_concurrency``: workers per function; ``account_concurrency``: invocations running
         at once over all functions (an invoke beyond it waits for one to end before its own
         timeout starts, as an event source mapping's poller waits out a throttle)."""
         self.endpoint_url = endpoint_url
+        self.ca_bundle = ca_bundle
         self.faults = faults or Faults()
         self.log_dir = log_dir
         self.echo = echo
@@ -535,6 +538,8 @@ class Runtime:
                 AWS_SECRET_ACCESS_KEY="testing",  # noqa: S106 - dummy credentials
                 AWS_SESSION_TOKEN="testing",  # noqa: S106
             )
+            if self.ca_bundle is not None:
+                env["AWS_CA_BUNDLE"] = str(self.ca_bundle)
         else:
             env.update({k: v for k, v in self._aws_env.items() if k.startswith("AWS_")})
         layers = [str(path) for layer in spec.layer_dirs for path in layer_path(layer)]

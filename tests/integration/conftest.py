@@ -10,7 +10,9 @@
   environment variable FANOUT (lambda, pipe or router; `make integration FANOUT=pipe`) deploys it
   in that fan-out mode (`--parameter-overrides FanOut=<mode>`); unset, samconfig's (lambda).
   A deployed stack runs in the mode it was deployed with (its FanOut output): FANOUT does not
-  apply to it.
+  apply to it. LOCAL_STACK_TLS=1 serves it over TLS too (`up --tls`): the tests, ops and the
+  functions call it over HTTPS, trusting its own authority, and the template's
+  DenyInsecureTransport statements decide as on AWS (`make test` runs mode lambda so).
 
 The tests are the same in every mode: where a mode differs (where a consumer's failed changes
 end up, how they are recovered) they ask the stack (StackClient.failure_route).
@@ -51,7 +53,9 @@ def pytest_report_header(config):
     if stack_name:
         where = os.environ.get("AWS_ENDPOINT_URL") or "AWS"
         return f"stack: {stack_name} on {where} (deployed; its own fan-out mode)"
-    return f"stack: the local stack, fan-out mode {os.environ.get('FANOUT') or 'samconfig default'}"
+    mode = os.environ.get("FANOUT") or "samconfig default"
+    served = "HTTPS and HTTP" if os.environ.get("LOCAL_STACK_TLS") == "1" else "HTTP"
+    return f"stack: the local stack, fan-out mode {mode}, served over {served}"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -78,9 +82,10 @@ def stack() -> Iterator[StackClient]:
         mode = fan_out_args(os.environ.get("FANOUT"))
     except ValueError as error:
         pytest.exit(f"FANOUT: {error}", returncode=4)
+    tls = ["--tls"] if os.environ.get("LOCAL_STACK_TLS") == "1" else []
     local = LocalStackProcess(
         free_port(LOCAL_PORTS),
-        up_args=["--duplicate-rate", str(DUPLICATE_RATE), *mode],
+        up_args=["--duplicate-rate", str(DUPLICATE_RATE), *mode, *tls],
         tail_lines=80,
     )
     _LOCAL_STACKS.append(local)
@@ -141,12 +146,7 @@ def ops(stack: StackClient, monkeypatch, capsys):
     Against the local stack it gets what an operator's shell would set: the endpoint and dummy
     credentials."""
     if stack.local:
-        for name, value in {
-            "AWS_ENDPOINT_URL": stack.local.endpoint,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": stack.local.region,
-        }.items():
+        for name, value in stack.local.client_environment().items():
             monkeypatch.setenv(name, value)
 
     def run(*argv: str) -> tuple[int, str, str]:

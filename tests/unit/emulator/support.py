@@ -13,6 +13,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from emulator.core import tls
 from emulator.core.faults import Faults
 from emulator.delivery.engine import EventSourceMappingEngine
 from emulator.lambda_.workers import Runtime
@@ -98,19 +99,21 @@ def stream_consumer(lam, iam, function: str, table: str = "contacts") -> dict:
 
 @contextlib.contextmanager
 def deployed_stack(
-    template: Path, log_dir: Path
+    template: Path, log_dir: Path, certificates: tls.Certificates | None = None
 ) -> Iterator[tuple[EmulatorServer, Runtime, Deployment]]:
     """The local stack in this process: its server (moto reset), its runtime, ``template``
-    deployed; the functions are the caller's to register."""
+    deployed; the functions are the caller's to register. With ``certificates`` it is served
+    over TLS too, and the workers trust its authority (the deployer's clients trust it by
+    AWS_CA_BUNDLE, the caller's to set)."""
     faults = Faults()
-    runtime = Runtime(faults=faults, log_dir=log_dir)
-    server = EmulatorServer(0, faults=faults, runtime=runtime)
+    ca_bundle = None if certificates is None else certificates.authority
+    runtime = Runtime(faults=faults, log_dir=log_dir, ca_bundle=ca_bundle)
+    server = EmulatorServer(0, faults=faults, runtime=runtime, certificates=certificates)
     server.start()
     try:
         runtime.endpoint_url = server.endpoint_url
-        urllib.request.urlopen(
-            urllib.request.Request(server.endpoint_url + "/moto-api/reset", method="POST")
-        )
+        plain = f"http://127.0.0.1:{server.get_host_and_port()[1]}"  # served with TLS or without
+        urllib.request.urlopen(urllib.request.Request(plain + "/moto-api/reset", method="POST"))
         yield server, runtime, deploy(server.endpoint_url, template)
     finally:
         runtime.close()

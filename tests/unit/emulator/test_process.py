@@ -52,3 +52,17 @@ def test_without_a_range_a_taken_port_fails_the_start(taken, up_args):
         assert "in use" in local.tail()
     finally:
         local.stop()
+
+
+def test_a_stack_served_over_tls_is_reached_over_https_trusting_its_own_authority(
+    tmp_path, up_args
+):
+    local = LocalStackProcess(free_port(PORTS), up_args=[*up_args, "--tls"])
+    try:
+        local.start(timeout=60, ports=PORTS)
+        assert local.endpoint == f"https://127.0.0.1:{local.port}"
+        assert local.ca_bundle == str(tmp_path / ".emulator" / "tls" / str(local.port) / "ca.pem")
+        assert local.client_environment()["AWS_CA_BUNDLE"] == local.ca_bundle
+        assert local.control("/_emulator/status")["ready"]  # verified against it
+    finally:
+        local.stop()

@@ -113,10 +113,13 @@ def role(name: str) -> Principal:
     return Principal.role_session(f"arn:aws:iam::{ACCOUNT}:role/{name}", "session")
 
 
-def request(principal: Principal, action: str, resource: str, **context) -> Request:
-    """A role session's request; ``context`` (``aws__SecureTransport="false"``) over its keys."""
+def request(
+    principal: Principal, action: str, resource: str, secure_transport: str = "true", **context
+) -> Request:
+    """A role session's request; ``context`` (``kms__ViaService="..."``) over its keys."""
     keys = {k.replace("__", ":").lower(): [v] for k, v in context.items()}
-    return with_context(Request(action, resource, role_session_context(principal)), keys)
+    made = Request(action, resource, role_session_context(principal, secure_transport))
+    return with_context(made, keys)
 
 
 def identity(*statements) -> list[Policy]:
@@ -133,7 +136,7 @@ def test_the_bucket_refuses_a_call_marked_insecure_whatever_the_role_allows():
     key = f"arn:aws:s3:::{BUCKET}/incoming/a.csv"
     secure = request(caller, "s3:GetObjectVersion", key)
     assert authorize(secure, caller, ALLOW_EVERYTHING, bucket_policy).allowed
-    insecure = request(caller, "s3:GetObjectVersion", key, aws__SecureTransport="false")
+    insecure = request(caller, "s3:GetObjectVersion", key, secure_transport="false")
     decision = authorize(insecure, caller, ALLOW_EVERYTHING, bucket_policy)
     assert not decision.allowed
     assert decision.denied_by == "ContactsBucketPolicy/DenyInsecureTransport"
