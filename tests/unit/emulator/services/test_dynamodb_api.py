@@ -297,6 +297,33 @@ def test_execute_transaction_with_a_duplicate_insert_writes_nothing(contacts):
 
 
 @pytest.mark.parametrize(
+    ("statement", "parameters"),
+    [
+        ("SELECT * FROM \"contacts\" WHERE pk = 'c1'", []),  # the developer guide's form
+        ('SELECT * FROM "contacts" WHERE pk = ?', [{"S": "c1"}]),
+        ("SELECT * FROM contacts WHERE pk = 'c1'", []),
+        ("SELECT * FROM contacts WHERE pk = ?", [{"S": "c1"}]),  # the check once used it up
+    ],
+)
+def test_a_select_names_its_table_quoted_or_not(contacts, statement, parameters):
+    """The parse check before moto runs a statement once refused every quoted table name and
+    consumed the parameters it bound, so that the statement itself matched nothing."""
+    request = {"Statement": statement, **({"Parameters": parameters} if parameters else {})}
+    answered = contacts.execute_statement(**request)
+    assert answered["Items"] == [{"pk": {"S": "c1"}, "state": {"S": "open"}}]
+    batch = contacts.batch_execute_statement(Statements=[request])["Responses"]
+    assert batch == [{"TableName": "contacts", "Item": answered["Items"][0]}]
+
+
+def test_a_statement_on_a_table_that_does_not_exist_is_resource_not_found(contacts):
+    statement = "SELECT * FROM \"nowhere\" WHERE pk = 'c1'"
+    answer = error_of(contacts.execute_statement, Statement=statement)
+    assert answer["Error"]["Code"] == "ResourceNotFoundException"
+    (entry,) = contacts.batch_execute_statement(Statements=[{"Statement": statement}])["Responses"]
+    assert entry["Error"]["Code"] == "ResourceNotFound"
+
+
+@pytest.mark.parametrize(
     "statement",
     [
         "SELEC * FROM contacts",
