@@ -46,6 +46,7 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer
+from werkzeug.wsgi import LimitedStream
 
 from emulator.core import calls, tls
 from emulator.core.faults import Faults
@@ -65,6 +66,7 @@ LOOPBACK = "127.0.0.1"
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "host.docker.internal"})
 EVERY_INTERFACE = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - refused, named to say so
 fault_log = logging.getLogger("emulator.faults")
+log = logging.getLogger("emulator.server")
 
 
 class _SkipUnsupportedTypeWarning(logging.Filter):
@@ -211,11 +213,70 @@ def host_name(environ: dict[str, Any]) -> str:
 
 
 class _RequestHandler(MotoRequestHandler):
+    """moto's request handler over HTTP/1.1 with keep-alive. werkzeug's development server
+    answers `Connection: close` to every request (it cannot tell where a request's body ends),
+    so every AWS call cost a TCP connection, a thread and, over TLS, a handshake. Here a body is
+    bounded by its Content-Length (or its chunked encoding), what the app left of it is read past
+    before the connection's next request, and the answer is sent with its length."""
+
+    protocol_version = "HTTP/1.1"
+    # the answer's headers and body go in two writes: without TCP_NODELAY the second waits for
+    # the client's delayed ACK of the first (40 ms per call)
+    disable_nagle_algorithm = True
+
     def make_environ(self) -> dict[str, Any]:
         environ = super().make_environ()
         if isinstance(self.connection, ssl.SSLSocket):  # werkzeug asks the server, not the socket
             environ["wsgi.url_scheme"] = "https"
+        if not environ.get("wsgi.input_terminated"):  # not chunked: its length bounds it
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            environ["wsgi.input"] = LimitedStream(self.rfile, max(length, 0))
         return environ
+
+    def run_wsgi(self) -> None:
+        if self.headers.get("Expect", "").strip().lower() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        environ = self.make_environ()
+        started: list[Any] = []
+        chunks: list[bytes] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
+            started[:] = [status, headers]
+            return chunks.append
+
+        try:
+            result = self.server.app(environ, start_response)
+            try:
+                chunks.extend(result)
+            finally:
+                if hasattr(result, "close"):
+                    result.close()
+        except Exception:  # the app failed: a 500, and this connection ends with it
+            log.exception("error on %s %s", self.command, self.path)
+            started[:] = ["500 Internal Server Error", [("Content-Type", "text/plain")]]
+            chunks[:] = [b"Internal Server Error"]
+            self.close_connection = True
+        self._answer(started[0], started[1], b"".join(chunks))
+        while environ["wsgi.input"].read(1 << 16):  # the body's unread rest
+            pass
+
+    def _answer(self, status: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        code, _, reason = status.partition(" ")
+        self.send_response(int(code), reason)
+        # a HEAD answer keeps the app's Content-Length (the object's); no body on HEAD, 1xx,
+        # 204 or 304; every other answer is as long as its body
+        bodiless = self.command == "HEAD" or int(code) < 200 or int(code) in (204, 304)
+        for name, value in headers:
+            if name.lower() in ("connection", "transfer-encoding"):
+                continue
+            if name.lower() == "content-length" and self.command != "HEAD":
+                continue
+            self.send_header(name, value)
+        if not bodiless:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not bodiless:
+            self.wfile.write(body)
 
 
 class _Listener(ThreadedWSGIServer):

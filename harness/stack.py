@@ -523,9 +523,11 @@ class StackClient:
                 return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def file_outcome(self, key: str, version: str | None) -> dict | None:
-        """A file's processing log once its outcome is final; None before (a file is
-        IN_PROGRESS from its first step's start, and longer when it takes more than one)."""
+    def file_outcome(self, key: str, version: str | None, run: int | None = None) -> dict | None:
+        """A file's processing log once its outcome is final (with ``run``: that reprocess run's
+        outcome; until the run's first step starts, the log is still the earlier run's); None
+        before (a file is IN_PROGRESS from its first step's start, and longer when it takes
+        more than one)."""
         if version is None:  # unversioned bucket: the file id ends in the (unknown) sequencer
             logs = [
                 log for log in self.items_of_type(keys.PROCESSING_LOG) if log["key"]["S"] == key
@@ -533,6 +535,8 @@ class StackClient:
             log = logs[0] if logs else None
         else:
             log = self.file_log(f"{self.bucket}/{key}#{version}")
+        if run is not None and log and log.get("run", {}).get("N") != str(run):
+            return None
         return log if log and log["outcome"]["S"] != "IN_PROGRESS" else None
 
     def file_log(self, file_id: str, projection: str | None = None) -> dict | None:

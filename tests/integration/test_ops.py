@@ -166,7 +166,7 @@ def test_reprocessed_file_restores_its_contacts_once(
         reprocessed = run_json(ops, "file", "reprocess", url, "--version-id", version, "--yes")
         assert reprocessed["previous_outcome"] == "PROCESSED"
         assert reprocessed["run"] == 1  # the file's second run: nothing to release
-        log = eventually(lambda: stack.file_outcome(key, version), timeout=60)
+        log = eventually(lambda: stack.file_outcome(key, version, run=1), timeout=60)
     finally:
         if stack.is_local:
             stack.reset_faults()
