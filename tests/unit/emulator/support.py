@@ -16,6 +16,7 @@ from botocore.config import Config
 from emulator.core import tls
 from emulator.core.faults import Faults
 from emulator.delivery.engine import EventSourceMappingEngine
+from emulator.iam.access import Access, deployed_roles
 from emulator.lambda_.workers import Runtime
 from emulator.server import EmulatorServer
 from emulator.services import moto_patches
@@ -44,6 +45,25 @@ def fake_credentials(patch: pytest.MonkeyPatch) -> None:
 
 def client(service: str):
     return boto3.client(service, region_name=REGION)
+
+
+def endpoint_client(service: str, endpoint_url: str, **options):
+    """A client of a local stack's endpoint: dummy credentials, no retries (a refusal is the
+    answer), no account endpoints and no host prefixes (StartSyncExecution's "sync-" would name
+    no local host); ``options`` (``verify``) for boto3.client."""
+    return boto3.client(
+        service,
+        endpoint_url=endpoint_url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(
+            retries={"max_attempts": 1},
+            account_id_endpoint_mode="disabled",
+            inject_host_prefix=False,
+        ),
+        **options,
+    )
 
 
 def new_queue(sqs, name: str, **attributes: str) -> tuple[str, str]:
@@ -121,6 +141,31 @@ def deployed_stack(
         moto_patches.uninstall()
 
 
+def function_project(project: Path, template: str, handler: str, stack_name: str) -> Path:
+    """A SAM project in ``project``: ``template`` (its functions' CodeUri fn/), ``handler`` as
+    fn/app.py and a samconfig naming the stack; the template's path."""
+    (project / "fn").mkdir()
+    (project / "fn" / "app.py").write_text(handler)
+    (project / "template.yaml").write_text(template)
+    (project / "samconfig.toml").write_text(
+        f'version = 0.1\n[default.global.parameters]\nstack_name = "{stack_name}"\n'
+    )
+    return project / "template.yaml"
+
+
+@contextlib.contextmanager
+def checked_stack(
+    template: Path, log_dir: Path, certificates: tls.Certificates | None = None
+) -> Iterator[tuple[EmulatorServer, Runtime, Deployment]]:
+    """``deployed_stack`` with its functions registered and their calls checked against their
+    roles (emulator/iam/access.py)."""
+    with deployed_stack(template, log_dir, certificates) as (server, runtime, deployment):
+        for spec in deployment.functions:
+            runtime.register(spec)
+        server.access = Access(deployed_roles(deployment), region=REGION)
+        yield server, runtime, deployment
+
+
 class DeliveringStack:
     """A deployed template's outputs, clients of its endpoint, and its mapping engine running
     (the pipes and event source mappings delivering)."""
@@ -131,19 +176,7 @@ class DeliveringStack:
         self.engine = engine
 
     def client(self, service: str):
-        return boto3.client(
-            service,
-            endpoint_url=self.endpoint_url,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            # StartSyncExecution's "sync-" host prefix would name no local host
-            config=Config(
-                retries={"max_attempts": 1},
-                account_id_endpoint_mode="disabled",
-                inject_host_prefix=False,
-            ),
-        )
+        return endpoint_client(service, self.endpoint_url)
 
     def drain(self, output: str) -> list[dict]:
         """Every message in the queue now, received and deleted."""

@@ -7,15 +7,12 @@ import ssl
 import textwrap
 import urllib.request
 
-import boto3
 import botocore.exceptions
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from emulator.core import tls
-from emulator.iam.access import Access, deployed_roles
-from tests.unit.emulator.support import REGION, deployed_stack
+from tests.unit.emulator.support import checked_stack, endpoint_client, function_project
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"
@@ -78,34 +75,17 @@ class Local:
         self.https, self.plain = f"https://127.0.0.1:{port}", f"http://127.0.0.1:{port}"
 
     def s3(self, endpoint: str, verify=None):
-        return boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            verify=str(self.authority) if verify is None else verify,
-            config=Config(retries={"max_attempts": 1}),
-        )
+        return endpoint_client("s3", endpoint, verify=verify or str(self.authority))
 
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
     project = tmp_path_factory.mktemp("project")
-    (project / "fn").mkdir()
-    (project / "fn" / "app.py").write_text(HANDLER)
-    template = project / "template.yaml"
-    template.write_text(TEMPLATE)
-    (project / "samconfig.toml").write_text(
-        'version = 0.1\n[default.global.parameters]\nstack_name = "tls"\n'
-    )
+    template = function_project(project, TEMPLATE, HANDLER, "tls")
     certificates = tls.issue(project / "tls", {"localhost", "127.0.0.1"})
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AWS_CA_BUNDLE", str(certificates.authority))  # the deployer's clients
-        with deployed_stack(template, project / "logs", certificates) as (server, runtime, found):
-            for spec in found.functions:
-                runtime.register(spec)
-            server.access = Access(deployed_roles(found), region=REGION)
+        with checked_stack(template, project / "logs", certificates) as (server, runtime, found):
             bucket = found.functions[0].environment["BUCKET"]
             yield Local(server, runtime, bucket, certificates.authority)
 

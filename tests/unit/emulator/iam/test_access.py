@@ -7,14 +7,11 @@ import json
 import textwrap
 import urllib.request
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from emulator.cli import iam_report
-from emulator.iam.access import Access, deployed_roles
 from emulator.stack import load_template
-from tests.unit.emulator.support import REGION, deployed_stack
+from tests.unit.emulator.support import checked_stack, endpoint_client, function_project
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"
@@ -161,14 +158,7 @@ class Local:
         self.env = {k: v for spec in deployment.functions for k, v in spec.environment.items()}
 
     def client(self, service):
-        return boto3.client(
-            service,
-            endpoint_url=self.server.endpoint_url,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            config=Config(account_id_endpoint_mode="disabled"),
-        )
+        return endpoint_client(service, self.server.endpoint_url)
 
     def run(self, *calls):
         result = self.runtime.invoke("Fn", {"calls": [list(c) for c in calls]})
@@ -179,17 +169,8 @@ class Local:
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
     project = tmp_path_factory.mktemp("project")
-    (project / "fn").mkdir()
-    (project / "fn" / "app.py").write_text(HANDLER)
-    template = project / "template.yaml"
-    template.write_text(TEMPLATE)
-    (project / "samconfig.toml").write_text(
-        'version = 0.1\n[default.global.parameters]\nstack_name = "iam"\n'
-    )
-    with deployed_stack(template, project / "logs") as (server, runtime, deployment):
-        for spec in deployment.functions:
-            runtime.register(spec)
-        server.access = Access(deployed_roles(deployment), region=REGION)
+    template = function_project(project, TEMPLATE, HANDLER, "iam")
+    with checked_stack(template, project / "logs") as (server, runtime, deployment):
         yield Local(server, runtime, deployment, template)
 
 
