@@ -87,8 +87,8 @@ unit: setup ## unit tests (moto in-process, no network; one worker per core)
 
 # The local stack runs the built functions and layer (sam build), as Lambda would: nothing from
 # the test environment is on their path.
-integration: setup build ## integration tests: the local stack (FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn), or a deployed one (AWS_SAM_STACK_NAME)
-	FANOUT=$(FANOUT) $(UV) run pytest tests/integration
+integration: setup build ## integration tests: the local stack (FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn; TLS=1: over HTTPS), or a deployed one (AWS_SAM_STACK_NAME)
+	FANOUT=$(FANOUT) LOCAL_STACK_TLS=$(if $(filter 1,$(TLS)),1,0) $(UV) run pytest tests/integration
 
 # The suites at once, each on a local stack of its own (its own port and function workers; the
 # stacks share only .emulator/logs, which each appends to): the docs test once, in a session of
@@ -153,8 +153,8 @@ build: setup ## sam build (python3.13, arm64 layer, no container)
 	@sam build 2>&1 | sed -e '/^requirements.txt file not found. Continuing the build without dependencies.$$/d' \
 		-e '/^Commands you can use next$$/,$$d'
 
-up: setup build ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides; FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn)
-	$(UV) run python -m emulator up --parameter-overrides FanOut=$(FANOUT)
+up: setup build ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides; FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn; TLS=1: HTTPS too)
+	$(UV) run python -m emulator up --parameter-overrides FanOut=$(FANOUT) $(if $(filter 1,$(TLS)),--tls)
 
 run: setup build ## demo: local stack, demo files in, summary out (FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn)
 	$(UV) run python -m harness.demo --fan-out $(FANOUT)

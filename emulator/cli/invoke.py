@@ -66,10 +66,17 @@ def run(args: argparse.Namespace) -> int:
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         return 2
-    # A local endpoint gets dummy credentials; otherwise the caller's AWS_* settings pass through.
+    # A local endpoint gets dummy credentials (and, served over TLS, the authority the caller
+    # trusts); otherwise the caller's AWS_* settings pass through.
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
+    authority = os.environ.get("AWS_CA_BUNDLE")
     with Runtime(
-        [spec], endpoint_url=endpoint, log_dir=None, echo=True, echo_prefix=False
+        [spec],
+        endpoint_url=endpoint,
+        ca_bundle=Path(authority) if authority else None,
+        log_dir=None,
+        echo=True,
+        echo_prefix=False,
     ) as runtime:
         result = runtime.invoke(spec.logical_id, event)
     unbuilt = template.parent / ".aws-sam" / "build" / spec.logical_id

@@ -135,6 +135,18 @@ def test_function_environment_is_the_lambda_one(runtime, tmp_path):
     assert env["LAMBDA_RUNTIME_DIR"] == str(packages_dir())
 
 
+def test_a_stack_served_over_tls_gives_its_workers_the_authority_to_trust(tmp_path):
+    spec = make_function(tmp_path, "FnA")
+    plain = Runtime([spec], endpoint_url="http://127.0.0.1:4599")
+    secured = Runtime([spec], endpoint_url="https://127.0.0.1:4599", ca_bundle=tmp_path / "ca.pem")
+    assert "AWS_CA_BUNDLE" not in plain.environment(spec)
+    env = secured.environment(spec)
+    assert (env["AWS_ENDPOINT_URL"], env["AWS_CA_BUNDLE"]) == (
+        "https://127.0.0.1:4599",
+        str(tmp_path / "ca.pem"),
+    )
+
+
 def test_environments_are_isolated(runtime, monkeypatch):
     monkeypatch.setenv("HOST_ONLY_SECRET", "x")
     a = runtime.invoke("FnA", {}).payload["env"]
