@@ -234,9 +234,9 @@ class _RequestHandler(MotoRequestHandler):
         return environ
 
     def run_wsgi(self) -> None:
-        if self.headers.get("Expect", "").strip().lower() == "100-continue":
-            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        # (an `Expect: 100-continue` was answered by http.server's parse_request already)
         environ = self.make_environ()
+        body = environ["wsgi.input"]  # drained below, whatever the app puts in the environ
         started: list[Any] = []
         chunks: list[bytes] = []
 
@@ -251,13 +251,16 @@ class _RequestHandler(MotoRequestHandler):
             finally:
                 if hasattr(result, "close"):
                     result.close()
-        except Exception:  # the app failed: a 500, and this connection ends with it
+            failed = not started
+        except Exception:
             log.exception("error on %s %s", self.command, self.path)
+            failed = True
+        if failed:  # the app raised (or never started its answer): a 500, and the connection ends
             started[:] = ["500 Internal Server Error", [("Content-Type", "text/plain")]]
             chunks[:] = [b"Internal Server Error"]
             self.close_connection = True
         self._answer(started[0], started[1], b"".join(chunks))
-        while environ["wsgi.input"].read(1 << 16):  # the body's unread rest
+        while body.read(1 << 16):  # the body's unread rest
             pass
 
     def _answer(self, status: str, headers: list[tuple[str, str]], body: bytes) -> None:
@@ -274,6 +277,8 @@ class _RequestHandler(MotoRequestHandler):
             self.send_header(name, value)
         if not bodiless:
             self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:  # the client asked, or the app failed
+            self.send_header("Connection", "close")
         self.end_headers()
         if not bodiless:
             self.wfile.write(body)

@@ -5,13 +5,15 @@ its end whether the app read it or not, so the next request on the connection is
 
 import http.client
 import json
+import socket
+import threading
 from collections.abc import Iterator
 
 import boto3
 import pytest
 from botocore.config import Config
 
-from emulator.server import EmulatorServer
+from emulator.server import EmulatorServer, _listener
 
 HOST = {"Host": "localhost"}
 
@@ -76,3 +78,33 @@ def test_a_head_answer_keeps_the_objects_length_and_has_no_body(server):
     for _ in range(2):  # on the pool's one connection, a stray body would break the GET
         assert s3.head_object(Bucket="connections", Key="k")["ContentLength"] == 5
         assert s3.get_object(Bucket="connections", Key="k")["Body"].read() == b"12345"
+
+
+def test_an_app_that_fails_answers_500_and_ends_the_connection():
+    def failing(environ, start_response):
+        raise RuntimeError("a bug in a handler")
+
+    listener = _listener("127.0.0.1", 0, failing, None)
+    threading.Thread(target=listener.serve_forever, daemon=True).start()
+    try:
+        opened = http.client.HTTPConnection("127.0.0.1", listener.server_address[1], timeout=10)
+        status, headers, body = answer(opened, "POST", "/", body=b"unread")
+        assert (status, headers["Connection"], body) == (500, "close", b"Internal Server Error")
+        assert opened.sock is None  # the client closed it, as the answer said
+    finally:
+        listener.shutdown()
+        listener.server_close()
+
+
+def test_a_client_expecting_100_continue_gets_it_once_and_then_the_answer(server):
+    with socket.create_connection(("127.0.0.1", server.get_host_and_port()[1]), 10) as raw:
+        raw.sendall(
+            b"POST /_emulator/faults HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n"
+            b"Expect: 100-continue\r\n\r\n"
+        )
+        assert raw.recv(64) == b"HTTP/1.1 100 Continue\r\n\r\n"  # once
+        raw.sendall(b"{}")
+        answer_bytes = b""
+        while b"\r\n\r\n" not in answer_bytes:
+            answer_bytes += raw.recv(4096)
+        assert answer_bytes.startswith(b"HTTP/1.1 200 ")  # the answer, not a second 100
