@@ -30,7 +30,11 @@ class FunctionMetrics:
             self.lines += len(complete)
             for line in complete:
                 if line.startswith(b'{"_aws"'):
-                    self._emf(path.stem, json.loads(line))
+                    try:
+                        record = json.loads(line)
+                    except ValueError:  # cut short by a killed worker: CloudWatch skips it too
+                        continue
+                    self._emf(path.stem, record)
         return self.lines
 
     def _emf(self, logical_id: str, record: dict) -> None:

@@ -260,7 +260,10 @@ class _Worker:
         assert self.proc is not None
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            sink.write(line)
+            # A process killed between a line's text and its newline (print writes them apart)
+            # ends on a part line: CloudWatch keeps it as an event of its own, so end it here
+            # rather than glue the next worker's first line to it in the function's log.
+            sink.write(line if line.endswith(b"\n") else line + b"\n")
 
     # --- called by the Runtime API server -------------------------------------------------
     def next_invocation(self) -> _Invocation | None:

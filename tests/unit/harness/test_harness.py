@@ -64,6 +64,8 @@ def test_emf_metrics_are_summed_per_function_and_read_incrementally(tmp_path):
     assert metrics.read() == 3
     with notifier.open("a") as log:
         log.write(emf(DuplicatesSuppressed=[1.0])[20:] + "\n")
+        # the last line of a worker killed mid-write: not a metric, and no reason to stop reading
+        log.write(emf(DuplicatesSuppressed=[5.0])[:30] + "\n")
     metrics.read()
     assert metrics.by_function("DuplicatesSuppressed") == {
         "NotifierFunction": 3,

@@ -34,6 +34,10 @@ HANDLER = textwrap.dedent(
             time.sleep(event["seconds"])
         if action == "exit":
             os._exit(3)
+        if action == "exit_mid_line":  # as a SIGKILL between print's text and its newline
+            sys.stdout.write("half a line")
+            sys.stdout.flush()
+            os._exit(3)
         if action == "side_effect":
             with open(event["path"], "a") as out:
                 out.write(context.aws_request_id + "\\n")
@@ -349,6 +353,19 @@ def test_function_output_goes_to_its_log_file(runtime, tmp_path):
     log = tmp_path / "logs" / "FnA.log"
     # The worker's output reaches the file on its own, shortly after the response.
     eventually(lambda: "hello from stack-FnA-ABC" in log.read_text(), timeout=30, interval=0.05)
+
+
+def test_a_line_cut_short_by_a_dying_worker_stays_its_own_line(runtime, tmp_path):
+    """A worker killed between a line's text and its newline (print writes them apart) must not
+    glue the next worker's first line onto its last: CloudWatch keeps them as two events, and an
+    EMF line read back must still be one JSON document."""
+    assert not runtime.invoke("FnA", {"action": "exit_mid_line"}).ok
+    assert runtime.invoke("FnA", {"action": "print"}).ok
+    log = tmp_path / "logs" / "FnA.log"
+    eventually(lambda: "hello from" in log.read_text(), timeout=30, interval=0.05)
+    lines = log.read_text().splitlines()
+    assert "half a line" in lines
+    assert any(line.startswith("hello from stack-FnA-ABC") for line in lines)
 
 
 def test_closing_the_runtime_logs_everything_its_workers_wrote(tmp_path):
