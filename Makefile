@@ -107,10 +107,13 @@ integration-modes: setup build ## the integration suite in every fan-out mode at
 integration-suite-docs:
 	FANOUT=lambda $(UV) run pytest tests/integration/test_docs.py
 # Mode lambda's suite runs on a stack served over TLS (tests/integration/conftest.py): the flow,
-# ops and the functions over HTTPS, trusting the stack's own authority.
+# ops and the functions over HTTPS, trusting the stack's own authority. The tests marked
+# fan_out_independent (ingest, rejections, the Notifier's queue: nothing the fan-out decides) run
+# in the first mode only; the other modes run the rest.
 TLS_MODES := lambda
 integration-suite-%:
-	FANOUT=$* LOCAL_STACK_TLS=$(if $(filter $*,$(TLS_MODES)),1,0) $(UV) run pytest tests/integration --ignore=tests/integration/test_docs.py
+	FANOUT=$* LOCAL_STACK_TLS=$(if $(filter $*,$(TLS_MODES)),1,0) $(UV) run pytest tests/integration --ignore=tests/integration/test_docs.py \
+		$(if $(filter $*,$(firstword $(FANOUT_MODES))),,-m "not fan_out_independent")
 
 sam-local: setup build ## the real `sam local invoke` / `start-lambda` on every function and sample event
 	$(UV) run pytest tests/samlocal

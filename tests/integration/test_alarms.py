@@ -157,6 +157,7 @@ def failing_until_fixed(stack: StackClient, function: str, output: str) -> dict:
     return {"fail_invocations": {function: 4 * int(json.loads(policy)["maxReceiveCount"])}}
 
 
+@pytest.mark.fan_out_independent
 def test_a_dead_lettered_notification_fires_its_alarm_until_redriven(
     local_stack: StackClient, alarms, redrive, topic
 ):
@@ -192,6 +193,7 @@ def test_a_dead_lettered_notification_fires_its_alarm_until_redriven(
     )
 
 
+@pytest.mark.fan_out_independent
 def test_a_dead_lettered_file_fires_the_ingest_alarm_until_redriven(
     local_stack: StackClient, alarms, redrive, files
 ):

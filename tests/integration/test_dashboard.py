@@ -20,12 +20,16 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from harness import ops_process
 from harness.builders import contact, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
 from ops.dashboard import dashboard_name
 from tests.dashboard_page import widgets
+
+pytestmark = pytest.mark.integration
 
 BROWSER_SECONDS = 120
 # What the ingest's metrics take to reach the page: the function's EMF line, the local stack's
@@ -132,6 +136,7 @@ def served(url: str) -> str:
         return response.read().decode()
 
 
+@pytest.mark.fan_out_independent
 def test_a_files_rows_raise_the_files_in_figures_in_a_browser(
     local_stack, files, contact_cleanup, tmp_path
 ):

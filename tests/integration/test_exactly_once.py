@@ -81,6 +81,7 @@ def test_crashes_inside_every_function_and_a_throttled_completion_give_one_effec
     assert stack.queue_depth("IngestDeadLetterQueueUrl") == 0
 
 
+@pytest.mark.fan_out_independent
 def test_hostile_rows_are_reported_and_never_fail_their_file(
     stack: StackClient, files, contact_cleanup
 ):
@@ -185,6 +186,7 @@ def test_a_correction_moves_the_contact_and_its_callers_last_agent(
     assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-earlier", timeout=60)
 
 
+@pytest.mark.fan_out_independent
 def test_a_file_longer_than_a_function_timeout_is_completed_by_continuations(
     local_stack: StackClient, files
 ):

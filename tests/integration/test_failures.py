@@ -34,6 +34,7 @@ def assert_no_dead_letters(stack: StackClient, marker: str) -> None:
         assert stack.queue_depth("IngestDeadLetterQueueUrl") == 0
 
 
+@pytest.mark.fan_out_independent
 def test_s3_test_event_is_acknowledged_without_retry(stack: StackClient):
     failures_before = stack.failed_invocations("IngestFunction")
     request_id = f"it-{uuid.uuid4().hex}"
@@ -58,6 +59,7 @@ def test_s3_test_event_is_acknowledged_without_retry(stack: StackClient):
     assert stack.failed_invocations("IngestFunction") == failures_before
 
 
+@pytest.mark.fan_out_independent
 def test_object_deleted_before_read_is_a_terminal_skip(stack: StackClient, files):
     failures_before = stack.failed_invocations("IngestFunction")
     caller = new_caller()
@@ -81,6 +83,7 @@ def test_object_deleted_before_read_is_a_terminal_skip(stack: StackClient, files
     assert not files.report_exists(key)
 
 
+@pytest.mark.fan_out_independent
 def test_poison_notification_ends_in_the_dead_letter_queue(stack: StackClient):
     marker = f"it-poison-{uuid.uuid4().hex}"
     poison = [

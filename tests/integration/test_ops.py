@@ -48,6 +48,7 @@ def test_bad_input_is_a_message_and_exit_2(ops):
     assert main(["--stack", f"no-such-stack-{uuid.uuid4().hex[:6]}", "status"]) == 2
 
 
+@pytest.mark.fan_out_independent
 def test_dead_lettered_notification_is_redriven_and_sent_once(local_stack: StackClient, ops, topic):
     """NotifierFunction crashes on its idempotency claim (as with a broken table permission)
     until fixed: the notification reaches the DLQ unsent; `ops status` flags the DLQ; after the

@@ -9,7 +9,7 @@ from harness.builders import contact, jsonl, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.fan_out_independent]
 
 
 def line_number(entry: dict) -> int:
