@@ -292,3 +292,27 @@ def test_update_item_creating_an_item_writes_one_insert(moto_in_process):
     records = table.raw_records(iterator)
     assert [r["eventName"] for r in records] == ["INSERT"]  # the repeat changed nothing
     assert records[0]["dynamodb"]["NewImage"] == {"pk": {"S": "u"}, "v": {"N": "1"}}
+
+
+@pytest.mark.parametrize("action", ["put_item", "transact_write_items"])
+def test_an_item_over_the_size_limit_is_refused_and_one_under_it_stored(moto_in_process, action):
+    """Items are built in linear time (one size sum, not one per attribute): the limit stays
+    moto's, over it refused, under it stored, in a single write and inside a transaction."""
+    table = Table()
+    chunk = "x" * 100_000
+
+    def write(pk: str, attributes: int) -> None:
+        item = {"pk": {"S": pk}, **{f"a{i}": {"S": chunk} for i in range(attributes)}}
+        if action == "put_item":
+            table.ddb.put_item(TableName=table.name, Item=item)
+        else:
+            table.ddb.transact_write_items(
+                TransactItems=[{"Put": {"TableName": table.name, "Item": item}}]
+            )
+
+    write("fits", 4)  # 400,014 bytes
+    assert len(table.get("fits")) == 5
+    with pytest.raises(ClientError) as refused:
+        write("too-big", 5)  # 500,017 bytes
+    assert "Item size has exceeded the maximum allowed size" in str(refused.value)
+    assert table.get("too-big") is None
