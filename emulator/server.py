@@ -10,6 +10,8 @@
   host.docker.internal, the ``--host`` address; subdomains of the names): a web page on another
   name that resolves here (DNS rebinding) is refused. moto's global CORS is off, so no page of
   another origin may read a response (moto would reflect any ``Origin``).
+- The hot services' calls (DynamoDB, DynamoDB Streams, SQS, SNS) go from the front door
+  (emulator/front_door.py) straight to moto's handlers; the rest through moto's dispatcher.
 - moto patched in-process (services/moto_patches.py): Lambda Invoke runs the function on our
   Runtime, moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
 - Control endpoints on the same port (docs/local-stack.md):
@@ -50,6 +52,7 @@ from werkzeug.wsgi import LimitedStream
 
 from emulator.core import calls, tls
 from emulator.core.faults import Faults
+from emulator.front_door import FrontDoor
 from emulator.iam import resources
 from emulator.lambda_.workers import Runtime
 from emulator.monitoring.monitor import Monitor
@@ -67,6 +70,7 @@ LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "host.docker.internal"
 EVERY_INTERFACE = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - refused, named to say so
 fault_log = logging.getLogger("emulator.faults")
 log = logging.getLogger("emulator.server")
+_werkzeug_log = logging.getLogger("werkzeug")
 
 
 class _SkipUnsupportedTypeWarning(logging.Filter):
@@ -224,6 +228,12 @@ class _RequestHandler(MotoRequestHandler):
     # the client's delayed ACK of the first (40 ms per call)
     disable_nagle_algorithm = True
 
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        # werkzeug formats each request's line (the path decoded, the date) before its logger,
+        # silenced by EmulatorServer.start, drops it
+        if _werkzeug_log.isEnabledFor(logging.INFO):
+            super().log_request(code, size)
+
     def make_environ(self) -> dict[str, Any]:
         environ = super().make_environ()
         if isinstance(self.connection, ssl.SSLSocket):  # werkzeug asks the server, not the socket
@@ -359,7 +369,7 @@ class EmulatorServer(ThreadedMotoServer):
 
     def _server_entry(self) -> None:
         try:
-            app = ControlApp(DomainDispatcherApplication(create_backend_app), self)
+            app = ControlApp(FrontDoor(DomainDispatcherApplication(create_backend_app)), self)
             context = None if self.certificates is None else self.certificates.server_context()
             self._server = _listener(self._ip_address, self._port, app, context)
             if self.also_on is not None:  # the same app and port, on the containers' address
@@ -380,7 +390,7 @@ class EmulatorServer(ThreadedMotoServer):
         # moto warns about every type its CloudFormation skips (AWS::SQS::QueuePolicy: no policy
         # enforcement locally, see docs/local-stack.md) and werkzeug logs every request.
         warnings.filterwarnings("ignore", message="Tried to parse AWS::", category=UserWarning)
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        _werkzeug_log.setLevel(logging.ERROR)
         logging.getLogger("moto").addFilter(_SkipUnsupportedTypeWarning())
         # moto's ASL interpreter logs each failing state's whole definition (kilobytes per failed
         # execution); the failure is the execution's answer (error, cause) and counts in
