@@ -15,7 +15,6 @@ import json
 import os
 import re
 import tomllib
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from shared import keys
 from emulator.process import FAN_OUT_MODES, FailedInvocation, LocalStackProcess
 from harness import ROOT  # (and the layer on sys.path)
 from harness.builders import connect_event
-from harness.polling import eventually, stable
+from harness.polling import eventually
 
 OUTPUT_NAMES = (
     "ContactsBucketName",
@@ -620,30 +619,11 @@ class StackClient:
 
         eventually(reached, timeout=timeout, interval=0.5 if self.is_local else 3)
 
-    def pause_ingest(self, timeout: float = 60.0) -> None:
-        """Disable the IngestFunction mapping and make sure delivery really stopped.
-
-        "Disabled" should mean stopped (AWS says "Disabling" until it is), but the local stack
-        reports "Disabled" at once and its poller can still receive for a moment. So an
-        s3:TestEvent canary (harmless: acknowledged once delivery resumes) has to stay in the
-        queue over a few polls; a consumed canary is replaced until one stays.
-        """
+    def pause_ingest(self) -> None:
+        """Disable the IngestFunction mapping and wait until delivery has stopped: Lambda reports
+        the mapping "Disabling" until its pollers have stopped, "Disabled" after (the local stack
+        too), so a message sent then stays in the queue until delivery resumes."""
         self.set_mapping_enabled("IngestQueueUrl", False)
-        canary = json.dumps(
-            {
-                "Service": "Amazon S3",
-                "Event": "s3:TestEvent",
-                "Bucket": self.bucket,
-                "RequestId": f"it-canary-{uuid.uuid4().hex}",
-            }
-        )
-
-        def canary_stays():
-            if self.queue_depth("IngestQueueUrl") == 0:
-                self.sqs.send_message(QueueUrl=self.outputs["IngestQueueUrl"], MessageBody=canary)
-            return stable(lambda: self.queue_depth("IngestQueueUrl"), polls=4, timeout=10) > 0
-
-        eventually(canary_stays, timeout=timeout, interval=0.2)
 
 
 def _logical_id(physical_name: str) -> str:

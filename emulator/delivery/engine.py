@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from emulator.core.arns import parse_arn
@@ -52,6 +53,7 @@ from emulator.delivery.sources import SqsSource, StreamSource
 from emulator.delivery.sqs_poller import SqsMappingPoller
 from emulator.delivery.stream_poller import StreamMappingPoller
 from emulator.lambda_.workers import DEFAULT_MAX_CONCURRENCY
+from emulator.services import context
 
 if TYPE_CHECKING:
     from emulator.core.faults import Faults
@@ -134,6 +136,7 @@ class EventSourceMappingEngine:
         if self._thread is not None:
             return
         self._stop.clear()
+        context.set_mapping_transition(self.transition)
         try:
             self.refresh()
         except Exception:
@@ -154,6 +157,7 @@ class EventSourceMappingEngine:
         deadline = time.monotonic() + timeout
         for poller in pollers:
             poller.join(max(0.0, deadline - time.monotonic()))
+        context.release_mapping_transition(self.transition)
 
     def _supervise(self) -> None:
         while not self._stop.wait(self.refresh_interval):
@@ -171,7 +175,8 @@ class EventSourceMappingEngine:
 
         backend = lambda_backends[self.account_id][self.region]
         return [
-            MappingConfig.from_api(esm.get_configuration())
+            # what the mapping is set to, not the state it is reported in while pollers follow
+            replace(MappingConfig.from_api(esm.get_configuration()), enabled=bool(esm.enabled))
             for esm in list(backend._event_source_mappings.values())
         ] + pipes.pipe_mappings(self.account_id, self.region)
 
@@ -224,6 +229,23 @@ class EventSourceMappingEngine:
         return StreamMappingPoller(ctx, cfg, stats, open_stream, table_hash_key)
 
     # -- state -----------------------------------------------------------------------------------
+    def transition(self, uuid: str, enabled: bool) -> str | None:
+        """The state Lambda reports for a mapping while its pollers follow its setting:
+        "Creating" until the engine has read it, "Enabling" until a poller runs, "Disabling" until
+        every poller has ended (a received batch delivered or left to its visibility timeout);
+        None once they match (Enabled or Disabled), and for a source the engine does not run."""
+        with self._lock:
+            if uuid in self._unsupported:
+                return None
+            poller = self._pollers.get(uuid)
+        if poller is None:
+            return "Creating"
+        if enabled and not poller.running():
+            return "Enabling"
+        if not enabled and poller.active_pollers():
+            return "Disabling"
+        return None
+
     def _enabled_pollers(self) -> list[MappingPoller] | None:
         """The pollers of every enabled supported mapping, or None when one has none running."""
         mappings = self._mappings()

@@ -15,6 +15,10 @@ built as Lambda builds them. Then:
 - ReportBatchItemFailures with a valid ``batchItemFailures``: every message except the listed
   ones is deleted; the listed ones reappear after their visibility timeout (not earlier).
 
+A poller told to stop (the mapping disabled or deleted, fewer pollers) closes its batching
+window and delivers what it has received before it ends, so disabling strands no message for its
+visibility timeout; GetEventSourceMapping says "Disabling" until then (services/awslambda.py).
+
 Redrive to the DLQ is SQS's: the queue moves a message whose receive count reached
 maxReceiveCount at the next receive (moto does it at receive time). ``sent_to_dlq`` counts the
 messages that failed on their last allowed receive.
@@ -369,7 +373,7 @@ class SqsMappingPoller:
                 self._more_waiting()
             if not source.arn.endswith(".fifo"):
                 batch, me.held = self.ctx.faults.reorder(batch, me.held)
-            if batch and not me.stop.is_set():  # stopped: the messages reappear after the timeout
+            if batch:  # stopped: its window closes early, what it holds still goes out
                 self._deliver(cfg, source, batch)
             return True
         finally:

@@ -39,7 +39,12 @@ def install() -> None:
     _patch_lambda_invoke()
 
 
-# --- LastProcessingResult -------------------------------------------------------------------------
+# --- State and LastProcessingResult -----------------------------------------------------------
+# Gap: moto's EventSourceMapping.get_configuration says Enabled or Disabled as soon as a mapping is
+# created or updated. Lambda says Creating, Enabling or Disabling until its pollers follow (the
+# API reference's State: Creating, Enabling, Enabled, Disabling, Disabled, Updating, Deleting);
+# here until the engine's pollers do (context.mapping_transition): "Disabled" means that no
+# poller is left to receive a message.
 # Gap: moto's EventSourceMapping.get_configuration always gives LastProcessingResult null. Lambda
 # reports the result of a stream mapping's last invocation ("No records processed" before the
 # first, "OK", "PROBLEM: Function call failed"); the engine records it (set_last_processing_result).
@@ -57,6 +62,7 @@ def _patch_last_processing_result() -> None:
 
     def get_configuration(self: EventSourceMapping) -> dict[str, Any]:
         config = original(self)
+        config["State"] = context.mapping_transition(self.uuid, self.enabled) or config["State"]
         if service_of(self.event_source_arn) in ("dynamodb", "kinesis"):
             config["LastProcessingResult"] = self.__dict__.get(
                 "_last_processing_result", NO_RECORDS_PROCESSED

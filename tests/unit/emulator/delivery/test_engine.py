@@ -591,6 +591,52 @@ def test_disabling_a_mapping_stops_delivery_and_enabling_resumes_it(aws, runtime
     assert esm.all_enabled()
 
 
+def test_a_mapping_reads_disabling_until_its_last_poller_has_ended(aws, runtime, engine):
+    """GetEventSourceMapping's State follows the pollers, as Lambda's does: Disabled only once
+    none is left to receive, so a message sent then stays in the queue."""
+    runtime.delay = 3.0  # an invocation in progress when the mapping is disabled
+    url, arn = aws.queue("states", visibility=30)
+    mapping = aws.mapping(arn, BatchSize=1)
+    esm = engine()
+
+    def state() -> str:
+        return aws.lam.get_event_source_mapping(UUID=mapping)["State"]
+
+    assert wait_for(lambda: state() == "Enabled") and esm.all_enabled()
+    aws.send(url, "in progress")
+    wait_for(lambda: runtime.active)
+    aws.lam.update_event_source_mapping(UUID=mapping, Enabled=False)
+    assert state() == "Disabling"  # its invocation finishes first
+    assert wait_for(lambda: state() == "Disabled")
+    assert esm.stats()[mapping]["pollers"] == 0 and len(runtime.calls) == 1
+    aws.send(url, "after")
+    time.sleep(0.5)  # several poll and refresh intervals
+    assert aws.counts(url) == (1, 0)  # visible: no poller took it
+
+    aws.lam.update_event_source_mapping(UUID=mapping, Enabled=True)
+    seen = {state()}
+    assert seen <= {"Enabling", "Enabled"}
+    assert wait_for(lambda: state() == "Enabled") and esm.all_enabled()
+    wait_for(lambda: len(runtime.calls) == 2)
+
+
+def test_disabling_a_mapping_in_its_batching_window_delivers_what_it_received(aws, runtime, engine):
+    """Nothing received is stranded by a disable: the window closes early and the batch goes out
+    (else the message stays out of sight for the queue's whole visibility timeout)."""
+    url, arn = aws.queue("window-stop", visibility=300)
+    mapping = aws.mapping(arn, BatchSize=10, MaximumBatchingWindowInSeconds=60)
+    esm = engine()
+    assert wait_for(esm.all_enabled)
+    aws.send(url, "gathered")
+    assert wait_for(lambda: aws.counts(url) == (0, 1))  # received: the window is open
+    aws.lam.update_event_source_mapping(UUID=mapping, Enabled=False)
+    started = time.monotonic()
+    assert wait_for(lambda: aws.lam.get_event_source_mapping(UUID=mapping)["State"] == "Disabled")
+    assert time.monotonic() - started < 30  # not the 60 s window
+    assert [r["body"] for b in runtime.batches for r in b] == ["gathered"]
+    assert aws.counts(url) == (0, 0)  # delivered and deleted
+
+
 def test_updated_batch_size_and_filter_take_effect(aws, runtime, engine):
     url, arn = aws.queue("update", visibility=10)
     mapping = aws.mapping(arn, BatchSize=1)
