@@ -198,6 +198,12 @@ class EventSourceMappingEngine:
                             cfg.kind,
                         )
                     continue
+                ctx = self._pipe_ctx if pipes.is_pipe(cfg) else self._ctx
+                if cfg.uuid not in self._pollers and not ctx.runtime.runnable(cfg.function_arn):
+                    # CloudFormation made the mapping before the stack's functions registered
+                    # (`up` follows a stack once it is deployed): "Creating" until they are, as
+                    # a mapping to a function Lambda cannot run yet delivers nothing
+                    continue
                 stats = self._stats.get(cfg.uuid)
                 if stats is None:
                     stats = self._stats[cfg.uuid] = MappingStats(cfg)

@@ -309,6 +309,9 @@ class Invoker(Protocol):
     """The runtime as the pollers use it (emulator.lambda_.workers.Runtime; tests pass a double)."""
 
     def invoke(self, function_name: str, event: Any) -> InvokeResult: ...
+    def runnable(self, function_name: str) -> bool:
+        """Whether it runs the function now (a stack's functions register once deployed)."""
+        ...
 
 
 class QueueSource(Protocol):

@@ -108,6 +108,9 @@ class PipeTarget:
         self.account_id = account_id
         self.region = region
 
+    def runnable(self, function_name: str) -> bool:
+        return True  # a pipe's target is a service resource, there once the pipe is
+
     def invoke(self, function_name: str, event: Any) -> InvokeResult:
         """One execution of the pipe, counted in its metrics (ExecutionFailed: the alarm's)."""
         started = time.monotonic()

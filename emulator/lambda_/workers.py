@@ -492,6 +492,10 @@ class Runtime:
     def functions(self) -> list[FunctionSpec]:
         return list(self._specs.values())
 
+    def runnable(self, function_name: str) -> bool:
+        """Registered: its code is on the runtime (a stack's functions register once deployed)."""
+        return self.resolve(function_name) is not None
+
     def resolve(self, function_name: str) -> FunctionSpec | None:
         """Physical name, logical id, ARN or qualified ARN (``:$LATEST``) -> spec."""
         name = function_name

@@ -82,6 +82,10 @@ class FakeRuntime:
         self.active = 0
         self.max_active = 0
         self.delay = 0.0
+        self.unregistered: set[str] = set()  # functions whose code is not on the runtime yet
+
+    def runnable(self, function_name: str) -> bool:
+        return function_name not in self.unregistered
 
     def invoke(self, function_name: str, event: dict | bytes) -> InvokeResult:
         if isinstance(event, bytes):  # the engine sends the event JSON, encoded once
@@ -635,6 +639,28 @@ def test_disabling_a_mapping_in_its_batching_window_delivers_what_it_received(aw
     assert time.monotonic() - started < 30  # not the 60 s window
     assert [r["body"] for b in runtime.batches for r in b] == ["gathered"]
     assert aws.counts(url) == (0, 0)  # delivered and deleted
+
+
+def test_a_mapping_to_a_function_not_yet_registered_is_creating_and_receives_nothing(
+    aws, runtime, engine
+):
+    """CloudFormation makes a stack's mappings before `up` registers its functions: the mapping
+    waits ("Creating") instead of invoking a function the runtime cannot run, which would leave
+    the message out of sight for the queue's visibility timeout."""
+    url, arn = aws.queue("unregistered", visibility=300)
+    mapping = aws.mapping(arn, BatchSize=1)
+    function_arn = aws.lam.get_event_source_mapping(UUID=mapping)["FunctionArn"]
+    runtime.unregistered.add(function_arn)
+    aws.send(url, "early")
+    esm = engine()
+    time.sleep(0.5)  # several refresh intervals
+    assert aws.lam.get_event_source_mapping(UUID=mapping)["State"] == "Creating"
+    assert aws.counts(url) == (1, 0) and not runtime.calls  # still visible, never received
+
+    runtime.unregistered.clear()
+    assert wait_for(lambda: [r["body"] for b in runtime.batches for r in b] == ["early"])
+    assert wait_for(lambda: aws.lam.get_event_source_mapping(UUID=mapping)["State"] == "Enabled")
+    assert esm.all_enabled()
 
 
 def test_updated_batch_size_and_filter_take_effect(aws, runtime, engine):
