@@ -18,6 +18,7 @@ import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -44,7 +45,7 @@ PROD_VALUES = (
     "ContactsKeyUsers=arn:aws:iam::123456789012:role/contact-exports",
 )
 SAM_TIMEOUT = 300
-SUITE_TIMEOUT = 600  # the suite, ~2 minutes alone
+SUITE_TIMEOUT = 600  # the suite ~2 minutes alone, the poison test ~5
 
 
 @pytest.fixture(scope="module")
@@ -54,16 +55,21 @@ def built() -> None:
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
+def local_stack() -> Iterator[LocalStackProcess]:
     local = LocalStackProcess(free_port(PORTS), up_args=["--no-deploy"], tail_lines=200)
     try:
         local.start(READY_TIMEOUT, PORTS)
     except RuntimeError as error:
         pytest.fail(f"{error}:\n{local.tail()}", pytrace=False)
     try:
-        yield local.endpoint
+        yield local
     finally:
         local.stop()
+
+
+@pytest.fixture(scope="module")
+def endpoint(local_stack: LocalStackProcess) -> str:
+    return local_stack.endpoint
 
 
 @pytest.fixture(scope="module")
@@ -170,37 +176,65 @@ def test_the_test_environment_deploys_and_runs_the_uploaded_code(endpoint, envir
 
 
 # What a deployed stack cannot run: the tests of the local stack's fault switches, and the docs'
-# commands for the local stack. Every other integration test must pass against it, but the poison
-# test: 5 receives x the test stage's 60 s visibility timeout (~300 s), and its messages keep the
-# stack from settling for the tests that wait for it, so it cannot run beside them either (the
-# pipeline's role may not shorten a queue's timeout: no sqs:SetQueueAttributes on stack queues).
+# commands for the local stack. Every other integration test must pass against it.
 LOCAL_ONLY = ("needs local fault injection", "the docs' local commands", "the AWS CLI's endpoint")
+RUNNABLE_ON_A_DEPLOYED_STACK = 19
+# 5 receives x the test stage's 60 s visibility timeout (the pipeline's role may not shorten it:
+# no sqs:SetQueueAttributes on stack queues), and its messages keep the stack from settling for
+# the tests that wait for that: it runs after the rest, beside the prod and update steps.
 POISON = (
     "tests/integration/test_failures.py::test_poison_notification_ends_in_the_dead_letter_queue"
 )
-RUNNABLE_ON_A_DEPLOYED_STACK = 18
 
 
-def test_the_integration_suite_passes_against_the_stack_sam_deployed(environment):
-    """The suite, as the pipeline's integration-test job runs it after deploy-test:
-    AWS_SAM_STACK_NAME, here with AWS_ENDPOINT_URL (tests/integration/conftest.py: that stack, on
-    that endpoint). Only what needs the local stack itself is skipped, as on AWS."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
-         "-rs", "tests/integration", "--deselect", POISON],
-        cwd=ROOT,
-        env=environment | {"AWS_SAM_STACK_NAME": "last-agent-routing-test"},
-        capture_output=True,
-        text=True,
-        timeout=SUITE_TIMEOUT,
-        check=False,
-    )  # fmt: skip
+def _integration_tests(environment: dict[str, str], log: Path, *selection: str) -> subprocess.Popen:
+    """pytest of ``selection`` against the deployed test stack by AWS_SAM_STACK_NAME (here with
+    AWS_ENDPOINT_URL: tests/integration/conftest.py), its output in ``log``."""
+    with log.open("w") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+             "-rs", *selection],
+            cwd=ROOT,
+            env=environment | {"AWS_SAM_STACK_NAME": "last-agent-routing-test"},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
 
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "stack: last-agent-routing-test on http://127.0.0.1:" in result.stdout
-    skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
-    assert skipped and all(any(why in line for why in LOCAL_ONLY) for line in skipped), skipped
-    assert re.search(rf"\b{RUNNABLE_ON_A_DEPLOYED_STACK} passed\b", result.stdout), result.stdout
+
+def _passed(run: subprocess.Popen, log: Path, local_stack: LocalStackProcess) -> int:
+    """How many passed; the run must pass whole and skip only what needs the local stack."""
+    returncode = run.wait(timeout=SUITE_TIMEOUT)
+    text = log.read_text()
+    failed = local_stack.failed_invocations
+    assert returncode == 0, f"{text}\nfailed invocations: {failed}\n{local_stack.tail()}"
+    assert "stack: last-agent-routing-test on http://127.0.0.1:" in text
+    skipped = [line for line in text.splitlines() if line.startswith("SKIPPED")]
+    assert all(any(why in line for why in LOCAL_ONLY) for line in skipped), skipped
+    counted = re.search(r"\b(\d+) passed\b", text)
+    return int(counted[1]) if counted else 0
+
+
+@pytest.fixture(scope="module")
+def poison_run() -> Iterator[dict[str, Any]]:
+    """The poison test's run, started by the suite's test and awaited before `sam delete`."""
+    started: dict[str, Any] = {}
+    yield started
+    if "run" in started and started["run"].poll() is None:  # a test before the delete failed
+        started["run"].kill()
+
+
+def test_the_integration_suite_passes_against_the_stack_sam_deployed(
+    local_stack, environment, poison_run, tmp_path
+):
+    """The whole suite, as the pipeline's integration-test job runs it after deploy-test: the
+    poison test then goes on beside the next steps (test_sam_delete_removes_the_stack waits for
+    it). Only what needs the local stack itself is skipped, as on AWS."""
+    rest = tmp_path / "suite.log"
+    suite = _integration_tests(environment, rest, "tests/integration", "--deselect", POISON)
+    passed = _passed(suite, rest, local_stack)
+    assert passed == RUNNABLE_ON_A_DEPLOYED_STACK - 1, rest.read_text()
+    poison_run["log"] = tmp_path / "poison.log"
+    poison_run["run"] = _integration_tests(environment, poison_run["log"], POISON)
 
 
 def test_prod_without_what_step_3_sets_is_refused_with_the_templates_message(
@@ -254,7 +288,9 @@ def test_a_changed_template_updates_the_changed_resources_and_keeps_the_rest(
         assert after[logical_id]["PhysicalResourceId"] == before[logical_id]["PhysicalResourceId"]
 
 
-def test_sam_delete_removes_the_stack(endpoint, environment):
+def test_sam_delete_removes_the_stack(local_stack, endpoint, environment, poison_run):
+    if "run" in poison_run:  # the suite's last test, still running against this stack
+        assert _passed(poison_run["run"], poison_run["log"], local_stack) == 1
     stack = _stack(endpoint, "last-agent-routing-test")
     bucket = _outputs(stack)["ContactsBucketName"]
     # feature-cleanup.yaml empties the versioned contacts bucket first, as CloudFormation needs
