@@ -237,9 +237,9 @@ class EventSourceMappingEngine:
     # -- state -----------------------------------------------------------------------------------
     def transition(self, uuid: str, enabled: bool) -> str | None:
         """The state Lambda reports for a mapping while its pollers follow its setting:
-        "Creating" until the engine has read it, "Enabling" until a poller runs, "Disabling" until
-        every poller has ended (a received batch delivered or left to its visibility timeout);
-        None once they match (Enabled or Disabled), and for a source the engine does not run."""
+        "Creating" until the engine runs it (its function registered), "Enabling" until a poller
+        runs, "Disabling" until every poller has ended (what it received delivered); None once
+        they match (Enabled or Disabled), and for a source the engine does not run."""
         with self._lock:
             if uuid in self._unsupported:
                 return None
