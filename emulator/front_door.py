@@ -5,9 +5,10 @@ signature's credential scope, under a lock) and a Flask app per service (a reque
 routing, a Flask Response). For the calls the pipeline makes most (DynamoDB, DynamoDB Streams,
 SQS, SNS: every one a POST to ``/``) that is about a third of the server's CPU per call
 (docs/performance.md, P9). Here such a call is dispatched as moto's own view would dispatch it:
-the same request class moto's Flask app uses, the same handler (the service's ``{0}/`` URL rule),
-a ClientError answered as moto's view answers it (400, its message). Every other request (S3,
-Lambda's REST paths, CloudFormation, unsigned calls, any other path) goes to moto's dispatcher.
+moto's request class, marked as coming from its server as its Flask app's subclass is, the same
+handler (the service's ``{0}/`` URL rule), a ClientError answered as moto's view answers it (400,
+its message). Every other request (S3, Lambda's REST paths, CloudFormation, unsigned calls, any
+other path) goes to moto's dispatcher.
 """
 
 from __future__ import annotations
