@@ -19,6 +19,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from werkzeug.test import Client
 
 from emulator.front_door import FrontDoor
+from harness.in_process import create_stream_table
 
 pytestmark = pytest.mark.usefixtures("moto_patched", "module_credentials")
 
@@ -91,24 +92,18 @@ def test_the_pipelines_calls_are_answered_without_moto_s_dispatcher(clients, dis
     dynamodb, sqs, sns, streams = (
         clients(s) for s in ("dynamodb", "sqs", "sns", "dynamodbstreams")
     )
-    dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-    )
-    item = {"pk": {"S": "c-1"}, "n": {"N": "1"}}
+    stream_arn = create_stream_table(dynamodb, name)
+    key = {"pk": {"S": "c-1"}, "sk": {"S": "s"}}
+    item = key | {"n": {"N": "1"}}
     dynamodb.put_item(TableName=name, Item=item, ConditionExpression="attribute_not_exists(pk)")
     with pytest.raises(dynamodb.exceptions.ConditionalCheckFailedException):
         dynamodb.put_item(TableName=name, Item=item, ConditionExpression="attribute_not_exists(pk)")
     dynamodb.update_item(
-        TableName=name, Key={"pk": {"S": "c-1"}}, UpdateExpression="ADD n :one",
+        TableName=name, Key=key, UpdateExpression="ADD n :one",
         ExpressionAttributeValues={":one": {"N": "1"}},
     )  # fmt: skip
-    assert dynamodb.get_item(TableName=name, Key={"pk": {"S": "c-1"}})["Item"]["n"] == {"N": "2"}
+    assert dynamodb.get_item(TableName=name, Key=key)["Item"]["n"] == {"N": "2"}
 
-    stream_arn = dynamodb.describe_table(TableName=name)["Table"]["LatestStreamArn"]
     events: list[str] = []
     for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
         iterator = streams.get_shard_iterator(
@@ -134,6 +129,9 @@ def test_the_pipelines_calls_are_answered_without_moto_s_dispatcher(clients, dis
     assert dispatcher.paths == []  # every call above went through the front door
 
 
+KEY = {"pk": {"S": "a"}, "sk": {"S": "s"}}  # the one item the unchanging calls read
+
+
 def _query(c, n):
     return c.query(
         TableName=n, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "a"}}
@@ -141,9 +139,7 @@ def _query(c, n):
 
 
 def _put_if_new(c, n):  # the item exists: ConditionalCheckFailedException, nothing written
-    return c.put_item(
-        TableName=n, Item={"pk": {"S": "a"}}, ConditionExpression="attribute_not_exists(pk)"
-    )
+    return c.put_item(TableName=n, Item=KEY, ConditionExpression="attribute_not_exists(pk)")
 
 
 def _queue_attributes(c, n):
@@ -154,7 +150,7 @@ def _queue_attributes(c, n):
 
 UNCHANGING_CALLS = {
     "DescribeTable": ("dynamodb", lambda c, n: c.describe_table(TableName=n)),
-    "GetItem": ("dynamodb", lambda c, n: c.get_item(TableName=n, Key={"pk": {"S": "a"}})),
+    "GetItem": ("dynamodb", lambda c, n: c.get_item(TableName=n, Key=KEY)),
     "Query": ("dynamodb", _query),
     "PutItem, its condition failing": ("dynamodb", _put_if_new),
     "DescribeTable, no such table": (
@@ -163,7 +159,7 @@ UNCHANGING_CALLS = {
     ),
     "GetItem, invalid table name": (
         "dynamodb",
-        lambda c, n: c.get_item(TableName="no", Key={"pk": {"S": "a"}}),
+        lambda c, n: c.get_item(TableName="no", Key=KEY),
     ),
     "GetQueueAttributes": ("sqs", _queue_attributes),
     "GetQueueUrl, no such queue": ("sqs", lambda c, n: c.get_queue_url(QueueName=f"{n}-missing")),
@@ -190,13 +186,8 @@ def test_an_answer_is_moto_s_own(case, dispatcher):
     service, call = UNCHANGING_CALLS[case]
     name = f"same-{uuid.uuid4().hex[:8]}"
     setup_dynamodb, setup_sqs = client_of(dispatcher, "dynamodb"), client_of(dispatcher, "sqs")
-    setup_dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    setup_dynamodb.put_item(TableName=name, Item={"pk": {"S": "a"}, "n": {"N": "1"}})
+    create_stream_table(setup_dynamodb, name)
+    setup_dynamodb.put_item(TableName=name, Item=KEY | {"n": {"N": "1"}})
     setup_sqs.create_queue(QueueName=name)
     dispatcher.paths.clear()
 
