@@ -210,7 +210,7 @@ class EventSourceMappingEngine:
                 stats.config = cfg
                 poller = self._pollers.get(cfg.uuid)
                 if poller is None:
-                    poller = self._pollers[cfg.uuid] = self._make_poller(cfg, stats)
+                    poller = self._pollers[cfg.uuid] = self._make_poller(cfg, stats, ctx)
                     log.info(
                         "esm %s: %s -> %s (%s)",
                         cfg.short,
@@ -228,10 +228,10 @@ class EventSourceMappingEngine:
                 self._retired.append(retired)
             self._retired = [p for p in self._retired if p.active_pollers()]
 
-    def _make_poller(self, cfg: MappingConfig, stats: MappingStats) -> MappingPoller:
+    @staticmethod
+    def _make_poller(cfg: MappingConfig, stats: MappingStats, ctx: EngineContext) -> MappingPoller:
         if cfg.kind == "sqs":
-            return SqsMappingPoller(self._ctx, cfg, stats, open_queue)
-        ctx = self._pipe_ctx if pipes.is_pipe(cfg) else self._ctx
+            return SqsMappingPoller(ctx, cfg, stats, open_queue)
         return StreamMappingPoller(ctx, cfg, stats, open_stream, table_hash_key)
 
     # -- state -----------------------------------------------------------------------------------
