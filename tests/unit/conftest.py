@@ -3,12 +3,20 @@ patches) with the resources the functions use, created with the keys template.ya
 and each handler loaded fresh inside the mock so its module-level clients talk to moto, as a cold
 start would."""
 
+import functools
 from collections.abc import Iterator
 
+import botocore.session
 import pytest
 
 from harness.in_process import REGION, FakeLambdaContext
 from tests.unit.support import GOODWILL_WAIT_SECONDS, Stack, moto_stack
+
+# Every mock_aws resets boto3's default session, so each cold handler's clients would read and
+# parse botocore's service models again (~40 ms a client). One loader for the whole run keeps that
+# parse cached, as one long-lived session would: the clients, and their handlers' module-level
+# state, are still built afresh.
+botocore.session.create_loader = functools.cache(botocore.session.create_loader)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ resource, condition keys), per service."""
 import io
 from urllib.parse import unquote, urlencode
 
+import botocore.loaders
 import botocore.session
 import pytest
 from botocore.serialize import create_serializer
@@ -18,6 +19,10 @@ QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/notifications"
 KEY_ARN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 SCHEMAS = {("contacts", None): ("pk", "sk"), ("contacts", "by-agent"): ("agent_id",)}
 _session = botocore.session.get_session()
+# Service models of its own: an S3 client strips {Bucket} from the request URIs of the models it
+# was built from (botocore's endpoint rules put the bucket back), and the unit tests' sessions
+# share one loader (tests/unit/conftest.py).
+_session.register_component("data_loader", botocore.loaders.Loader())
 
 
 def environ(service: str, operation: str, params: dict) -> dict:
