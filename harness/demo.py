@@ -61,6 +61,9 @@ CHAOS = {
     "crash_invocations": {"function": "*", "probability": 0.05, "within_calls": 10},
     "throttle": [{"function": "*", "operation": "*", "probability": 0.01}],
 }
+# A recovery exits 1 when a delivery of it failed (a chaos crash can strike its invocation too)
+# and keeps what failed for another run: the operator runs it again, as often as this.
+RECOVERY_RUNS = 3
 
 
 def say(message: str = "") -> None:
@@ -334,12 +337,16 @@ def operator_drill(stack: StackClient, upload_next: Callable[[], bool]) -> tuple
         if not stack.failed_changes(route, "", began):
             say(f"  {route.function}: nothing failed, nothing to recover")
             continue
-        done = ops(stack, *route.recover)
-        last = (done.stdout.strip().splitlines() or [""])[-1]
-        say(f"  python -m ops {' '.join(route.recover)} -> exit {done.returncode}: {last}")
+        for _ in range(RECOVERY_RUNS):
+            done = ops(stack, *route.recover)
+            last = (done.stdout.strip().splitlines() or [""])[-1]
+            say(f"  python -m ops {' '.join(route.recover)} -> exit {done.returncode}: {last}")
+            if done.returncode != 0:
+                say("    " + (done.stdout + done.stderr).strip().replace("\n", "\n    "))
+            if done.returncode != 1:  # done, or refused (2): running it again changes nothing
+                break
         if done.returncode != 0:
             failed.append(" ".join(route.recover))
-            say("    " + (done.stdout + done.stderr).strip().replace("\n", "\n    "))
     return uploaded, failed
 
 
