@@ -6,9 +6,10 @@ value it builds an ``AttributePickerContext``, tries each alias provider, keeps 
 ``json.dumps`` the copy. That is about half of the server's CPU for PutItem, GetItem and
 GetRecords, where a response is an item or a list of records in the wire's own JSON shape already.
 
-For the operations in FAST_OPERATIONS (DynamoDB PutItem, GetItem, Query, UpdateItem, DeleteItem,
-BatchWriteItem, TransactWriteItems; SQS SendMessage, SendMessageBatch, ReceiveMessage,
-DeleteMessage, DeleteMessageBatch, ChangeMessageVisibility, GetQueueAttributes; DynamoDB Streams
+For the operations in FAST_OPERATIONS (DynamoDB PutItem, GetItem, Query, Scan, BatchGetItem,
+TransactGetItems, UpdateItem, DeleteItem, BatchWriteItem, TransactWriteItems; SQS SendMessage,
+SendMessageBatch, ReceiveMessage, DeleteMessage, DeleteMessageBatch, ChangeMessageVisibility,
+GetQueueAttributes; DynamoDB Streams
 GetRecords), a successful result of the JSON protocol is dumped directly: bytes (blob members)
 as base64, datetimes (timestamp members) as epoch seconds with milliseconds, enums by value,
 ``None`` members left out as the serializer leaves them out. What botocore parses from it is
@@ -52,6 +53,9 @@ FAST_OPERATIONS: dict[str, frozenset[str]] = {
             "PutItem",
             "GetItem",
             "Query",
+            "Scan",
+            "BatchGetItem",
+            "TransactGetItems",
             "UpdateItem",
             "DeleteItem",
             "BatchWriteItem",

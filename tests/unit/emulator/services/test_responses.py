@@ -135,6 +135,28 @@ def test_dynamodb_operations_parse_the_same_both_ways(compared):
             {"Delete": {"TableName": "tbl", "Key": {"pk": ITEM["pk"], "sk": {"N": "101"}}}},
         ]
     )
+    scanned = ddb.scan(TableName="tbl", Limit=2, ReturnConsumedCapacity="TOTAL")
+    assert scanned["Count"] == 2 and "LastEvaluatedKey" in scanned
+    assert ddb.scan(TableName="tbl", Select="COUNT")["Count"] == 6
+    ddb.scan(
+        TableName="tbl",
+        FilterExpression="sk > :n",
+        ProjectionExpression="pk, b, l",
+        ExpressionAttributeValues={":n": {"N": "101"}},
+    )
+    got = ddb.batch_get_item(
+        RequestItems={"tbl": {"Keys": [key, {"pk": ITEM["pk"], "sk": {"N": "999"}}]}},
+        ReturnConsumedCapacity="TOTAL",
+    )
+    assert got["Responses"]["tbl"][0]["bs"]["BS"] == [b"\x01", b"\x02\x03"]
+    got = ddb.transact_get_items(
+        TransactItems=[
+            {"Get": {"TableName": "tbl", "Key": key}},
+            {"Get": {"TableName": "tbl", "Key": {"pk": ITEM["pk"], "sk": {"N": "999"}}}},
+        ]
+    )
+    assert got["Responses"][0]["Item"]["b"] == {"B": b"\x00\x01binary"}
+    assert got["Responses"][1] == {}
     ddb.delete_item(TableName="tbl", Key=key, ReturnValues="ALL_OLD")
     ddb.delete_item(TableName="tbl", Key=key)
     check(
@@ -143,6 +165,9 @@ def test_dynamodb_operations_parse_the_same_both_ways(compared):
             "PutItem",
             "GetItem",
             "Query",
+            "Scan",
+            "BatchGetItem",
+            "TransactGetItems",
             "UpdateItem",
             "DeleteItem",
             "BatchWriteItem",
