@@ -9,14 +9,13 @@ GetRecords, where a response is an item or a list of records in the wire's own J
 For the operations in FAST_OPERATIONS (DynamoDB PutItem, GetItem, Query, Scan, BatchGetItem,
 TransactGetItems, UpdateItem, DeleteItem, BatchWriteItem, TransactWriteItems; SQS SendMessage,
 SendMessageBatch, ReceiveMessage, DeleteMessage, DeleteMessageBatch, ChangeMessageVisibility,
-GetQueueAttributes; DynamoDB Streams
-GetRecords), a successful result of the JSON protocol is dumped directly: bytes (blob members)
-as base64, datetimes (timestamp members) as epoch seconds with milliseconds, enums by value,
-``None`` members left out as the serializer leaves them out. What botocore parses from it is
-what it parses from the serializer's body (tests compare both through boto3); the
-``Content-Type`` is the protocol's, and handlers' own headers (DynamoDB's x-amz-crc32, computed
-over this body) are kept. Errors, other operations, SQS's query (XML) protocol and any value the
-dump does not know go through moto's serializer as before.
+GetQueueAttributes; DynamoDB Streams GetRecords), a successful result of the JSON protocol is
+dumped directly: bytes (blob members) as base64, datetimes (timestamp members) as epoch seconds
+with milliseconds, enums by value, ``None`` members left out as the serializer leaves them out.
+What botocore parses from it is what it parses from the serializer's body (tests compare both
+through boto3); the ``Content-Type`` is the protocol's, and handlers' own headers (DynamoDB's
+x-amz-crc32, computed over this body) are kept. Errors, other operations, SQS's query (XML)
+protocol and any value the dump does not know go through moto's serializer as before.
 
 Two lookups moto repeats on every request, memoised (their answers never change in a process):
 ``moto.backends.list_of_moto_modules`` lists moto's package directory (a listdir and ~50 stats;
