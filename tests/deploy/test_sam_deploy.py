@@ -7,12 +7,16 @@ AlarmEmail, ConnectInstanceArn and ContactsKeyUsers is refused with the template
 AssertDescription and leaves nothing; prod with the documented values deploys; a second deploy
 of a changed template updates test in place; `sam delete` removes it.
 
-Needs `make build` (.aws-sam/build, what the pipeline's build job uploads)."""
+Needs `make build` (.aws-sam/build, what the pipeline's build job uploads). Every deploy packages
+one copy of it, taken at the start, as the pipeline's jobs get the build job's one artifact: the
+local stacks `make test` runs beside this one execute the functions from .aws-sam/build and
+leave bytecode there, so packaging it again later would deploy other code."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -29,10 +33,8 @@ from harness import ROOT
 from harness.stack import samconfig_stack_name
 from tests.session_stack import READY_TIMEOUT
 
-pytestmark = pytest.mark.usefixtures("built")
-
 SAM = ROOT / ".tools" / "bin" / "sam"
-BUILT = ROOT / ".aws-sam" / "build" / "template.yaml"
+BUILD = ROOT / ".aws-sam" / "build"
 PORTS = range(4900, 4950)
 REGION = "us-east-1"
 ARTIFACTS_BUCKET = "rehearsal-artifacts"  # the bootstrap's ArtifactsBucket, for every stage
@@ -49,9 +51,13 @@ SUITE_TIMEOUT = 600  # the suite ~2 minutes alone, the poison test ~5
 
 
 @pytest.fixture(scope="module")
-def built() -> None:
-    if not BUILT.exists() or not SAM.exists():
+def built(tmp_path_factory) -> Path:
+    """The build's template, in the copy every deploy of the rehearsal packages."""
+    if not (BUILD / "template.yaml").exists() or not SAM.exists():
         pytest.fail("run `make setup build` first: the rehearsal deploys .aws-sam/build")
+    copy = tmp_path_factory.mktemp("build") / "build"
+    shutil.copytree(BUILD, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy / "template.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +119,9 @@ def _package_and_deploy(
     env: dict[str, str],
     environment_name: str,
     tmp: Path,
+    template: Path,
     *,
     config_file: Path | None = None,
-    template: Path = BUILT,
 ) -> subprocess.CompletedProcess[str]:
     """pipeline.yaml's `sam package` then `sam deploy` (release-prod.yaml's for prod)."""
     config_file = config_file or ROOT / "samconfig.toml"
@@ -155,8 +161,10 @@ def _outputs(stack: dict) -> dict[str, str]:
     return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
 
 
-def test_the_test_environment_deploys_and_runs_the_uploaded_code(endpoint, environment, tmp_path):
-    result = _package_and_deploy(environment, "test", tmp_path)
+def test_the_test_environment_deploys_and_runs_the_uploaded_code(
+    endpoint, environment, built, tmp_path
+):
+    result = _package_and_deploy(environment, "test", tmp_path, built)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Successfully created/updated stack - last-agent-routing-test" in result.stdout
@@ -238,9 +246,9 @@ def test_the_integration_suite_passes_against_the_stack_sam_deployed(
 
 
 def test_prod_without_what_step_3_sets_is_refused_with_the_templates_message(
-    endpoint, environment, tmp_path
+    endpoint, environment, built, tmp_path
 ):
-    result = _package_and_deploy(environment, "prod", tmp_path)
+    result = _package_and_deploy(environment, "prod", tmp_path, built)
 
     assert result.returncode != 0
     assert "Stage=prod needs AlarmEmail (samconfig.toml [prod.deploy.parameters])" in (
@@ -249,13 +257,13 @@ def test_prod_without_what_step_3_sets_is_refused_with_the_templates_message(
     assert _stack(endpoint, "last-agent-routing-prod") is None  # refused before any change
 
 
-def test_prod_with_the_documented_values_deploys(endpoint, environment, tmp_path):
+def test_prod_with_the_documented_values_deploys(endpoint, environment, built, tmp_path):
     samconfig = tmp_path / "samconfig.toml"
     text = (ROOT / "samconfig.toml").read_text()
     prod = tomllib.loads(text)["prod"]["deploy"]["parameters"]["parameter_overrides"]
     samconfig.write_text(text.replace(prod, " ".join((prod, *PROD_VALUES))))
 
-    result = _package_and_deploy(environment, "prod", tmp_path, config_file=samconfig)
+    result = _package_and_deploy(environment, "prod", tmp_path, built, config_file=samconfig)
 
     assert result.returncode == 0, result.stdout + result.stderr
     stack = _stack(endpoint, "last-agent-routing-prod")
@@ -264,19 +272,19 @@ def test_prod_with_the_documented_values_deploys(endpoint, environment, tmp_path
 
 
 def test_a_changed_template_updates_the_changed_resources_and_keeps_the_rest(
-    endpoint, environment, tmp_path
+    endpoint, environment, built, tmp_path
 ):
     before = _resources(endpoint, "last-agent-routing-test")
     changed = tmp_path / "template.yaml"
-    text = BUILT.read_text()
+    text = built.read_text()
     added = "\n  RehearsalQueue:\n    Type: AWS::SQS::Queue\n"
     changed.write_text(re.sub(r"^Resources:\n", "Resources:" + added, text, count=1, flags=re.M))
     # the relative CodeUri / ContentUri of the build resolve beside the template
-    for entry in BUILT.parent.iterdir():
+    for entry in built.parent.iterdir():
         if entry.is_dir():
             (tmp_path / entry.name).symlink_to(entry)
 
-    result = _package_and_deploy(environment, "test", tmp_path, template=changed)
+    result = _package_and_deploy(environment, "test", tmp_path, changed)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "+ Add" in result.stdout and "RehearsalQueue" in result.stdout
