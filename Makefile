@@ -126,13 +126,11 @@ deploy-rehearsal: setup build ## sam deploy (test; prod refused, then with step 
 	$(UV) run pytest tests/deploy
 
 # `make test`'s phases at once, each one's wall and CPU in bench/out/test-phases.jsonl (P8 of
-# `make bench` reports them): lint and the unit tests beside the integration suites and the
-# deploy rehearsal, which mostly wait (the rehearsal's poison test alone waits 5 x 60 s). The
-# unit tests are niced (two CPU-bound workers for minutes: the local stacks' functions have 2 s
-# timeouts and must get a core when they need one); lint is not (one tool at a time, ~30 s of
-# CPU: niced, it took 426 s beside the rest and held sam-local back). sam-local (Docker, qemu)
-# once lint is done, the chaos runs once the integration suites are. setup and build run once,
-# before them.
+# `make bench` reports them): lint and the unit tests (CPU-bound, niced: the local stacks'
+# functions have 2 s timeouts and must get a core when they need one) beside the integration
+# suites and the deploy rehearsal, which mostly wait (the rehearsal's poison test alone waits
+# 5 x 60 s); sam-local (Docker, qemu) once lint is done, the chaos runs once the integration
+# suites are. setup and build run once, before them.
 PHASE := $(UV) run --quiet python -m bench.phases
 # Contacts of each of make test's chaos runs (`make chaos` alone: CHAOS_CONTACTS). Five runs of
 # 500 at once spent 565 s of the two cores' CPU and put `make test` at 801 s; 300 each keeps
@@ -146,9 +144,9 @@ test: setup build ## every check and test: lint, unit, integration and chaos in 
 
 test-phase-sam-local: test-phase-lint
 test-phase-chaos-modes: test-phase-integration-modes
-test-phase-unit: test-phase-%:
+test-phase-lint test-phase-unit: test-phase-%:
 	$(PHASE) $* -- nice -n 10 $(MAKE) --no-print-directory -o setup -o build $*
-test-phase-lint test-phase-integration-modes test-phase-sam-local test-phase-deploy-rehearsal test-phase-chaos-modes: test-phase-%:
+test-phase-integration-modes test-phase-sam-local test-phase-deploy-rehearsal test-phase-chaos-modes: test-phase-%:
 	$(PHASE) $* -- $(MAKE) --no-print-directory -o setup -o build $*
 
 # Without SAM's noise (it has no option for it): the functions have no requirements.txt on
