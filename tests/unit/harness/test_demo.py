@@ -16,7 +16,7 @@ class DrillStack:
         return True
 
     def faults(self, **_switches) -> None:
-        pass
+        """The drill's fault switches (consumers broken, then fixed): nothing to switch here."""
 
     @contextlib.contextmanager
     def failing_consumer(self, function: str):
