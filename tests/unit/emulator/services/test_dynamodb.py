@@ -1,13 +1,17 @@
 """DynamoDB writes (emulator/services/dynamodb.py), moto in process: TransactWriteItems checked
-whole under one write lock, UpdateItem's stream records."""
+whole under one write lock, UpdateItem's stream records, condition expressions parsed once."""
 
 import threading
 
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import dynamodb_backends
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
-from emulator.services import dynamodb
+from emulator.services import dynamodb, patching
 from tests.unit.emulator.support import ACCOUNT, REGION, client
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
@@ -316,3 +320,114 @@ def test_an_item_over_the_size_limit_is_refused_and_one_under_it_stored(moto_in_
         write("too-big", 5)  # 500,017 bytes
     assert "Item size has exceeded the maximum allowed size" in str(refused.value)
     assert table.get("too-big") is None
+
+
+# --- condition expressions parsed once ------------------------------------------------------------
+class _MotoParser(ConditionExpressionParser):
+    """moto's own parser, as it was before the patches."""
+
+    parse = patching.original(ConditionExpressionParser, "parse")
+    _make_operand = patching.original(ConditionExpressionParser, "_make_operand")
+
+
+_PATHS = st.sampled_from(["a", "b", "#n", "a.c", "l[1]"])
+_VALUES = st.sampled_from([":v0", ":v1", ":v2"])
+_OPERANDS = st.one_of(_PATHS, _VALUES, _PATHS.map(lambda path: f"size({path})"))
+
+
+def _conditions() -> st.SearchStrategy[str]:
+    simple = st.one_of(
+        st.tuples(_OPERANDS, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), _OPERANDS).map(
+            " ".join
+        ),
+        _PATHS.map(lambda path: f"attribute_exists({path})"),
+        _PATHS.map(lambda path: f"attribute_not_exists({path})"),
+        st.tuples(_PATHS, _VALUES).map(lambda pair: f"begins_with({pair[0]}, {pair[1]})"),
+        st.tuples(_PATHS, _VALUES).map(lambda pair: f"contains({pair[0]}, {pair[1]})"),
+        st.tuples(_OPERANDS, _VALUES, _VALUES).map(lambda t: f"{t[0]} BETWEEN {t[1]} AND {t[2]}"),
+        st.tuples(_OPERANDS, st.lists(_VALUES, min_size=1, max_size=3)).map(
+            lambda t: f"{t[0]} IN ({', '.join(t[1])})"
+        ),
+    )
+    return st.recursive(
+        simple,
+        lambda inner: st.one_of(
+            inner.map(lambda c: f"NOT {c}"),
+            inner.map(lambda c: f"({c})"),
+            st.tuples(inner, st.sampled_from(["AND", "OR"]), inner).map(" ".join),
+        ),
+        max_leaves=5,
+    )
+
+
+_SCALARS = st.one_of(
+    st.sampled_from(["", "x", "xy", "y"]).map(lambda s: {"S": s}),
+    st.integers(-2, 2).map(lambda n: {"N": str(n)}),
+)
+_EXPRESSION_VALUES = st.fixed_dictionaries({":v0": _SCALARS, ":v1": _SCALARS, ":v2": _SCALARS})
+_ITEMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "a": _SCALARS,
+        "b": _SCALARS,
+        "n": _SCALARS,
+        "l": st.lists(_SCALARS, max_size=3).map(lambda values: {"L": values}),
+    },
+)
+
+
+def _outcome(parser_class: type, expression: str, values: dict, items: list[dict]) -> tuple:
+    """What a parse gives: the condition's answer on each item (or the error), the names and
+    values it found; or the parse's error."""
+    parser = parser_class(expression, {"#n": "n"}, values)
+    try:
+        condition = parser.parse()
+    except Exception as error:
+        return ("parse failed", type(error).__name__, str(error))
+    answers = []
+    for attrs in items:
+        try:
+            answers.append(condition.expr(Item(DynamoType({"S": "k"}), None, attrs)))
+        except Exception as error:
+            answers.append((type(error).__name__, str(error)))
+    return answers, parser.expr_attr_names_found, parser.expr_attr_values_found
+
+
+@settings(max_examples=300, deadline=None)
+@given(_conditions(), _EXPRESSION_VALUES, _EXPRESSION_VALUES, st.lists(_ITEMS, max_size=4))
+def test_a_kept_condition_answers_as_moto_parses_it_with_each_calls_values(
+    expression, first, then, items
+):
+    """The first parse of an expression keeps its tree; a later one with other values answers
+    as moto's own parse with those values: the same answer on every item, the same names and
+    values found, the same error when it fails."""
+    assert _outcome(ConditionExpressionParser, expression, first, items) == _outcome(
+        _MotoParser, expression, first, items
+    )
+    assert _outcome(ConditionExpressionParser, expression, then, items) == _outcome(
+        _MotoParser, expression, then, items
+    )
+
+
+def test_a_kept_condition_still_needs_every_value_it_names(moto_in_process):
+    """The same expression decides by each write's own values; parsed once with every value
+    there, it fails without one of them as moto fails it (a KeyError naming the value, where
+    DynamoDB answers a ValidationException: docs/local-stack.md), not from the kept tree."""
+    table = Table()
+
+    def put(v: str, ended: str, **values: dict) -> None:
+        table.ddb.put_item(
+            TableName=table.name,
+            Item={"pk": {"S": "k"}, "v": {"S": v}, "ended": {"S": ended}},
+            ConditionExpression="attribute_not_exists(pk) OR ended < :ended",
+            ExpressionAttributeValues=values,
+        )
+
+    put("first", "2026-01-01", **{":ended": {"S": "2026-01-01"}})
+    put("newer", "2026-01-02", **{":ended": {"S": "2026-01-02"}})
+    with pytest.raises(ClientError) as stale:
+        put("older", "2026-01-01", **{":ended": {"S": "2026-01-01"}})
+    assert stale.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    with pytest.raises(KeyError, match=":ended"):
+        put("no value", "2026-01-03", **{":other": {"S": "2026-01-03"}})
+    assert table.get("k")["v"] == {"S": "newer"}
