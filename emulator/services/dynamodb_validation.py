@@ -34,6 +34,7 @@ https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWrite
 
 from __future__ import annotations
 
+import hashlib
 import json
 import operator
 import re
@@ -340,8 +341,8 @@ def _length(scalar: Any) -> int:
 
 
 # --- ClientRequestToken ---------------------------------------------------------------------------
-# token -> (the request without its token, when it completed)
-_tokens: dict[str, tuple[str, float]] = {}
+# token -> (a digest of the request without its token, when it completed), oldest first
+_tokens: dict[str, tuple[bytes, float]] = {}
 
 
 def forget_tokens() -> None:
@@ -354,16 +355,20 @@ def _idempotent(original: Callable[..., Any]) -> Callable[..., Any]:
         token = self.body.get("ClientRequestToken")
         if token is None:
             return original(self)
-        payload = json.dumps(
-            {k: v for k, v in self.body.items() if k != "ClientRequestToken"},
-            sort_keys=True,
-            default=bytes.hex,  # binary values
-        )
+        payload = hashlib.sha256(
+            json.dumps(
+                {k: v for k, v in self.body.items() if k != "ClientRequestToken"},
+                sort_keys=True,
+                default=bytes.hex,  # binary values
+            ).encode()
+        ).digest()
         with DYNAMODB_LOCK:
             now = time.monotonic()
-            for used, (_, at) in list(_tokens.items()):
-                if now - at > _TOKEN_WINDOW_SECONDS:
-                    del _tokens[used]
+            while _tokens:  # oldest first: a token is added once, when its request completed
+                used, (_, at) = next(iter(_tokens.items()))
+                if now - at <= _TOKEN_WINDOW_SECONDS:
+                    break
+                del _tokens[used]
             if token in _tokens:
                 if _tokens[token][0] != payload:
                     raise IdempotentParameterMismatch()
