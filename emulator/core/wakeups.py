@@ -13,14 +13,23 @@ import threading
 
 _lock = threading.Lock()
 _versions: dict[str, int] = {}
-_changed = threading.Condition(_lock)
+# One condition per source, all on one lock: a notify wakes the pollers of its own source only
+# (one condition for every source woke every waiting poller at each stream record).
+_changed: dict[str, threading.Condition] = {}
+
+
+def _condition(source_arn: str) -> threading.Condition:
+    condition = _changed.get(source_arn)
+    if condition is None:
+        condition = _changed[source_arn] = threading.Condition(_lock)
+    return condition
 
 
 def notify(source_arn: str) -> None:
     """Something arrived at the source."""
-    with _changed:
+    with _lock:
         _versions[source_arn] = _versions.get(source_arn, 0) + 1
-        _changed.notify_all()
+        _condition(source_arn).notify_all()
 
 
 def version(source_arn: str) -> int:
@@ -33,5 +42,7 @@ def version(source_arn: str) -> int:
 def wait(source_arn: str, seen: int, timeout: float) -> bool:
     """Until the source was notified after `seen` (its version() then), or the timeout passed;
     True when it was notified."""
-    with _changed:
-        return _changed.wait_for(lambda: _versions.get(source_arn, 0) != seen, timeout)
+    with _lock:
+        return _condition(source_arn).wait_for(
+            lambda: _versions.get(source_arn, 0) != seen, timeout
+        )
