@@ -1,5 +1,5 @@
 """emulator/services/responses.py: the JSON fast path gives botocore what moto's serializer gives
-it.
+it, and moto's handlers what moto's request parser gives them.
 
 Every response of a fast operation is serialized both ways (the fast dump and moto's generic
 serializer, from the same result) and both bodies go through botocore's own JSON parser: the
@@ -7,11 +7,14 @@ parsed responses must be equal, for DynamoDB items with every attribute type (bi
 sets included), SQS messages with string and binary message attributes, and stream records."""
 
 import base64
+import copy
 import datetime as dt
 
 import boto3
 import pytest
 from botocore import parsers
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from moto import mock_aws
 from moto.core.responses import BaseResponse
 from moto.core.utils import get_service_model
@@ -275,3 +278,110 @@ def test_fast_dump_values():
     assert responses.dumps({"t": moment}) == '{"t":1796040000.25}'
     with pytest.raises(TypeError):
         responses.dumps({"x": object()})
+
+
+# --- requests -------------------------------------------------------------------------------------
+@pytest.fixture
+def parsed_both_ways(monkeypatch):
+    """Every request of a fast operation parsed both ways: [(operation, fast path taken, fast
+    params, moto's params)]."""
+    seen = []
+    moto_parse = responses._original_parse_parameters
+
+    def both(self, request):
+        moto_parse(self, request)
+        expected = copy.deepcopy(self.params)
+        calls = []
+
+        def counted(response, req):
+            calls.append(req)
+            moto_parse(response, req)
+
+        monkeypatch.setattr(responses, "_original_parse_parameters", counted)
+        responses.parse_parameters(self, request)  # the handler then runs on these
+        if self._get_action() in responses.FAST_OPERATIONS.get(self.service_name, ()):
+            seen.append((self._get_action(), not calls, copy.deepcopy(self.params), expected))
+
+    monkeypatch.setattr(BaseResponse, "parse_parameters", both)
+    fake_credentials(monkeypatch)
+    with mock_aws():
+        yield seen
+
+
+_TEXT = st.text(alphabet=st.sampled_from('aZ 0:#null\\"é'), max_size=6)
+_NAMES = st.text(alphabet=st.sampled_from("abBS_"), min_size=1, max_size=3)
+_SCALAR_VALUES = st.one_of(
+    _TEXT.map(lambda text: {"S": text or "x"}),
+    st.integers(-99, 99).map(lambda n: {"N": str(n)}),
+    st.binary(max_size=4).map(lambda data: {"B": data}),
+    st.booleans().map(lambda flag: {"BOOL": flag}),
+    st.just({"NULL": True}),
+    st.lists(_TEXT.filter(bool), min_size=1, max_size=3, unique=True).map(lambda v: {"SS": v}),
+)
+_ATTRIBUTE_VALUES = st.recursive(
+    _SCALAR_VALUES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda values: {"L": values}),
+        st.dictionaries(_NAMES, inner, max_size=3).map(lambda values: {"M": values}),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(attributes=st.dictionaries(_NAMES, _ATTRIBUTE_VALUES, max_size=4))
+def test_dynamodb_requests_parse_to_what_moto_parses(parsed_both_ways, attributes):
+    """Whatever the item (binary or not, nulls, escapes, names that spell a converted member),
+    the parameters a handler gets are moto's own; a body without any of those takes the fast
+    path."""
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    if "tbl" not in ddb.list_tables()["TableNames"]:
+        create_stream_table(ddb, "tbl", sort_key_type="N")
+    parsed_both_ways.clear()
+    item = {"pk": {"S": "p"}, "sk": {"N": "1"}, **attributes}
+    ddb.put_item(TableName="tbl", Item=item)
+    ddb.transact_write_items(
+        TransactItems=[
+            {
+                "Put": {
+                    "TableName": "tbl",
+                    "Item": {**item, "sk": {"N": "2"}},
+                    "ConditionExpression": "attribute_not_exists(pk) OR pk = :p",
+                    "ExpressionAttributeValues": {":p": {"S": "p"}},
+                }
+            }
+        ]
+    )
+    ddb.get_item(TableName="tbl", Key={"pk": {"S": "p"}, "sk": {"N": "1"}})
+    assert [operation for operation, *_ in parsed_both_ways] == [
+        "PutItem",
+        "TransactWriteItems",
+        "GetItem",
+    ]
+    for operation, _, fast_params, moto_params in parsed_both_ways:
+        assert fast_params == moto_params, operation
+    assert parsed_both_ways[-1][1]  # a key of a string and a number: the fast path
+
+
+def test_sqs_requests_parse_to_what_moto_parses(parsed_both_ways):
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    binary = {"blob": {"DataType": "Binary", "BinaryValue": b"\x00data"}}
+    text = {"text": {"DataType": "String", "StringValue": "plain"}}
+    sqs.send_message(QueueUrl=url, MessageBody="one", MessageAttributes=text)
+    sqs.send_message(QueueUrl=url, MessageBody="two", MessageAttributes=binary)
+    sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x", "MessageAttributes": binary}]
+    )
+    sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
+    taken = {}
+    for operation, fast, fast_params, moto_params in parsed_both_ways:
+        assert fast_params == moto_params, operation
+        taken.setdefault(operation, []).append(fast)
+    assert taken == {
+        "SendMessage": [True, False],  # a binary attribute: moto's parser decodes it
+        "SendMessageBatch": [False],
+        "ReceiveMessage": [True],
+    }
