@@ -55,6 +55,7 @@ from emulator.stack import Deployment, load_template, local_code
 log = logging.getLogger("emulator.iam")
 RECORD_DIR = Path(".emulator") / "iam"  # beside the template
 _REDACT = re.compile(r"^[A-Za-z0-9_\-]*[^A-Za-z0-9_\-]")
+_LEADING_KEYS = "dynamodb:leadingkeys"  # item keys: recorded by their prefix alone (redact)
 
 
 def redact(value: str) -> str:
@@ -135,7 +136,7 @@ class Access:
         self.region = region
         self.account = account
         self.fingerprint = fingerprint
-        self._calls: Counter[tuple[str, str]] = Counter()
+        self._calls: Counter[tuple[Any, ...]] = Counter()
         self._lock = threading.Lock()
         self._key_schemas: dict[tuple[str, str | None], tuple[str, ...]] = {}
 
@@ -228,20 +229,21 @@ class Access:
         )
 
     def _record(self, logical_id: str, request: Request, decision: Decision | None) -> None:
-        """``decision`` None: the call could not be checked."""
-        context = {
-            key: [redact(v) for v in values] if key == "dynamodb:leadingkeys" else list(values)
+        """``decision`` None: the call could not be checked. Counted by a key of tuples (JSON
+        only in snapshot(): one per call cost a sorted json.dumps of every call)."""
+        context = tuple(
+            (key, tuple(sorted({redact(v) if key == _LEADING_KEYS else v for v in values})))
             for key, values in sorted(request.context.items())
-        }
-        entry = {
-            "action": request.action,
-            "resource": request.resource,
-            "context": {k: sorted(set(v)) for k, v in context.items()},
-            "allowed": None if decision is None else decision.allowed,
-            "grants": [] if decision is None else list(decision.grants),
-            "denied_by": None if decision is None else decision.denied_by,
-        }
-        key = (logical_id, json.dumps(entry, sort_keys=True))
+        )
+        key = (
+            logical_id,
+            request.action,
+            request.resource,
+            context,
+            None if decision is None else decision.allowed,
+            () if decision is None else tuple(decision.grants),
+            None if decision is None else decision.denied_by,
+        )
         with self._lock:
             self._calls[key] += 1
 
@@ -251,8 +253,19 @@ class Access:
         functions: dict[str, Any] = {
             logical_id: {**role, "calls": []} for logical_id, role in self.roles.items()
         }
-        for (logical_id, entry), count in sorted(counted):
-            functions[logical_id]["calls"].append({**json.loads(entry), "count": count})
+        entries = []
+        for (logical_id, action, resource, context, allowed, grants, denied_by), count in counted:
+            entry = {
+                "action": action,
+                "resource": resource,
+                "context": {name: list(values) for name, values in context},
+                "allowed": allowed,
+                "grants": list(grants),
+                "denied_by": denied_by,
+            }
+            entries.append((logical_id, json.dumps(entry, sort_keys=True), entry, count))
+        for logical_id, _, entry, count in sorted(entries, key=lambda e: e[:2]):
+            functions[logical_id]["calls"].append({**entry, "count": count})
         return {
             "fingerprint": self.fingerprint,
             "enforce": self.enforce,
