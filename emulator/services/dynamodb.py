@@ -1,7 +1,7 @@
 """moto 5.2.5's DynamoDB writes as DynamoDB makes them: no stream record for a write that changes
 nothing, one INSERT for an UpdateItem that creates its item, every write under one lock, and a
 TransactWriteItems checked whole before it writes anything; an item built in time linear in its
-attributes, and a condition expression parsed once."""
+attributes, a condition or update expression parsed once."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard
 from moto.dynamodb.models.utilities import bytesize
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
@@ -42,6 +43,7 @@ def install() -> None:
     _patch_dynamodb_writes()
     _patch_item_construction()
     _patch_condition_parsing()
+    _patch_update_parsing()
 
 
 # --- an item built in linear time ----------------------------------------------------------------
@@ -135,6 +137,53 @@ def _patch_condition_parsing() -> None:
 
     patching.replace(ConditionExpressionParser, "parse", parse)
     patching.replace(ConditionExpressionParser, "_make_operand", make_operand)
+
+
+# --- an update expression parsed once, its validators' maps built once ----------------------------
+# Gap (speed, not behaviour): moto parses an UpdateItem's expression twice (the handler's check of
+# the names and values it uses, then the backend; a transaction's Update once more for its check
+# here), each time through its tokenizer and recursive-descent parser; and every validator of an
+# UpdateExpressionValidator (ten passes over the tree) rebuilds its node-type -> processor map
+# (moto/dynamodb/parsing/ast_nodes.py DepthFirstTraverser ``_processing_map``) for every node it
+# visits, twice. The parser's tree is a function of the expression alone and nothing changes it:
+# each Validator deep-copies it before its passes (validators.py ``Validator.__init__``), the
+# handler only reads it. So a tree is kept per expression; and a traverser's map, a function of
+# the traverser alone (its own bound methods), is built once per traverser.
+_MAX_PARSED_UPDATES = 1024
+_parsed_updates: dict[str, Any] = {}
+
+
+def _patch_update_parsing() -> None:
+    original_make = UpdateExpressionParser.__dict__["make"].__func__
+
+    def make(cls: Any, expression: str) -> Any:
+        tree = _parsed_updates.get(expression)
+        if tree is None:
+            tree = original_make(cls, expression)  # a failing parse raises, and is not kept
+            if len(_parsed_updates) >= _MAX_PARSED_UPDATES:
+                _parsed_updates.pop(next(iter(_parsed_updates)), None)
+            _parsed_updates[expression] = tree
+        return tree
+
+    def processing(self: Any) -> tuple[tuple[type, ...], tuple[tuple[type, Any], ...]]:
+        built = self.__dict__.get("_emulator_processing")
+        if built is None:
+            pairs = tuple(self._processing_map().items())
+            built = self.__dict__["_emulator_processing"] = (tuple(t for t, _ in pairs), pairs)
+        return built
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        return processing(self)[0]
+
+    def process(self: Any, node: Any) -> Any:
+        for node_type, processor in processing(self)[1]:
+            if isinstance(node, node_type):
+                return processor(node)
+        return None
+
+    patching.replace(UpdateExpressionParser, "make", classmethod(make))
+    patching.replace(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
+    patching.replace(DepthFirstTraverser, "process", process)
 
 
 # --- stream records of writes that change nothing, and UpdateItem's extra INSERT ------------------

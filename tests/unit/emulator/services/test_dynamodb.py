@@ -1,15 +1,20 @@
 """DynamoDB writes (emulator/services/dynamodb.py), moto in process: TransactWriteItems checked
-whole under one write lock, UpdateItem's stream records, condition expressions parsed once."""
+whole under one write lock, UpdateItem's stream records, condition and update expressions parsed
+once."""
 
+import contextlib
 import threading
 
 import pytest
 from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from moto import mock_aws
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
 from emulator.services import dynamodb, patching
 from tests.unit.emulator.support import ACCOUNT, REGION, client
@@ -431,3 +436,97 @@ def test_a_kept_condition_still_needs_every_value_it_names(moto_in_process):
     with pytest.raises(KeyError, match=":ended"):
         put("no value", "2026-01-03", **{":other": {"S": "2026-01-03"}})
     assert table.get("k")["v"] == {"S": "newer"}
+
+
+# --- update expressions parsed once ---------------------------------------------------------------
+@contextlib.contextmanager
+def _moto_update_parsing():
+    """moto's own update expression parser and validator passes, as before the patches."""
+    with pytest.MonkeyPatch.context() as restore:
+        for owner, name in (
+            (UpdateExpressionParser, "make"),
+            (DepthFirstTraverser, "nodes_to_be_processed"),
+            (DepthFirstTraverser, "process"),
+        ):
+            restore.setattr(owner, name, patching.original(owner, name))
+        yield
+
+
+_UPDATE_ACTIONS = st.sampled_from(
+    [
+        "SET a = :s",
+        "SET #n = :n",
+        "SET n2 = n2 + :n",
+        "SET a = if_not_exists(a, :s)",
+        "SET l = list_append(l, :l)",
+        "SET m.k = :s",
+        "REMOVE a",
+        "REMOVE l[0]",
+        "ADD n2 :n",
+        "ADD ss :ss",
+        "DELETE ss :ss",
+    ]
+)
+_UPDATE_VALUES = st.fixed_dictionaries(
+    {
+        ":s": st.sampled_from(["x", "y"]).map(lambda s: {"S": s}),
+        ":n": st.integers(-3, 3).map(lambda n: {"N": str(n)}),
+        ":l": st.just({"L": [{"S": "e"}]}),
+        ":ss": st.sampled_from([["x"], ["x", "y"]]).map(lambda v: {"SS": v}),
+    }
+)
+_UPDATE_ITEMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "a": st.just({"S": "old"}),
+        "n2": st.integers(0, 2).map(lambda n: {"N": str(n)}),
+        "l": st.just({"L": [{"S": "first"}]}),
+        "m": st.just({"M": {"k": {"S": "v"}}}),
+        "ss": st.just({"SS": ["x"]}),
+    },
+)
+
+
+def _updated(ddb, table: str, item: dict, expression: str, values: list[dict]) -> list:
+    """The item after each update (or the error of the one that failed)."""
+    key = {"pk": {"S": "k"}}
+    ddb.put_item(TableName=table, Item={**key, **item})
+    after = []
+    for each in values:
+        used = {name: value for name, value in each.items() if name in expression}
+        try:
+            ddb.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression=expression,
+                **({"ExpressionAttributeValues": used} if used else {}),
+                **({"ExpressionAttributeNames": {"#n": "n"}} if "#n" in expression else {}),
+            )
+            after.append(ddb.get_item(TableName=table, Key=key)["Item"])
+        except ClientError as error:
+            after.append(error.response["Error"])
+    return after
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(_UPDATE_ACTIONS, min_size=1, max_size=3, unique=True),
+    _UPDATE_ITEMS,
+    st.lists(_UPDATE_VALUES, min_size=2, max_size=2),
+)
+def test_a_kept_update_expression_updates_as_moto_parses_it(actions, item, values):
+    """An expression parsed once and kept (its second use here) updates an item exactly as
+    moto's own parser and validators do, or fails with the same error."""
+    expression = " ".join(actions)
+    with mock_aws():
+        ddb = client("dynamodb")
+        for table in ("kept", "moto"):
+            ddb.create_table(
+                TableName=table,
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        kept = _updated(ddb, "kept", item, expression, values)
+        with _moto_update_parsing():
+            assert _updated(ddb, "moto", item, expression, values) == kept
