@@ -182,16 +182,17 @@ def sample(pid: int) -> CpuSample:
 
 def rival_python() -> Path:
     """ministack's interpreter in RIVAL_ENV, the environment created first when it is missing
-    (same Python minor version as ours). RuntimeError saying why when it cannot be."""
+    (on the Python ours runs on). RuntimeError saying why when it cannot be."""
     python = RIVAL_ENV / "bin" / "python"
     if rival_installed(RIVAL_ENV):
         return python
     uv = shutil.which("uv") or str(ROOT / ".tools" / "bin" / "uv")
     env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
     steps = [[uv, "pip", "install", "--python", str(python), f"{RIVAL}=={RIVAL_VERSION}"]]
-    if not python.exists():
+    if not python.exists():  # on this interpreter's own Python: uv may not find (or fetch) one
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        steps.insert(0, [uv, "venv", "--python", version, str(RIVAL_ENV)])
+        base = Path(sys.base_prefix) / "bin" / f"python{version}"
+        steps.insert(0, [uv, "venv", "--python", str(base), str(RIVAL_ENV)])
     for argv in steps:
         try:
             subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=300)
