@@ -27,7 +27,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard
 from moto.dynamodb.models.utilities import bytesize
-from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
@@ -139,18 +139,21 @@ def _patch_condition_parsing() -> None:
     patching.replace(ConditionExpressionParser, "_make_operand", make_operand)
 
 
-# --- an update expression parsed once, its validators' maps built once ----------------------------
+# --- an update expression parsed once, its validators' passes without rebuilt maps ----------------
 # Gap (speed, not behaviour): moto parses an UpdateItem's expression twice (the handler's check of
 # the names and values it uses, then the backend; a transaction's Update once more for its check
-# here), each time through its tokenizer and recursive-descent parser; and every validator of an
-# UpdateExpressionValidator (ten passes over the tree) rebuilds its node-type -> processor map
-# (moto/dynamodb/parsing/ast_nodes.py DepthFirstTraverser ``_processing_map``) for every node it
-# visits, twice. The parser's tree is a function of the expression alone and nothing changes it:
-# each Validator deep-copies it before its passes (validators.py ``Validator.__init__``), the
-# handler only reads it. So a tree is kept per expression; and a traverser's map, a function of
-# the traverser alone (its own bound methods), is built once per traverser.
+# here), each time through its tokenizer and recursive-descent parser; and each of the ten passes
+# of an UpdateExpressionValidator (moto/dynamodb/parsing/ast_nodes.py DepthFirstTraverser) rebuilds
+# its node-type -> processor map twice for every node it visits and asks ABCMeta's isinstance
+# what each node is. The parser's tree is a function of the expression alone and nothing changes
+# it: each Validator deep-copies it before its passes (validators.py ``Validator.__init__``), the
+# handler only reads it. So a tree is kept per expression; and a pass resolves each node type's
+# processor once (the first type of its map the node's type is a subclass of: what moto's
+# ``process`` picks, as none of those types has virtual subclasses), visiting the nodes as moto
+# does: children first, in order, each processed node put in its parent's place.
 _MAX_PARSED_UPDATES = 1024
 _parsed_updates: dict[str, Any] = {}
+_NODE_TYPES: dict[type, bool] = {}  # a type -> whether it is one of moto's tree nodes
 
 
 def _patch_update_parsing() -> None:
@@ -165,25 +168,45 @@ def _patch_update_parsing() -> None:
             _parsed_updates[expression] = tree
         return tree
 
-    def processing(self: Any) -> tuple[tuple[type, ...], tuple[tuple[type, Any], ...]]:
-        built = self.__dict__.get("_emulator_processing")
-        if built is None:
-            pairs = tuple(self._processing_map().items())
-            built = self.__dict__["_emulator_processing"] = (tuple(t for t, _ in pairs), pairs)
-        return built
+    def processor(self: Any, node_type: type) -> Any:
+        """What the traverser does with a node of this type: moto's ``process`` takes the first
+        of its map's types the node is an instance of (none of them has virtual subclasses)."""
+        by_type = self.__dict__.get("_emulator_processors")
+        if by_type is None:
+            by_type = self.__dict__["_emulator_processors"] = {}
+        if node_type not in by_type:
+            by_type[node_type] = next(
+                (
+                    process
+                    for handled, process in self._processing_map().items()
+                    if issubclass(node_type, handled)
+                ),
+                None,
+            )
+        return by_type[node_type]
 
-    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
-        return processing(self)[0]
-
-    def process(self: Any, node: Any) -> Any:
-        for node_type, processor in processing(self)[1]:
-            if isinstance(node, node_type):
-                return processor(node)
-        return None
+    def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+        node_type = type(node)
+        is_node = _NODE_TYPES.get(node_type)
+        if is_node is None:
+            is_node = _NODE_TYPES[node_type] = issubclass(node_type, Node)
+        if not is_node:
+            return node
+        parent = node.parent
+        if node.children is not None:
+            for index, child in enumerate(node.children):
+                self.pre_processing_of_child(node, index)
+                self.traverse_node_recursively(child, index)
+        process = processor(self, node_type)
+        if process is not None:
+            node = process(node)
+            node.parent = parent
+            if parent:
+                parent.children[child_id] = node
+        return node
 
     patching.replace(UpdateExpressionParser, "make", classmethod(make))
-    patching.replace(DepthFirstTraverser, "nodes_to_be_processed", nodes_to_be_processed)
-    patching.replace(DepthFirstTraverser, "process", process)
+    patching.replace(DepthFirstTraverser, "traverse_node_recursively", traverse_node_recursively)
 
 
 # --- stream records of writes that change nothing, and UpdateItem's extra INSERT ------------------

@@ -445,8 +445,7 @@ def _moto_update_parsing():
     with pytest.MonkeyPatch.context() as restore:
         for owner, name in (
             (UpdateExpressionParser, "make"),
-            (DepthFirstTraverser, "nodes_to_be_processed"),
-            (DepthFirstTraverser, "process"),
+            (DepthFirstTraverser, "traverse_node_recursively"),
         ):
             restore.setattr(owner, name, patching.original(owner, name))
         yield
