@@ -108,3 +108,86 @@ def test_a_client_expecting_100_continue_gets_it_once_and_then_the_answer(server
         while b"\r\n\r\n" not in answer_bytes:
             answer_bytes += raw.recv(4096)
         assert answer_bytes.startswith(b"HTTP/1.1 200 ")  # the answer, not a second 100
+
+
+def raw_answer(server, request: bytes) -> bytes:
+    """What the server sends back for ``request`` on a connection of its own, until it closes
+    the connection or the first answer is whole."""
+    with socket.create_connection(("127.0.0.1", server.get_host_and_port()[1]), 10) as raw:
+        raw.sendall(request)
+        received = b""
+        while chunk := raw.recv(65536):
+            received += chunk
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                None,
+            )
+            if length is not None and len(body) >= length:
+                break
+        return received
+
+
+def test_headers_are_read_in_any_case_and_a_folded_one_as_one_value(server):
+    answer_bytes = raw_answer(
+        server,
+        b"POST /_emulator/faults HTTP/1.1\r\nhOsT: localhost\r\nContent-Type: application/json\r\n"
+        b"X-Folded: first\r\n  second\r\nCONTENT-LENGTH: 2\r\n\r\n{}",
+    )
+    assert answer_bytes.startswith(b"HTTP/1.1 200 ")
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GET /_emulator/status HTTP/2.0\r\nHost: localhost\r\n\r\n", b"505"),
+        (b"GET /_emulator/status HTTX/1.1\r\nHost: localhost\r\n\r\n", b"400"),
+        (b"GET /_emulator/status HTTP/1.x\r\nHost: localhost\r\n\r\n", b"400"),
+        (b"GET /_emulator/status extra HTTP/1.1\r\nHost: localhost\r\n\r\n", b"400"),
+        (b"GET /_emulator/status\r\n\r\n", b"400"),  # HTTP/0.9: no AWS client speaks it
+        (
+            b"GET /_emulator/status HTTP/1.1\r\nHost: localhost\r\n"
+            + b"".join(b"X-%d: v\r\n" % n for n in range(101))
+            + b"\r\n",
+            b"431",
+        ),
+        (b"GET /_emulator/status HTTP/1.1\r\nX-Long: " + b"v" * 70000 + b"\r\n\r\n", b"431"),
+    ],
+)
+def test_a_request_http_does_not_allow_is_refused_and_its_connection_closed(
+    server, request_bytes, status
+):
+    answer_bytes = raw_answer(server, request_bytes)
+    assert answer_bytes.split(b" ")[1] == status
+    assert b"Connection: close" in answer_bytes
+
+
+@pytest.mark.parametrize(
+    ("version", "connection_header", "closed"),
+    [
+        (b"HTTP/1.1", b"", False),
+        (b"HTTP/1.1", b"Connection: close\r\n", True),
+        (b"HTTP/1.0", b"", True),
+        (b"HTTP/1.0", b"Connection: keep-alive\r\n", False),
+    ],
+)
+def test_a_connection_stays_open_as_its_version_and_connection_header_say(
+    server, version, connection_header, closed
+):
+    with socket.create_connection(("127.0.0.1", server.get_host_and_port()[1]), 10) as raw:
+        request = b"GET /_emulator/status " + version + b"\r\nHost: localhost\r\n"
+        raw.sendall(request + connection_header + b"\r\n")
+        raw.settimeout(3)
+        received = b""
+        try:
+            while chunk := raw.recv(65536):
+                received += chunk
+        except TimeoutError:  # still open: nothing more came
+            assert not closed
+        else:
+            assert closed  # the server ended the connection after its answer
+        assert received.startswith(version.replace(b"1.0", b"1.1") + b" 200 ")
