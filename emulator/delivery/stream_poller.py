@@ -76,7 +76,6 @@ from emulator.delivery.mappings import (
     StreamShards,
     compile_filters,
     encode_event,
-    encoded,
     event_size,
     log,
     log_invocation,
@@ -84,7 +83,7 @@ from emulator.delivery.mappings import (
     read_outcome,
     report_stream_invocation,
 )
-from emulator.services.dynamodbstreams import READERS_PER_SHARD, shard_readers
+from emulator.services.dynamodbstreams import READERS_PER_SHARD, shard_readers, shard_source
 
 GET_RECORDS_LIMIT = 1000
 MAX_RETRY_DELAY = 2.0
@@ -100,30 +99,36 @@ def wall_clock() -> float:
     return time.time()
 
 
-def _jsonable(value: Any) -> Any:
-    """A stream record value back in the JSON the event carries."""
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
+def _json_value(value: Any) -> Any:
+    """A stream record value JSON has no type for, as the event carries it."""
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, dt.datetime):
         return value.timestamp()
-    return value
+    raise TypeError(f"{type(value).__name__} in a stream record")
+
+
+def lambda_record_json(record: dict[str, Any], stream_arn: str, region: str) -> bytes:
+    """A GetRecords record as Lambda puts it in the event, in the event's JSON (json.dumps in C,
+    where a walk of every value in Python cost more than the mappings' filters)."""
+    shaped = dict(record)
+    change = shaped.get("dynamodb")
+    if isinstance(change, dict):
+        change = shaped["dynamodb"] = dict(change)
+        created = change.get("ApproximateCreationDateTime")
+        if isinstance(created, dt.datetime):
+            created = created.timestamp()
+        if isinstance(created, int | float):
+            # DynamoDB Streams rounds down to the second; Lambda sends it as a JSON number.
+            change["ApproximateCreationDateTime"] = float(int(created))
+    shaped["awsRegion"] = region
+    shaped["eventSourceARN"] = stream_arn
+    return json.dumps(shaped, default=_json_value).encode()
 
 
 def lambda_record(record: dict[str, Any], stream_arn: str, region: str) -> dict[str, Any]:
     """A GetRecords record as Lambda puts it in the event."""
-    shaped = _jsonable(record)
-    change = shaped.get("dynamodb", {})
-    created = change.get("ApproximateCreationDateTime")
-    if isinstance(created, int | float):
-        # DynamoDB Streams rounds down to the second; Lambda sends it as a JSON number.
-        change["ApproximateCreationDateTime"] = float(int(created))
-    shaped["awsRegion"] = region
-    shaped["eventSourceARN"] = stream_arn
-    return shaped
+    return json.loads(lambda_record_json(record, stream_arn, region))
 
 
 def sequence(record: dict[str, Any]) -> str:
@@ -376,7 +381,7 @@ class ShardWorker(threading.Thread):
         self.stop_event.set()
         with self._cond:
             self._cond.notify_all()
-        wakeups.notify(self.cfg.source_arn)  # a waiting reader returns at once
+        wakeups.notify(shard_source(self.cfg.source_arn, self.shard_id))  # it returns at once
 
     def stats_add(self, **counts: int) -> None:
         self.poller.stats.add(**counts)
@@ -410,9 +415,10 @@ class ShardWorker(threading.Thread):
         stop = self.stop_event
         arn = self.cfg.source_arn
         readers = shard_readers(arn, self.shard_id)
+        signal = shard_source(arn, self.shard_id)
         throttles = 0
         while not stop.is_set():
-            seen = wakeups.version(arn)
+            seen = wakeups.version(signal)
             try:
                 room = self._room()
                 if room <= 0:
@@ -442,7 +448,7 @@ class ShardWorker(threading.Thread):
                 if self._drain():
                     return
                 continue
-            wakeups.wait(arn, seen, IDLE_WAIT)
+            wakeups.wait(signal, seen, IDLE_WAIT)
 
     def _closed_now(self) -> bool:
         """The shard is closed (split): read when it has nothing more, not only at a refresh."""
@@ -474,10 +480,11 @@ class ShardWorker(threading.Thread):
         placed: list[tuple[int, Item]] = []
         last = self._read_after
         for raw in raws:
-            record = lambda_record(raw, cfg.source_arn, self.ctx.region)
+            part = lambda_record_json(raw, cfg.source_arn, self.ctx.region)
+            record = json.loads(part)
             last = sequence(record)
             if matches(filters, record):
-                placed.append((self._lane_of(record), Item(record, encoded(record), now)))
+                placed.append((self._lane_of(record), Item(record, part, now)))
             else:
                 placed.append((-1, Item(record, b"", now)))
                 dropped += 1

@@ -21,7 +21,8 @@ Gaps (moto/dynamodb/models/table.py, moto/dynamodbstreams/models.py), each close
   ResourceNotFoundException, moto asserted) and GetRecords (a bisection on the sequence numbers:
   they are no longer consecutive within a shard) work per shard. ``LATEST`` points after the
   shard's last record (moto: ``starting_sequence_number + len(items)``).
-- Every record added calls ``emulator.core.wakeups.notify(stream ARN)``.
+- Every record added calls ``emulator.core.wakeups.notify`` of its shard (``shard_source``): a
+  shard's readers wait on their own shard.
 - Readers per shard (moto has no limit): DynamoDB Streams serves "no more than two processes at
   most" reading one shard at the same time, "exceeding this limit can result in request
   throttling" (developer guide, "DynamoDB Streams: reading and processing a stream"). Modelled by
@@ -130,7 +131,13 @@ class Stream:
             record.record = build_record(self.table, self.view_type, event_name, old, new, sequence)
             shard.items.append(record)
             shard._q_sequences.append(sequence)
-        wakeups.notify(self.arn)
+        wakeups.notify(shard_source(self.arn, shard.id))
+
+
+def shard_source(stream_arn: str, shard_id: str) -> str:
+    """What a shard's readers wait on (emulator.core.wakeups): a record added to one shard wakes
+    that shard's readers, not every reader of the stream."""
+    return f"{stream_arn}#{shard_id}"
 
 
 def stream_of(table: Table) -> Stream | None:

@@ -5,6 +5,7 @@ result a function would. Queues, tables, streams and the mappings themselves are
 through the AWS APIs exactly as a deployment creates them.
 """
 
+import base64
 import copy
 import functools
 import hashlib
@@ -46,6 +47,7 @@ from emulator.delivery.sources import StreamSource
 from emulator.delivery.stream_poller import StreamMappingPoller
 from emulator.lambda_.workers import InvokeResult
 from emulator.services import dynamodbstreams, moto_patches
+from emulator.services.dynamodbstreams import shard_source
 from harness.polling import eventually, stable
 from tests.unit.emulator.support import REGION
 
@@ -1170,6 +1172,31 @@ def test_stream_records_keep_event_version_and_size_bytes_as_the_stream_gives_th
     )
 
 
+def test_stream_records_carry_binary_values_base64_and_every_type_as_the_event_json_does(
+    aws, runtime, engine
+):
+    stream = aws.table("types")
+    image = {
+        "pk": {"S": "k"},
+        "b": {"B": b"\x00\xffbin"},
+        "bs": {"BS": [b"\x01", b"\x02"]},
+        "n": {"N": "1.5"},
+        "m": {"M": {"deep": {"L": [{"B": b"\x10"}, {"BOOL": True}, {"NULL": True}]}}},
+        "s": {"S": "héllo"},
+    }
+    aws.ddb.put_item(TableName="types", Item=image)
+    aws.mapping(stream, StartingPosition="TRIM_HORIZON")
+    engine()
+    assert wait_for(lambda: runtime.calls)
+    (record,) = runtime.batches[0]
+    new_image = record["dynamodb"]["NewImage"]
+    assert new_image["b"] == {"B": base64.b64encode(b"\x00\xffbin").decode()}
+    assert new_image["bs"] == {"BS": ["AQ==", "Ag=="]}
+    assert new_image["m"]["M"]["deep"]["L"] == [{"B": "EA=="}, {"BOOL": True}, {"NULL": True}]
+    assert (new_image["n"], new_image["s"]) == ({"N": "1.5"}, {"S": "héllo"})
+    assert (record["awsRegion"], record["eventSourceARN"]) == (REGION, stream)
+
+
 # --- duplicate_rate ------------------------------------------------------------------------------
 
 
@@ -1248,7 +1275,7 @@ class FakeStream:
                     },
                 }
             )
-        wakeups.notify(FAKE_STREAM)
+        wakeups.notify(shard_source(FAKE_STREAM, shard_id))
 
     def shards(self) -> list[Shard]:
         with self.lock:
