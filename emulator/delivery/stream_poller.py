@@ -131,6 +131,33 @@ def lambda_record(record: dict[str, Any], stream_arn: str, region: str) -> dict[
     return json.loads(lambda_record_json(record, stream_arn, region))
 
 
+# Every mapping of a stream reads each of its records (three consumers in mode lambda): a record
+# is shaped once, for all of them, and its dict shared (nothing the engine does writes to one).
+# Known by its stream, sequence number and event id (a stream's sequence numbers only grow, even
+# across a reset; a table created again has a stream of another ARN; event ids are random).
+_SHAPED_LIMIT = 4096
+_shaped: dict[tuple[str, str, str], tuple[dict[str, Any], bytes]] = {}
+_shaped_lock = threading.Lock()
+
+
+def shaped_record(
+    raw: dict[str, Any], stream_arn: str, region: str
+) -> tuple[dict[str, Any], bytes]:
+    """The record as the event carries it, and its JSON there (lambda_record_json)."""
+    key = (stream_arn, raw["dynamodb"]["SequenceNumber"], raw.get("eventID", ""))
+    with _shaped_lock:
+        found = _shaped.get(key)
+    if found is not None:
+        return found
+    part = lambda_record_json(raw, stream_arn, region)
+    found = (json.loads(part), part)
+    with _shaped_lock:
+        if len(_shaped) >= _SHAPED_LIMIT:
+            del _shaped[next(iter(_shaped))]
+        _shaped[key] = found
+    return found
+
+
 def sequence(record: dict[str, Any]) -> str:
     return record["dynamodb"]["SequenceNumber"]
 
@@ -480,8 +507,7 @@ class ShardWorker(threading.Thread):
         placed: list[tuple[int, Item]] = []
         last = self._read_after
         for raw in raws:
-            part = lambda_record_json(raw, cfg.source_arn, self.ctx.region)
-            record = json.loads(part)
+            record, part = shaped_record(raw, cfg.source_arn, self.ctx.region)
             last = sequence(record)
             if matches(filters, record):
                 placed.append((self._lane_of(record), Item(record, part, now)))

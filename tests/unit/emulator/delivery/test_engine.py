@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 import urllib.request
+import uuid
 import zipfile
 from collections.abc import Callable
 
@@ -1260,7 +1261,7 @@ class FakeStream:
             self.sequence += 1
             self.items[shard_id].append(
                 {
-                    "eventID": f"e{self.sequence}",
+                    "eventID": uuid.uuid4().hex,  # random, as DynamoDB Streams' ids
                     "eventName": "INSERT",
                     "eventVersion": "1.1",
                     "eventSource": "aws:dynamodb",
