@@ -9,6 +9,7 @@ export a correction has replaced changes nothing, and any order converges.
 """
 
 import os
+from collections import Counter
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -43,17 +44,23 @@ def record_handler(record: DynamoDBRecord) -> None:
 
 
 def count(outcome: str, contact: dict, side: str) -> None:
+    outcomes[outcome] += 1
     if outcome in _METRICS:
         metrics.add_metric(name=_METRICS[outcome], unit=MetricUnit.Count, value=1)
-    logger.info(
+    logger.debug(
         "last agent checked", contact_id=contact["contact_id"], change=side, outcome=outcome
     )
 
 
 changes = TableChanges(record_handler)
+outcomes: Counter[str] = Counter()  # this invocation's, for its one INFO line
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return changes.process(event, context)
+    outcomes.clear()
+    try:
+        return changes.process(event, context)
+    finally:
+        logger.info("last agents checked", **outcomes)

@@ -3,6 +3,7 @@ an agent: it moves forward whatever the delivery order, and a corrected export t
 removes the contact it names makes it the newest remaining one."""
 
 import itertools
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -95,12 +96,18 @@ def test_every_delivery_order_converges_on_the_rules_newest(
     assert stored_last_agent(stack)["contact_id"] == newest["contact_id"]
 
 
-def test_stale_and_updated_outcomes_are_counted(stack, last_agent, lambda_context, capsys):
+def test_stale_and_updated_outcomes_are_counted(stack, last_agent, lambda_context, capsys, caplog):
+    caplog.set_level(logging.INFO)
     run(stack, last_agent, lambda_context, LATE, EARLY)
 
     out = capsys.readouterr().out
     assert '"LastAgentUpdated":[1.0]' in out.replace(" ", "")
     assert '"LastAgentStale":[1.0]' in out.replace(" ", "")
+    # one INFO line for the batch, its outcomes counted; a record's own line only at DEBUG
+    (line,) = [r for r in caplog.records if r.name.startswith("last_agent")]
+    assert (line.levelname, line.getMessage()) == ("INFO", "last agents checked")
+    assert (line.updated, line.stale) == (1, 1)
+    assert CALLER not in out + caplog.text
 
 
 @pytest.mark.parametrize(
