@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -352,6 +353,35 @@ class _Worker:
         self.server.server_close()
 
 
+class _AccountSlots:
+    """The account's concurrent executions, handed to waiting invocations in the order they
+    came: a released slot goes straight to the longest waiting one. (A semaphore lets the thread
+    that just released a slot take it back before a waiter wakes: under load one mapping's busy
+    lanes kept every slot and the other functions' invocations starved.)"""
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._lock = threading.Lock()
+        self._waiting: deque[threading.Lock] = deque()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiting.append(turn)
+        turn.acquire()  # released by the invocation that hands its slot over
+
+    def __exit__(self, *_: object) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().release()
+            else:
+                self._free += 1
+
+
 class _Pool:
     def __init__(self, runtime: Runtime, spec: FunctionSpec) -> None:
         self.runtime = runtime
@@ -454,7 +484,7 @@ class Runtime:
         self.echo = echo
         self.echo_prefix = echo_prefix
         self.max_concurrency = max_concurrency
-        self._account_slots = threading.BoundedSemaphore(account_concurrency)
+        self._account_slots = _AccountSlots(account_concurrency)
         self._aws_env = dict(os.environ if aws_env is None else aws_env)
         self._specs: dict[str, FunctionSpec] = {}
         self._names: dict[str, str] = {}

@@ -13,7 +13,7 @@ import pytest
 
 from emulator.core.faults import Faults
 from emulator.lambda_.packages import packages_dir
-from emulator.lambda_.workers import FunctionSpec, Runtime
+from emulator.lambda_.workers import FunctionSpec, Runtime, _AccountSlots
 from harness.polling import eventually
 
 HANDLER = textwrap.dedent(
@@ -346,6 +346,26 @@ def test_the_account_concurrency_queues_invocations_before_their_timeout_starts(
         assert results["FnB"].payload["remaining_before"] > 800  # its own full second
     finally:
         rt.close()
+
+
+def test_a_released_account_slot_goes_to_the_invocation_waiting_longest():
+    """An invocation that ends and at once asks again (a busy mapping's lane) queues behind the
+    one already waiting: it cannot take its slot back and starve the others."""
+    slots = _AccountSlots(1)
+    order = []
+
+    def waiting_invocation():
+        with slots:
+            order.append("waiting")
+
+    with slots:  # a busy lane's invocation
+        waiter = threading.Thread(target=waiting_invocation)
+        waiter.start()
+        eventually(lambda: len(slots._waiting) == 1)
+    with slots:  # the lane's next invocation, asked for the moment its last one ended
+        order.append("busy lane")
+    waiter.join(5)
+    assert order == ["waiting", "busy lane"]
 
 
 def test_function_output_goes_to_its_log_file(runtime, tmp_path):
