@@ -136,19 +136,29 @@ def _describe(value: Any) -> str:
 
 
 class _Leaf:
-    """A pattern leaf: a list of match values, OR-ed."""
+    """A pattern leaf: a list of match values, OR-ed. Its plain strings are one set: a record's
+    string leaf is looked up, not compared with each (they are most filters' values)."""
 
-    def __init__(self, tests: Sequence[Test], exists: set[bool]):
+    def __init__(self, tests: Sequence[Test], exists: set[bool], strings: frozenset[str]):
         self.tests = tuple(tests)
-        self.exists = exists  # the exists:true / exists:false rules present in this list
+        self.strings = strings
+        self.if_absent = False in exists  # exists: false
+        self.if_present = True in exists  # exists: true
 
     def match(self, value: Any, present: bool) -> bool:
-        leaves = _leaves(value) if present else []
-        if not leaves:
-            return False in self.exists
-        if True in self.exists:
-            return True
-        return any(test(leaf) for leaf in leaves for test in self.tests)
+        if not present or isinstance(value, dict):  # an object is not a leaf: absent
+            return self.if_absent
+        if isinstance(value, list):
+            leaves = _leaves(value)
+            if not leaves:
+                return self.if_absent
+            return self.if_present or any(self._test(leaf) for leaf in leaves)
+        return self.if_present or self._test(value)
+
+    def _test(self, leaf: Any) -> bool:
+        return (isinstance(leaf, str) and leaf in self.strings) or any(
+            test(leaf) for test in self.tests
+        )
 
 
 class _Object:
@@ -232,6 +242,7 @@ def _compile_leaf(values: list, path: str) -> _Leaf:
         raise InvalidPatternError(path, "empty lists are not allowed (a leaf needs match values)")
     tests: list[Test] = []
     exists: set[bool] = set()
+    strings: set[str] = set()
     for index, value in enumerate(values):
         at = f"{path}[{index}]"
         if isinstance(value, Mapping):
@@ -244,11 +255,13 @@ def _compile_leaf(values: list, path: str) -> _Leaf:
                 tests.append(_compile_operator(op, arg, at))
         elif isinstance(value, list):
             raise InvalidPatternError(at, "nested lists are not allowed")
-        elif value is None or isinstance(value, str | bool) or _is_finite(value):
+        elif isinstance(value, str):
+            strings.add(value)
+        elif value is None or isinstance(value, bool) or _is_finite(value):
             tests.append(lambda leaf, expected=value: _same_value(leaf, expected))
         else:
             raise InvalidPatternError(at, f"unsupported match value {value!r}")
-    return _Leaf(tests, exists)
+    return _Leaf(tests, exists, frozenset(strings))
 
 
 def _is_finite(value: Any) -> bool:
