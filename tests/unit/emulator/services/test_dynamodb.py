@@ -4,12 +4,12 @@ once."""
 
 import contextlib
 import threading
+import uuid
 
 import pytest
 from botocore.exceptions import ClientError
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
@@ -486,46 +486,54 @@ _UPDATE_ITEMS = st.fixed_dictionaries(
 )
 
 
-def _updated(ddb, table: str, item: dict, expression: str, values: list[dict]) -> list:
+def _updated(ddb, table: str, key: str, item: dict, expression: str, values: list) -> list:
     """The item after each update (or the error of the one that failed)."""
-    key = {"pk": {"S": "k"}}
-    ddb.put_item(TableName=table, Item={**key, **item})
+    item_key = {"pk": {"S": key}}
+    ddb.put_item(TableName=table, Item={**item_key, **item})
     after = []
     for each in values:
         used = {name: value for name, value in each.items() if name in expression}
         try:
             ddb.update_item(
                 TableName=table,
-                Key=key,
+                Key=item_key,
                 UpdateExpression=expression,
                 **({"ExpressionAttributeValues": used} if used else {}),
                 **({"ExpressionAttributeNames": {"#n": "n"}} if "#n" in expression else {}),
             )
-            after.append(ddb.get_item(TableName=table, Key=key)["Item"])
+            after.append(ddb.get_item(TableName=table, Key=item_key)["Item"])
         except ClientError as error:
             after.append(error.response["Error"])
     return after
 
 
-@settings(max_examples=120, deadline=None)
+@pytest.fixture
+def update_tables(moto_in_process):
+    """A table for the kept parse, one for moto's own, both in process for the whole test."""
+    ddb = client("dynamodb")
+    for table in ("kept", "moto"):
+        ddb.create_table(
+            TableName=table,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    return ddb
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     st.lists(_UPDATE_ACTIONS, min_size=1, max_size=3, unique=True),
     _UPDATE_ITEMS,
     st.lists(_UPDATE_VALUES, min_size=2, max_size=2),
 )
-def test_a_kept_update_expression_updates_as_moto_parses_it(actions, item, values):
+def test_a_kept_update_expression_updates_as_moto_parses_it(update_tables, actions, item, values):
     """An expression parsed once and kept (its second use here) updates an item exactly as
     moto's own parser and validators do, or fails with the same error."""
     expression = " ".join(actions)
-    with mock_aws():
-        ddb = client("dynamodb")
-        for table in ("kept", "moto"):
-            ddb.create_table(
-                TableName=table,
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
-        kept = _updated(ddb, "kept", item, expression, values)
-        with _moto_update_parsing():
-            assert _updated(ddb, "moto", item, expression, values) == kept
+    key = uuid.uuid4().hex  # an item of its own in each table
+    kept = _updated(update_tables, "kept", key, item, expression, values)
+    with _moto_update_parsing():
+        assert _updated(update_tables, "moto", key, item, expression, values) == kept
