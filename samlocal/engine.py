@@ -13,6 +13,7 @@ against the proxy, and SAM reports "No response from invoke container" at once.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import platform
 import re
@@ -28,6 +29,7 @@ from samlocal import debian
 from samlocal.commands import CommandError, run
 
 START_TIMEOUT_SECONDS = 60.0
+BRIDGE_TIMEOUT_SECONDS = 10.0  # for the default bridge's gateway once the daemon answers
 QEMU_MIN_VERSION = (8, 0)
 # binfmt_misc entries: the ELF header of the architecture's executables (magic, mask), as qemu's.
 _QEMU = {
@@ -172,21 +174,37 @@ def running(log_path: Path) -> Iterator[None]:
             stop(daemon)
 
 
+def _bridge_gateways() -> list[str]:
+    """The default bridge's IPv4 gateways. A daemon started for the first time on a machine was
+    seen answering `network inspect` with the bridge's subnet and no gateway yet: asked again for
+    a few seconds, then the subnet's first address, the one Docker gives the bridge."""
+    deadline = time.monotonic() + BRIDGE_TIMEOUT_SECONDS
+    while True:
+        inspected = run(
+            [
+                "docker", "network", "inspect", "bridge",
+                "--format", "{{range .IPAM.Config}}{{.Gateway}}|{{.Subnet}} {{end}}",
+            ]
+        )  # fmt: skip
+        configs = [entry.partition("|") for entry in inspected.split()]
+        gateways = [gateway for gateway, _, _ in configs if "." in gateway]  # IPv4
+        if gateways:
+            return gateways
+        if time.monotonic() > deadline:
+            subnets = [subnet for _, _, subnet in configs if "." in subnet]
+            return [str(ipaddress.ip_network(subnet)[1]) for subnet in subnets]
+        time.sleep(0.5)
+
+
 def host_address_for_containers() -> str:
     """Where the local stack listens for SAM's containers besides loopback: the host's address on
     Docker's default bridge, which `--add-host host.docker.internal:host-gateway` gives them
     (not every interface: nothing else on the network reaches the stack). Where that gateway is
     not an address of this machine (Docker Desktop: it is the VM's), containers reach the
     host's loopback through host.docker.internal, and loopback it is."""
-    inspected = run(
-        [
-            "docker", "network", "inspect", "bridge",
-            "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}",
-        ]
-    )  # fmt: skip
-    gateways = [address for address in inspected.split() if "." in address]  # IPv4
+    gateways = _bridge_gateways()
     if not gateways:
-        raise EngineError(f"Docker's bridge network has no IPv4 gateway: {inspected.strip()!r}")
+        raise EngineError("Docker's bridge network has no IPv4 gateway or subnet")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((gateways[0], 0))

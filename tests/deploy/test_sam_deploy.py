@@ -46,8 +46,10 @@ PROD_VALUES = (
     "0b5e7a7c-1f1e-4f5b-9a43-3c2b1d0e9f11",
     "ContactsKeyUsers=arn:aws:iam::123456789012:role/contact-exports",
 )
-SAM_TIMEOUT = 300
-SUITE_TIMEOUT = 600  # the suite ~2 minutes alone, the poison test ~5
+# Guards against a hang, not budgets: beside make test's other phases on a slow 2-core machine
+# the prod deploy took over 300 s (about 60 s alone), the suite over 600 s.
+SAM_TIMEOUT = 900
+SUITE_TIMEOUT = 1200  # the suite ~2 minutes alone, the poison test ~5
 
 
 @pytest.fixture(scope="module")
