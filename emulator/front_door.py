@@ -8,12 +8,14 @@ SQS, SNS: every one a POST to ``/``) that is about a third of the server's CPU p
 moto's request class, marked as coming from its server as its Flask app's subclass is, the same
 handler (the service's ``{0}/`` URL rule), a ClientError answered as moto's view answers it (400,
 its message). Every other request (S3, Lambda's REST paths, CloudFormation, unsigned calls, any
-other path) goes to moto's dispatcher.
+other path) goes to moto's dispatcher. The handler gets the URL werkzeug would rebuild and the
+request's own headers, and its answer goes out as werkzeug's Response would send it, without
+building either (together ~30% of a GetItem's time in the app).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -23,7 +25,8 @@ from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.moto_api import recorder
 from moto.sns.responses import SNSResponse
 from moto.sqs.responses import SQSResponse
-from werkzeug.wrappers import Response
+from werkzeug.http import HTTP_STATUS_CODES
+from werkzeug.sansio.utils import get_host
 
 from emulator.core import calls
 
@@ -43,6 +46,32 @@ class _ServerRequest(Request):
     from_wsgi_server = True
 
 
+def _url(environ: dict[str, Any], request: Request) -> str:
+    """``request.raw_url`` of a POST / without a query string, without werkzeug's URL rebuilding
+    (~0.2 ms a call): the scheme and the host as werkzeug reads them, and /."""
+    if environ.get("QUERY_STRING") or environ.get("RAW_URI", "/") != "/":
+        return request.raw_url
+    scheme = environ["wsgi.url_scheme"]
+    server = (environ["SERVER_NAME"], int(environ["SERVER_PORT"]))
+    return f"{scheme}://{get_host(scheme, environ.get('HTTP_HOST'), server)}/"
+
+
+def _answer(
+    status: int, headers: Mapping[str, Any], content: str | bytes | None, start_response: Callable
+) -> list[bytes]:
+    """What werkzeug's Response makes of a handler's answer, without building one: the body in
+    UTF-8, werkzeug's default Content-Type when the handler set none, the body's length."""
+    body = content.encode() if isinstance(content, str) else content or b""
+    pairs = [(name, str(value)) for name, value in headers.items()]
+    names = {name.lower() for name, _ in pairs}
+    if "content-type" not in names:
+        pairs.append(("Content-Type", "text/plain; charset=utf-8"))
+    if "content-length" not in names:
+        pairs.append(("Content-Length", str(len(body))))
+    start_response(f"{status} {HTTP_STATUS_CODES.get(status, 'UNKNOWN')}", pairs)
+    return [body]
+
+
 class FrontDoor:
     """WSGI app: a signed POST / of a hot service to its moto handler, the rest to ``app``."""
 
@@ -56,11 +85,12 @@ class FrontDoor:
         request = _ServerRequest(environ)
         recorder._record_request(request)  # as moto's view records (off unless asked)
         try:
-            result = handler(request, request.raw_url, dict(request.headers))
+            # the headers are the request's own (moto reads them from it when given none)
+            result = handler(request, _url(environ, request), None)
         except ClientError as exc:
             result = 400, {}, exc.response["Error"]["Message"]
         status, headers, content = result if len(result) == 3 else (200, {}, result)
-        return Response(response=content, status=status, headers=headers)(environ, start_response)
+        return _answer(status, headers, content, start_response)
 
     @staticmethod
     def handler(environ: dict[str, Any]) -> Callable[..., Any] | None:
