@@ -9,12 +9,14 @@ moto's request class, marked as coming from its server as its Flask app's subcla
 handler (the service's ``{0}/`` URL rule), a ClientError answered as moto's view answers it (400,
 its message). Every other request (S3, Lambda's REST paths, CloudFormation, unsigned calls, any
 other path) goes to moto's dispatcher. The handler gets the URL werkzeug would rebuild and the
-request's own headers, and its answer goes out as werkzeug's Response would send it, without
-building either (together ~30% of a GetItem's time in the app).
+request's own headers, a body that is no form as werkzeug's form parsing would leave it, and its
+answer goes out as werkzeug's Response would send it, without building any of them (together
+~40% of a GetItem's time in the app).
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -25,6 +27,7 @@ from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.moto_api import recorder
 from moto.sns.responses import SNSResponse
 from moto.sqs.responses import SQSResponse
+from werkzeug.datastructures import ImmutableMultiDict
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.sansio.utils import get_host
 
@@ -38,6 +41,8 @@ _HANDLERS: dict[str, Callable[..., Any]] = {
     "sns": SNSResponse.dispatch,
 }
 _STREAMS_TARGET = "DynamoDBStreams"
+_FORMS = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})  # werkzeug's
+_NO_FIELDS: ImmutableMultiDict[str, Any] = ImmutableMultiDict()
 
 
 class _ServerRequest(Request):
@@ -83,6 +88,12 @@ class FrontDoor:
         if handler is None:
             return self.app(environ, start_response)
         request = _ServerRequest(environ)
+        if request.mimetype not in _FORMS and "HTTP_CONTENT_ENCODING" not in environ:
+            # what werkzeug's form parsing leaves for a body that is no form, without its parser
+            body = calls.read_body(environ)
+            request.__dict__.update(
+                stream=io.BytesIO(body), form=_NO_FIELDS, files=_NO_FIELDS, data=body
+            )
         recorder._record_request(request)  # as moto's view records (off unless asked)
         try:
             # the headers are the request's own (moto reads them from it when given none)
