@@ -27,7 +27,12 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamShard
 from moto.dynamodb.models.utilities import bytesize
-from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node
+from moto.dynamodb.parsing.ast_nodes import (
+    DepthFirstTraverser,
+    Expression,
+    Node,
+    UpdateExpressionFunction,
+)
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
@@ -145,15 +150,17 @@ def _patch_condition_parsing() -> None:
 # here), each time through its tokenizer and recursive-descent parser; and each of the ten passes
 # of an UpdateExpressionValidator (moto/dynamodb/parsing/ast_nodes.py DepthFirstTraverser) rebuilds
 # its node-type -> processor map twice for every node it visits and asks ABCMeta's isinstance
-# what each node is. The parser's tree is a function of the expression alone and nothing changes
-# it: each Validator deep-copies it before its passes (validators.py ``Validator.__init__``), the
-# handler only reads it. So a tree is kept per expression; and a pass resolves each node type's
-# processor once (the first type of its map the node's type is a subclass of: what moto's
-# ``process`` picks, as none of those types has virtual subclasses), visiting the nodes as moto
-# does: children first, in order, each processed node put in its parent's place.
+# what each node is, one of them (ActionCountValidator) through ``Node.find_clauses`` at every
+# node; and the Validator deep-copies the tree through the pickling protocol. The parser's tree
+# is a function of the expression alone and nothing changes it: each Validator deep-copies it
+# before its passes (validators.py ``Validator.__init__``), the handler only reads it. So a tree
+# is kept per expression; a pass resolves each node type's processor once (the first type of its
+# map the node's type is a subclass of: what moto's ``process`` picks, as none of those types has
+# virtual subclasses) and visits the nodes as moto does (children first, in order, each processed
+# node put in its parent's place); node types are told apart by a cached subclass check; a node
+# is deep-copied attribute by attribute.
 _MAX_PARSED_UPDATES = 1024
 _parsed_updates: dict[str, Any] = {}
-_NODE_TYPES: dict[type, bool] = {}  # a type -> whether it is one of moto's tree nodes
 
 
 def _patch_update_parsing() -> None:
@@ -168,45 +175,81 @@ def _patch_update_parsing() -> None:
             _parsed_updates[expression] = tree
         return tree
 
-    def processor(self: Any, node_type: type) -> Any:
-        """What the traverser does with a node of this type: moto's ``process`` takes the first
-        of its map's types the node is an instance of (none of them has virtual subclasses)."""
-        by_type = self.__dict__.get("_emulator_processors")
-        if by_type is None:
-            by_type = self.__dict__["_emulator_processors"] = {}
-        if node_type not in by_type:
-            by_type[node_type] = next(
-                (
-                    process
-                    for handled, process in self._processing_map().items()
-                    if issubclass(node_type, handled)
-                ),
-                None,
-            )
-        return by_type[node_type]
-
-    def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
-        node_type = type(node)
-        is_node = _NODE_TYPES.get(node_type)
-        if is_node is None:
-            is_node = _NODE_TYPES[node_type] = issubclass(node_type, Node)
-        if not is_node:
-            return node
-        parent = node.parent
-        if node.children is not None:
-            for index, child in enumerate(node.children):
-                self.pre_processing_of_child(node, index)
-                self.traverse_node_recursively(child, index)
-        process = processor(self, node_type)
-        if process is not None:
-            node = process(node)
-            node.parent = parent
-            if parent:
-                parent.children[child_id] = node
-        return node
-
     patching.replace(UpdateExpressionParser, "make", classmethod(make))
-    patching.replace(DepthFirstTraverser, "traverse_node_recursively", traverse_node_recursively)
+    patching.replace(DepthFirstTraverser, "traverse_node_recursively", _traverse)
+    patching.replace(Node, "find_clauses", _find_clauses)
+    patching.replace(Node, "__deepcopy__", _deep_copy)
+
+
+_IS_NODE, _HAS_CLAUSES = 1, 2
+_node_kinds: dict[type, int] = {}  # a type -> what it is in moto's tree: _IS_NODE, _HAS_CLAUSES
+_NO_HOOK = DepthFirstTraverser.pre_processing_of_child
+_UNRESOLVED = object()
+
+
+def _kind(node_type: type) -> int:
+    kind = _node_kinds.get(node_type)
+    if kind is None:
+        kind = _node_kinds[node_type] = (_IS_NODE if issubclass(node_type, Node) else 0) | (
+            _HAS_CLAUSES if issubclass(node_type, Expression | UpdateExpressionFunction) else 0
+        )
+    return kind
+
+
+def _processor(traverser: Any, node_type: type) -> Any:
+    """What the traverser does with a node of this type: moto's ``process`` takes the first of its
+    map's types the node is an instance of (none of them has virtual subclasses)."""
+    by_type = traverser.__dict__.setdefault("_emulator_processors", {})
+    process = by_type.get(node_type, _UNRESOLVED)
+    if process is _UNRESOLVED:
+        process = by_type[node_type] = next(
+            (p for t, p in traverser._processing_map().items() if issubclass(node_type, t)), None
+        )
+    return process
+
+
+def _traverse(self: Any, node: Any, child_id: int = -1) -> Any:
+    """DepthFirstTraverser.traverse_node_recursively: children first, in order, each processed
+    node put in its parent's place; the pre-child hook called only where a pass has one."""
+    node_type = type(node)
+    if not _kind(node_type) & _IS_NODE:
+        return node
+    parent = node.parent
+    if node.children is not None:
+        hook = self.pre_processing_of_child
+        hooked = hook.__func__ is not _NO_HOOK
+        for index, child in enumerate(node.children):
+            if hooked:
+                hook(node, index)
+            self.traverse_node_recursively(child, index)
+    process = _processor(self, node_type)
+    if process is not None:
+        node = process(node)
+        node.parent = parent
+        if parent:
+            parent.children[child_id] = node
+    return node
+
+
+def _find_clauses(self: Any, clause_types: Any) -> list[Any]:
+    """Node.find_clauses: the children of those types, and theirs in expressions and functions."""
+    clauses: list[Any] = []
+    for child in self.children or []:
+        child_type = type(child)
+        if child_type in clause_types:
+            clauses.append(child)
+        elif _kind(child_type) & _HAS_CLAUSES:
+            clauses.extend(child.find_clauses(clause_types))
+    return clauses
+
+
+def _deep_copy(self: Any, memo: dict[int, Any]) -> Any:
+    """copy.deepcopy of a tree node without the pickling protocol it goes through: a twin of the
+    same type with deep copies of the attributes (its parent, copied before it, from ``memo``)."""
+    twin = object.__new__(type(self))
+    memo[id(self)] = twin
+    twin.__dict__.update({name: copy.deepcopy(value, memo) for name, value in vars(self).items()})
+    return twin
 
 
 # --- stream records of writes that change nothing, and UpdateItem's extra INSERT ------------------

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
-from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
 from emulator.services import dynamodb, patching
@@ -446,8 +446,14 @@ def _moto_update_parsing():
         for owner, name in (
             (UpdateExpressionParser, "make"),
             (DepthFirstTraverser, "traverse_node_recursively"),
+            (Node, "find_clauses"),
+            (Node, "__deepcopy__"),
         ):
-            restore.setattr(owner, name, patching.original(owner, name))
+            original = patching.original(owner, name)
+            if original is None:  # moto has none: the patch added it
+                restore.delattr(owner, name)
+            else:
+                restore.setattr(owner, name, original)
         yield
 
 
