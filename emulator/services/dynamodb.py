@@ -35,6 +35,7 @@ from moto.dynamodb.parsing.ast_nodes import (
 )
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 from moto.dynamodb.responses import DynamoHandler
 
@@ -147,18 +148,19 @@ def _patch_condition_parsing() -> None:
 # --- an update expression parsed once, its validators' passes without rebuilt maps ----------------
 # Gap (speed, not behaviour): moto parses an UpdateItem's expression twice (the handler's check of
 # the names and values it uses, then the backend; a transaction's Update once more for its check
-# here), each time through its tokenizer and recursive-descent parser; and each of the ten passes
-# of an UpdateExpressionValidator (moto/dynamodb/parsing/ast_nodes.py DepthFirstTraverser) rebuilds
-# its node-type -> processor map twice for every node it visits and asks ABCMeta's isinstance
-# what each node is, one of them (ActionCountValidator) through ``Node.find_clauses`` at every
-# node; and the Validator deep-copies the tree through the pickling protocol. The parser's tree
-# is a function of the expression alone and nothing changes it: each Validator deep-copies it
-# before its passes (validators.py ``Validator.__init__``), the handler only reads it. So a tree
-# is kept per expression; a pass resolves each node type's processor once (the first type of its
-# map the node's type is a subclass of: what moto's ``process`` picks, as none of those types has
-# virtual subclasses) and visits the nodes as moto does (children first, in order, each processed
-# node put in its parent's place); node types are told apart by a cached subclass check; a node
-# is deep-copied attribute by attribute.
+# here), each time through its tokenizer and recursive-descent parser; and each of the ten passes of
+# an UpdateExpressionValidator (moto/dynamodb/parsing/ast_nodes.py DepthFirstTraverser) rebuilds its
+# node-type -> processor map twice for every node it visits and asks ABCMeta's isinstance what each
+# node is, one of them (ActionCountValidator) through ``Node.find_clauses`` at every node; the
+# Validator deep-copies the tree through the pickling protocol; and each path name is looked for in
+# a list of DynamoDB's 573 reserved words. The parser's tree is a function of the expression alone
+# and nothing changes it: each Validator deep-copies it before its passes (validators.py
+# ``Validator.__init__``), the handler only reads it. So a tree is kept per expression; a pass
+# resolves each node type's processor once per traverser class (the first type of its map the node's
+# type is a subclass of: what moto's ``process`` picks, as none of those types has virtual
+# subclasses) and visits the nodes as moto does (children first, in order, each processed node put
+# in its parent's place); node types are told apart by a cached subclass check; a node is
+# deep-copied attribute by attribute; the reserved words are a set.
 _MAX_PARSED_UPDATES = 1024
 _parsed_updates: dict[str, Any] = {}
 
@@ -179,6 +181,10 @@ def _patch_update_parsing() -> None:
     patching.replace(DepthFirstTraverser, "traverse_node_recursively", _traverse)
     patching.replace(Node, "find_clauses", _find_clauses)
     patching.replace(Node, "__deepcopy__", _deep_copy)
+    # moto asks whether each path's name is reserved by a scan of a list of 573 words
+    patching.replace(
+        ReservedKeywords, "KEYWORDS", frozenset(ReservedKeywords._get_reserved_keywords())
+    )
 
 
 _IS_NODE, _HAS_CLAUSES = 1, 2
@@ -196,16 +202,24 @@ def _kind(node_type: type) -> int:
     return kind
 
 
+_processors_by_class: dict[tuple[type, type], Any] = {}
+
+
 def _processor(traverser: Any, node_type: type) -> Any:
     """What the traverser does with a node of this type: moto's ``process`` takes the first of its
-    map's types the node is an instance of (none of them has virtual subclasses)."""
-    by_type = traverser.__dict__.setdefault("_emulator_processors", {})
-    process = by_type.get(node_type, _UNRESOLVED)
-    if process is _UNRESOLVED:
-        process = by_type[node_type] = next(
+    map's types the node is an instance of (none of them has virtual subclasses). A pass's
+    traverser is new every call and its map names its own methods, so the choice is kept per
+    traverser class as the method's function; a map entry of another kind is looked up each time."""
+    key = (type(traverser), node_type)
+    function = _processors_by_class.get(key, _UNRESOLVED)
+    if function is _UNRESOLVED:
+        process = next(
             (p for t, p in traverser._processing_map().items() if issubclass(node_type, t)), None
         )
-    return process
+        if process is not None and getattr(process, "__self__", None) is not traverser:
+            return process
+        function = _processors_by_class[key] = getattr(process, "__func__", None)
+    return None if function is None else function.__get__(traverser)
 
 
 def _traverse(self: Any, node: Any, child_id: int = -1) -> Any:

@@ -15,6 +15,7 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 
 from emulator.services import dynamodb, patching
 from tests.unit.emulator.support import ACCOUNT, REGION, client
@@ -454,6 +455,7 @@ def _moto_update_parsing():
                 restore.delattr(owner, name)
             else:
                 restore.setattr(owner, name, original)
+        restore.setattr(ReservedKeywords, "KEYWORDS", None)  # moto loads its list again
         yield
 
 
@@ -461,6 +463,7 @@ _UPDATE_ACTIONS = st.sampled_from(
     [
         "SET a = :s",
         "SET #n = :n",
+        "SET data = :s",  # a reserved word
         "SET n2 = n2 + :n",
         "SET a = if_not_exists(a, :s)",
         "SET l = list_append(l, :l)",
