@@ -4,7 +4,8 @@ it, and moto's handlers what moto's request parser gives them.
 Every response of a fast operation is serialized both ways (the fast dump and moto's generic
 serializer, from the same result) and both bodies go through botocore's own JSON parser: the
 parsed responses must be equal, for DynamoDB items with every attribute type (binary and binary
-sets included), SQS messages with string and binary message attributes, and stream records."""
+sets included), SQS messages with string and binary message attributes, and stream records. SNS
+Publish and PublishBatch answers (XML) must be moto's bytes."""
 
 import base64
 import copy
@@ -16,7 +17,8 @@ from botocore import parsers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
-from moto.core.responses import BaseResponse
+from moto.core.responses import ActionResult, BaseResponse
+from moto.core.serialize import QuerySerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
 
 from emulator.services import responses
@@ -385,3 +387,77 @@ def test_sqs_requests_parse_to_what_moto_parses(parsed_both_ways):
         "SendMessageBatch": [False],
         "ReceiveMessage": [True],
     }
+
+
+# --- SNS: the query protocol's XML -------------------------------------------------------------
+def test_sns_publishes_answer_what_moto_serializer_writes(compared):
+    sns = boto3.client("sns", region_name=REGION)
+    standard = sns.create_topic(Name="answers")["TopicArn"]
+    fifo = sns.create_topic(
+        Name="answers.fifo", Attributes={"FifoTopic": "true", "ContentBasedDeduplication": "true"}
+    )["TopicArn"]
+    fast_before = responses.stats["fast"]
+    sns.publish(TopicArn=standard, Message="<one & only>")
+    sns.publish(TopicArn=fifo, Message="x", MessageGroupId="g")
+    sns.publish_batch(
+        TopicArn=standard,
+        PublishBatchRequestEntries=[
+            {"Id": "ok", "Message": "fine"},
+            {"Id": "too-long-subject", "Message": "m", "Subject": "s" * 101},
+        ],
+    )
+    answered = sns.publish_batch(
+        TopicArn=fifo,
+        PublishBatchRequestEntries=[{"Id": "a", "Message": "y", "MessageGroupId": "g"}],
+    )
+    assert answered["Successful"][0]["SequenceNumber"]  # a FIFO topic's, through the fast path
+    bodies = [(op, fast, generic) for service, op, fast, generic in compared if service == "sns"]
+    assert [op for op, *_ in bodies if op.startswith("Publish")] == [
+        "Publish",
+        "Publish",
+        "PublishBatch",
+        "PublishBatch",
+    ]
+    for operation, fast, generic in bodies:
+        if operation.startswith("Publish"):  # (moto's dispatch adds the request id's header later)
+            assert fast[0] == generic[0] == 200, operation
+            assert fast[1]["Content-Type"] == generic[1]["Content-Type"], operation
+            assert fast[2] == generic[2], operation
+    assert b"<Failed><member><Id>too-long-subject</Id>" in bodies[-2][1][2].encode()
+    assert responses.stats["fast"] == fast_before + 4
+
+
+_XML_TEXT = st.text(max_size=12)
+_ENTRIES = st.fixed_dictionaries(
+    {"Id": _XML_TEXT, "MessageId": _XML_TEXT},
+    optional={"SequenceNumber": st.none() | st.from_regex(r"\A[0-9]{1,20}\Z")},
+)
+_FAILURES = st.fixed_dictionaries(
+    {"Id": _XML_TEXT, "Code": _XML_TEXT, "SenderFault": st.sampled_from([True, False, "true"])},
+    optional={"Message": st.none() | _XML_TEXT},
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    successful=st.none() | st.lists(_ENTRIES, max_size=3),
+    failed=st.none() | st.lists(_FAILURES, max_size=3),
+)
+def test_publish_batch_xml_is_moto_serializer_body(successful, failed):
+    """Any PublishBatch result (text of any characters, members left out, empty lists) is
+    written as moto's query serializer writes it, byte for byte."""
+    operation = get_service_model("sns").operation_model("PublishBatch")
+    result = {"Successful": successful, "Failed": failed}
+    moto_body = QuerySerializer(operation, value_picker=XFormedAttributePicker()).serialize(result)
+    assert responses.query_response(operation, ActionResult(result)) == moto_body["body"]
+
+
+def test_query_xml_leaves_what_it_does_not_know_to_moto():
+    operation = get_service_model("sns").operation_model("PublishBatch")
+    for result in (
+        {"Successful": [{"Id": "a", "MessageId": "m", "message_id": "alias"}]},  # moto's aliases
+        {"Successful": [None]},
+        {"Failed": "not a list"},
+    ):
+        with pytest.raises(TypeError):
+            responses.query_response(operation, ActionResult(result))
