@@ -34,13 +34,19 @@ A body that names none of the operation's converted members (for DynamoDB's item
 what ``json.loads`` gives, so it is loaded so; any other body, and any body that is not a JSON
 object, goes through moto's parser as before.
 
-Two lookups moto repeats on every request, memoised (their answers never change in a process):
-``moto.backends.list_of_moto_modules`` lists moto's package directory (a listdir and ~50 stats;
-the server's request router calls it twice per request) and
-``moto.core.utils.method_names_from_class`` (``inspect.getmembers`` of the handler class, from
-``BaseResponse.call_action``). And moto's random identifiers (``MotoRandom.get_random_string``:
-the 52-character request id of every response; ``get_random_hex``) draw one ``choice`` per
-character: one ``choices`` call instead, same alphabet and random source (seedable as before).
+Lookups moto repeats on every request, memoised (their answers never change in a process):
+``moto.backends.list_of_moto_modules`` lists moto's package directory (a listdir and ~50 stats; the
+server's request router calls it twice per request), ``moto.core.utils.method_names_from_class``
+(``inspect.getmembers`` of the handler class, from ``BaseResponse.call_action``) and
+``camelcase_to_underscores`` (a character loop: the action's name per request, every queue
+attribute's name each time SQS builds ``Queue.attributes``, as its SendMessage does for every
+message; kept for the last 1,024 names). And ``BackendDict``'s lookup of an account's backends
+(``sqs_backends[account]``, several per request) rebuilds the list of its keys and scans moto's
+registry of backend dicts (an ``__eq__`` each) on every call; once the account's backends exist it
+is a dict lookup (both only ever grow, and ``BackendDict.reset`` empties every dict with the
+registry). And moto's random identifiers (``MotoRandom.get_random_string``: the 52-character request
+id of every response; ``get_random_hex``) draw one ``choice`` per character: one ``choices`` call
+instead, same alphabet and random source (seedable as before).
 """
 
 from __future__ import annotations
@@ -61,11 +67,14 @@ from botocore.model import OperationModel, Shape
 from moto import backends as moto_backends
 from moto import settings
 from moto.core import responses as moto_responses
+from moto.core import utils as moto_utils
+from moto.core.base_backend import BackendDict
 from moto.core.common_types import TYPE_RESPONSE
 from moto.core.request import Request
 from moto.core.responses import ActionResult, BaseResponse, EmptyResult, PaginatedResult
 from moto.core.utils import get_service_model
 from moto.moto_api._internal.moto_random import HEX_CHARS, MotoRandom
+from moto.sqs import models as sqs_models
 
 from emulator.services.patching import original, replace
 
@@ -312,6 +321,19 @@ def method_names_from_class(clazz: object) -> list[str]:
     return _original_method_names(clazz)
 
 
+@functools.lru_cache(maxsize=1024)
+def camelcase_to_underscores(argument: str) -> str:
+    return _original_camelcase_to_underscores(argument)
+
+
+def backends_of_account(self: BackendDict, account_id: str) -> Any:
+    """BackendDict.__getitem__, a dict lookup once the account's backends exist."""
+    try:
+        return dict.__getitem__(self, account_id)
+    except KeyError:
+        return _original_backends_of_account(self, account_id)
+
+
 def get_random_string(
     self: MotoRandom, length: int = 20, include_digits: bool = True, lower_case: bool = False
 ) -> str:
@@ -326,18 +348,28 @@ def get_random_hex(self: MotoRandom, length: int = 8) -> str:
 
 _original_list_of_moto_modules: Any = moto_backends.list_of_moto_modules
 _original_method_names: Any = moto_responses.method_names_from_class
+_original_camelcase_to_underscores: Any = moto_utils.camelcase_to_underscores
+_original_backends_of_account: Any = BackendDict.__getitem__
+# the modules that call camelcase_to_underscores per request or per message, by their own name
+_CAMELCASE_CALLERS = (moto_utils, moto_responses, sqs_models)
 
 
 def install() -> None:
     global _original_serialized, _original_parse_parameters  # noqa: PLW0603
     global _original_list_of_moto_modules, _original_method_names  # noqa: PLW0603
+    global _original_camelcase_to_underscores, _original_backends_of_account  # noqa: PLW0603
     _original_serialized = original(BaseResponse, "serialized")
     _original_parse_parameters = original(BaseResponse, "parse_parameters")
     _original_list_of_moto_modules = original(moto_backends, "list_of_moto_modules")
     _original_method_names = original(moto_responses, "method_names_from_class")
+    _original_camelcase_to_underscores = original(moto_utils, "camelcase_to_underscores")
+    _original_backends_of_account = original(BackendDict, "__getitem__")
     replace(BaseResponse, "serialized", serialized)
     replace(BaseResponse, "parse_parameters", parse_parameters)
     replace(moto_backends, "list_of_moto_modules", list_of_moto_modules)
     replace(moto_responses, "method_names_from_class", method_names_from_class)
     replace(MotoRandom, "get_random_string", get_random_string)
     replace(MotoRandom, "get_random_hex", get_random_hex)
+    for module in _CAMELCASE_CALLERS:
+        replace(module, "camelcase_to_underscores", camelcase_to_underscores)
+    replace(BackendDict, "__getitem__", backends_of_account)

@@ -17,9 +17,12 @@ from botocore import parsers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
+from moto.core.base_backend import BackendDict
 from moto.core.responses import ActionResult, BaseResponse
 from moto.core.serialize import QuerySerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
+from moto.sqs import models as sqs_models
+from moto.sqs.models import sqs_backends
 
 from emulator.services import responses
 from harness.in_process import create_stream_table
@@ -461,3 +464,23 @@ def test_query_xml_leaves_what_it_does_not_know_to_moto():
     ):
         with pytest.raises(TypeError):
             responses.query_response(operation, ActionResult(result))
+
+
+def test_an_accounts_backends_are_looked_up_as_moto_registers_and_resets_them():
+    """After moto's reset (every mock's end) a lookup creates the account's backends again and
+    registers the dict, so the next reset empties it: no state leaks from one mock to the next."""
+    account = "111122223333"
+    sqs_backends[account]["us-east-1"].create_queue("kept-until-reset")
+    assert any(registered is sqs_backends for registered in BackendDict._instances)
+    BackendDict.reset()
+    assert account not in sqs_backends
+    assert sqs_backends[account]["us-east-1"].queues == {}
+    assert any(registered is sqs_backends for registered in BackendDict._instances)
+
+
+def test_cached_camelcase_names_are_moto_names():
+    for name in ("ApproximateNumberOfMessages", "SendMessageBatch", "FifoQueue", "KmsMasterKeyId"):
+        assert responses.camelcase_to_underscores(name) == (
+            responses._original_camelcase_to_underscores(name)
+        )
+    assert sqs_models.camelcase_to_underscores is responses.camelcase_to_underscores
