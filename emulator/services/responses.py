@@ -110,7 +110,7 @@ CONTENT_TYPE = "application/x-amz-json-1.0"  # DynamoDB, DynamoDB Streams and SQ
 FAST_QUERY_OPERATIONS: dict[str, frozenset[str]] = {"sns": frozenset({"Publish", "PublishBatch"})}
 QUERY_CONTENT_TYPE = "text/xml"
 
-stats = {"fast": 0, "generic": 0}  # responses of FAST_OPERATIONS each way (tests look)
+stats = {"fast": 0, "generic": 0}  # responses of the fast operations each way (tests look)
 _CONVERTED_TYPES = frozenset({"blob", "timestamp", "float", "double"})
 
 
@@ -146,16 +146,17 @@ def _json_protocol(response: BaseResponse) -> bool:
 
 def serialized(self: BaseResponse, action_result: ActionResult) -> TYPE_RESPONSE:
     """BaseResponse.serialized with the fast path (see the module docstring)."""
-    service = self.service_name or ""
-    action = self._get_action()
-    fast = action in FAST_OPERATIONS.get(service, ()) or action in FAST_QUERY_OPERATIONS.get(
-        service, ()
+    operations = FAST_OPERATIONS.get(self.service_name or "") or FAST_QUERY_OPERATIONS.get(
+        self.service_name or "", frozenset()
     )
     if (
-        not fast
+        not operations
         or isinstance(action_result, PaginatedResult)
         or isinstance(action_result.result, Exception)
     ):
+        return _original_serialized(self, action_result)
+    action = self._get_action()
+    if action not in operations:
         return _original_serialized(self, action_result)
     answer = _fast_answer(self, action, action_result)
     if answer is None:
