@@ -26,6 +26,7 @@ from harness.polling import eventually
 ROOT = Path(__file__).resolve().parents[3]  # the repository
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+STREAM_OF_BOTH_IMAGES = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -101,17 +102,24 @@ def create_function(lam, iam, name: str, **settings) -> str:
     )["FunctionArn"]
 
 
+def pk_table(name: str, **settings) -> dict:
+    """CreateTable's parameters for an on-demand table keyed by a string ``pk`` alone."""
+    return {
+        "TableName": name,
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST",
+        **settings,
+    }
+
+
 def stream_consumer(lam, iam, function: str, table: str = "contacts") -> dict:
     """A table with a stream and ``function`` (create_function) reading it from LATEST: the
     CreateEventSourceMapping answer."""
     create_function(lam, iam, function)
-    stream_arn = client("dynamodb").create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-    )["TableDescription"]["LatestStreamArn"]
+    new_images = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+    created = client("dynamodb").create_table(**pk_table(table, StreamSpecification=new_images))
+    stream_arn = created["TableDescription"]["LatestStreamArn"]
     return lam.create_event_source_mapping(
         EventSourceArn=stream_arn, FunctionName=function, StartingPosition="LATEST"
     )

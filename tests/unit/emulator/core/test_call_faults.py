@@ -26,7 +26,7 @@ from emulator.core.faults import Faults
 from emulator.lambda_.workers import FunctionSpec, Runtime
 from emulator.server import EmulatorServer
 from emulator.services import moto_patches
-from tests.unit.emulator.support import ACCOUNT, REGION
+from tests.unit.emulator.support import ACCOUNT, REGION, pk_table
 
 # Runs the AWS calls the event lists, one client per service (standard retries unless the event
 # says otherwise) and appends "<n> done" to the marker file after each call returned.
@@ -129,12 +129,7 @@ class Resources:
             urllib.request.Request(local.endpoint_url + "/moto-api/reset", method="POST")
         )
         ddb = local.client("dynamodb")
-        ddb.create_table(
-            TableName="table",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        ddb.create_table(**pk_table("table"))
         sqs = local.client("sqs")
         self.queue_url = sqs.create_queue(QueueName="queue")["QueueUrl"]
         self.topic_arn = local.client("sns").create_topic(Name="topic")["TopicArn"]

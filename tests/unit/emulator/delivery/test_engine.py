@@ -50,7 +50,7 @@ from emulator.lambda_.workers import InvokeResult
 from emulator.services import dynamodbstreams, moto_patches
 from emulator.services.dynamodbstreams import shard_source
 from harness.polling import eventually, stable
-from tests.unit.emulator.support import REGION
+from tests.unit.emulator.support import REGION, STREAM_OF_BOTH_IMAGES, pk_table
 
 CLIENT_CONFIG = Config(account_id_endpoint_mode="disabled", retries={"max_attempts": 2})
 
@@ -178,11 +178,7 @@ class Aws:
         """A table with a stream of ``shards`` shards (the local stack's default is 4; most tests
         here look at one shard's order)."""
         description = self.ddb.create_table(
-            TableName=name,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+            **pk_table(name, StreamSpecification=STREAM_OF_BOTH_IMAGES)
         )
         arn = description["TableDescription"]["LatestStreamArn"]
         with pytest.MonkeyPatch.context() as patch:  # the shard count is read once, here

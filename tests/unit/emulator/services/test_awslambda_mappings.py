@@ -14,7 +14,13 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.unit.emulator.support import ACCOUNT, REGION, create_function
+from tests.unit.emulator.support import (
+    ACCOUNT,
+    REGION,
+    STREAM_OF_BOTH_IMAGES,
+    create_function,
+    pk_table,
+)
 
 FUNCTION_TIMEOUT = 30
 
@@ -43,13 +49,8 @@ class Aws:
         return self.queue(name, FifoQueue="true")
 
     def stream(self, name: str = "contacts") -> str:
-        return self.ddb.create_table(
-            TableName=name,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )["TableDescription"]["LatestStreamArn"]
+        table = self.ddb.create_table(**pk_table(name, StreamSpecification=STREAM_OF_BOTH_IMAGES))
+        return table["TableDescription"]["LatestStreamArn"]
 
     def create(self, source_arn: str, **settings) -> dict:
         return self.lam.create_event_source_mapping(

@@ -18,7 +18,7 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 
 from emulator.services import dynamodb, patching
-from tests.unit.emulator.support import ACCOUNT, REGION, client
+from tests.unit.emulator.support import ACCOUNT, REGION, STREAM_OF_BOTH_IMAGES, client, pk_table
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
@@ -28,11 +28,7 @@ class Table:
         self.name = name
         self.ddb = client("dynamodb")
         self.stream_arn = self.ddb.create_table(
-            TableName=name,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+            **pk_table(name, StreamSpecification=STREAM_OF_BOTH_IMAGES)
         )["TableDescription"]["LatestStreamArn"]
         self.backend = dynamodb_backends[ACCOUNT][REGION]
         table = self.backend.get_table(name)
@@ -521,12 +517,7 @@ def update_tables(moto_in_process):
     """A table for the kept parse, one for moto's own, both in process for the whole test."""
     ddb = client("dynamodb")
     for table in ("kept", "moto"):
-        ddb.create_table(
-            TableName=table,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        ddb.create_table(**pk_table(table))
     return ddb
 
 

@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.unit.emulator.support import client, fake_credentials
+from tests.unit.emulator.support import client, fake_credentials, pk_table
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 TABLE = "contacts"
@@ -24,12 +24,7 @@ def ddb(monkeypatch):
     fake_credentials(monkeypatch)
     with mock_aws():
         ddb = client("dynamodb")
-        ddb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        ddb.create_table(**pk_table(TABLE))
         yield ddb
 
 
@@ -234,10 +229,7 @@ def test_an_expression_with_its_legacy_parameter_is_refused(ddb, call, params, l
 def test_table_names_outside_dynamodbs_rules_are_refused(ddb, name, constraint):
     message = refused(
         ddb.create_table,
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
+        **pk_table(name),
     )
     assert message == (
         f"1 validation error detected: Value '{name}' at 'tableName' failed to satisfy "
