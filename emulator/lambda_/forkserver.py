@@ -9,7 +9,7 @@ It imports boto3 (and with it botocore and their dependencies, wherever the func
 them) when that boto3 is the runtime's own; otherwise, or when the import fails, it preloads
 nothing and only forks. Importing boto3 reads no per-worker setting (credentials, the Runtime
 API's address are read later), which is why a forked worker is the worker a fresh process would
-be, with ~0.3 s less CPU before its handler's init: awslambdaric itself is not preloaded, its
+be, with ~0.5 s less CPU before its handler's init: awslambdaric itself is not preloaded, its
 native client reads the Runtime API's address when imported.
 
 Protocol over the socket ``<fd>`` (SOCK_SEQPACKET, one message per packet):

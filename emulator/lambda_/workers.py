@@ -365,7 +365,7 @@ class _Worker:
 
 class _ForkServer:
     """A function's fork server (forkserver.py): a process that has imported the runtime's boto3
-    and forks the function's workers, each ~0.3 s of CPU cheaper to start than a process of its
+    and forks the function's workers, each ~0.5 s of CPU cheaper to start than a process of its
     own. Its workers die with it."""
 
     def __init__(self, spec: FunctionSpec, env: dict[str, str]) -> None:
