@@ -14,9 +14,10 @@ REPORT = """
 import os, sys
 
 def lambda_handler(event, context):
-    if event.get("action") == "sleep":
+    if "hold_until" in event:  # the test creates this file to let the invocation end
         import time
-        time.sleep(event["seconds"])
+        while not os.path.exists(event["hold_until"]):
+            time.sleep(0.01)
     return {
         "path": sys.path,
         "env": dict(os.environ),
@@ -33,7 +34,7 @@ PER_INVOCATION = "_X_AMZN_TRACE_ID"
 
 
 def reporting_function(root, logical_id="Report") -> FunctionSpec:
-    spec = make_function(root, logical_id)
+    spec = make_function(root, logical_id, timeout=30.0)
     (spec.code_dir / "app.py").write_text(REPORT)
     return spec
 
@@ -78,13 +79,15 @@ def test_each_worker_of_a_function_is_a_process_of_its_own_from_one_server(tmp_p
     spec = reporting_function(tmp_path)
     with Runtime([spec], endpoint_url="http://127.0.0.1:4599", log_dir=None) as rt:
         results = []
-        sleep = {"action": "sleep", "seconds": 1}
+        held = {"hold_until": str(tmp_path / "release")}
         threads = [
-            threading.Thread(target=lambda: results.append(rt.invoke("Report", sleep)))
+            threading.Thread(target=lambda: results.append(rt.invoke("Report", held)))
             for _ in range(3)
         ]
         for thread in threads:
             thread.start()
+        eventually(lambda: sum(w._current is not None for w in list(rt._workers)) == 3)
+        (tmp_path / "release").touch()
         for thread in threads:
             thread.join()
         assert all(result.ok for result in results), [r.error for r in results]
@@ -114,11 +117,12 @@ def test_workers_end_with_their_server_and_the_next_invocation_starts_a_new_one(
     spec = reporting_function(tmp_path)
     with Runtime([spec], endpoint_url="http://127.0.0.1:4599", log_dir=None) as rt:
         first = rt.invoke("Report", {})
+        never = tmp_path / "never-created"
         worker = worker_of(rt, first.payload)
         server = worker.proc._server
         running = []
         thread = threading.Thread(
-            target=lambda: running.append(rt.invoke("Report", {"action": "sleep", "seconds": 30}))
+            target=lambda: running.append(rt.invoke("Report", {"hold_until": str(never)}))
         )
         thread.start()
         eventually(lambda: worker._current, timeout=10)  # the warm worker runs it
@@ -140,14 +144,14 @@ def test_a_stack_update_lets_a_running_invocation_finish_then_ends_the_old_serve
     spec = reporting_function(tmp_path)
     with Runtime([spec], endpoint_url="http://127.0.0.1:4599", log_dir=None) as rt:
         running = []
-        thread = threading.Thread(
-            target=lambda: running.append(rt.invoke("Report", {"action": "sleep", "seconds": 2}))
-        )
+        held = {"hold_until": str(tmp_path / "release")}
+        thread = threading.Thread(target=lambda: running.append(rt.invoke("Report", held)))
         thread.start()
-        server = eventually(lambda: rt._pools.get("Report") and rt._pools["Report"]._forkserver)
-        eventually(lambda: server._running or None, timeout=10)
+        (worker,) = eventually(lambda: [w for w in list(rt._workers) if w._current is not None])
+        server = worker.proc._server
         rt.register(FunctionSpec(**{**vars(spec), "environment": {"VERSION": "2"}}))
         assert server.proc.poll() is None  # its worker is still running the invocation
+        (tmp_path / "release").touch()
         thread.join(timeout=20)
         (finished,) = running
         assert finished.ok, finished.error
