@@ -69,10 +69,7 @@ def serve(control: socket.socket) -> dict[str, str] | None:
         except OSError:
             message, fds = b"", []
         if not message:
-            for pid in workers:
-                _kill(pid)
-            for pid in workers:
-                os.waitpid(pid, 0)
+            _stop(workers)
             return None
         request = json.loads(message)
         server = os.getpid()
@@ -91,7 +88,11 @@ def serve(control: socket.socket) -> dict[str, str] | None:
             os.setpgid(pid, pid)
         os.close(fds[0])
         workers.add(pid)
-        control.send(json.dumps({"pid": pid, "request": request["request"]}).encode())
+        try:
+            control.send(json.dumps({"pid": pid, "request": request["request"]}).encode())
+        except OSError:  # the stack went away meanwhile (stopped right after a cold start)
+            _stop(workers)
+            return None
 
 
 def _become_worker(output_fd: int, server: int) -> None:
@@ -121,6 +122,14 @@ def _report_exits(control: socket.socket, workers: set[int]) -> None:
             control.send(json.dumps({"exited": pid, "code": code}).encode())
         except OSError:
             return
+
+
+def _stop(workers: set[int]) -> None:
+    for pid in workers:
+        _kill(pid)
+    for pid in workers:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def _kill(pid: int) -> None:

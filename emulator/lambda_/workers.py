@@ -814,11 +814,18 @@ class Runtime:
         return worker
 
     def warm(self, names: Iterable[str] | None = None) -> None:
-        """Start one worker per function now (its init runs in the background)."""
+        """Start one worker per function now (its init runs in the background); nothing once the
+        runtime is closed (the stack stopped while it warmed)."""
         for name in names or list(self._specs):
             spec = self.resolve(name)
-            if spec is not None:
+            if spec is None:
+                continue
+            try:
                 self._pool(spec).warm()
+            except RuntimeError:
+                if self._closed:
+                    return
+                raise
 
     # --- invoke ------------------------------------------------------------------------------
     def invoke(self, function_name: str, event: Any) -> InvokeResult:

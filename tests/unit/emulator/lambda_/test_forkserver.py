@@ -2,11 +2,15 @@
 would be (its path, environment, directory, arguments), with the runtime's boto3 imported
 before; a function's own boto3 is never preloaded; the server's end ends its workers."""
 
+import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 
-from emulator.lambda_.workers import FunctionSpec, Runtime, _ForkedProcess, _Pool
+from emulator.lambda_.workers import _FORKSERVER, FunctionSpec, Runtime, _ForkedProcess, _Pool
 from harness.polling import eventually
 from tests.unit.emulator.lambda_.test_workers import make_function
 
@@ -170,3 +174,27 @@ def test_closing_the_runtime_ends_every_fork_server_and_worker(tmp_path):
     rt.close()
     assert server.proc.poll() is not None
     assert ended(result.payload["pid"])
+
+
+def test_a_server_whose_stack_goes_away_during_a_fork_ends_quietly(tmp_path):
+    """The stack stopped right after asking for a worker: the server's answer finds no one. It
+    ends its worker and itself without a traceback in the stack's output."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with theirs:
+        server = subprocess.Popen(
+            [sys.executable, "-S", str(_FORKSERVER), str(theirs.fileno())],
+            cwd=tmp_path,
+            pass_fds=[theirs.fileno()],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    read_fd, write_fd = os.pipe()
+    worker_env = {"_HANDLER": "app.lambda_handler", "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9"}
+    request = json.dumps({"request": 1, "env": worker_env}).encode()
+    socket.send_fds(ours, [request], [write_fd])
+    os.close(write_fd)
+    ours.close()
+    _, stderr = server.communicate(timeout=30)
+    assert (server.returncode, stderr) == (0, "")
+    with os.fdopen(read_fd, "rb") as output:  # the worker's end of its output pipe: closed
+        output.read()

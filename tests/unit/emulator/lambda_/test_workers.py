@@ -418,6 +418,15 @@ def test_close_kills_every_worker(tmp_path):
     assert all(w.proc.poll() is not None for w in workers)
 
 
+def test_warming_a_closed_runtime_starts_nothing(tmp_path):
+    """`up` warms the functions in the background: a stack stopped meanwhile warms nothing and
+    says nothing of it."""
+    rt = Runtime([make_function(tmp_path, "FnW")], log_dir=None)
+    rt.close()
+    rt.warm()
+    assert not rt._workers
+
+
 def test_faults_validation():
     faults = Faults()
     with pytest.raises(ValueError, match="unknown"):
