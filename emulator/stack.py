@@ -38,9 +38,9 @@ from typing import Any
 import boto3
 from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.translator.transform import transform
-from samtranslator.yaml_helper import yaml_parse
 
 from emulator.core.arns import parse_arn
+from emulator.core.templates import parse_template
 from emulator.core.values import parse_bool
 from emulator.lambda_.workers import FunctionSpec
 
@@ -96,7 +96,7 @@ def load_samconfig(path: Path, env: str = "default") -> SamConfig:
 
 
 def load_template(path: Path) -> dict[str, Any]:
-    template = yaml_parse(path.read_text())
+    template = parse_template(path.read_text())
     if not isinstance(template, dict) or "Resources" not in template:
         raise DeployError(f"{path}: not a SAM/CloudFormation template")
     return template

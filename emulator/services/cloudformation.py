@@ -230,9 +230,9 @@ def template_from_url(url: str, account_id: str, partition: str) -> str:
 
 def parse_template(body: str) -> dict[str, Any]:
     """A template body, YAML (with the short intrinsic tags) or JSON."""
-    from samtranslator.yaml_helper import yaml_parse  # noqa: PLC0415
+    from emulator.core import templates  # noqa: PLC0415
 
-    template = yaml_parse(body)
+    template = templates.parse_template(body)
     if not isinstance(template, dict):
         from moto.cloudformation.exceptions import ValidationError  # noqa: PLC0415
 
