@@ -39,6 +39,7 @@ local stack's chaos run has those), IngestQueue's and NotificationQueue's own de
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -50,7 +51,7 @@ from urllib.parse import quote_plus
 
 import boto3
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from shared import ingest
+from shared import ingest, keys
 
 from emulator.core.filters import FilterCriteria
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
@@ -411,9 +412,10 @@ class Pipeline:
             )
 
     # -- the operator's commands -----------------------------------------------------------------
-    @property
+    @functools.cached_property
     def ops_stack(self) -> StackClient:
-        """The stack as `python -m ops` sees it (its outputs), on moto."""
+        """The stack as `python -m ops` sees it (its outputs), on moto; also the test's own
+        reader of the table."""
         return StackClient(
             name="model",
             session=boto3.session.Session(region_name=REGION),
@@ -493,12 +495,9 @@ class Pipeline:
         end STALE (its event came late). Seen between deliveries, so a file another version
         overtook while it was in progress is not held to it. Note too each file seen PROCESSED:
         it was applied, even if a reprocess later finds a newer version and ends it STALE."""
-        logs = self.stack.dynamodb.scan(
-            TableName=self.stack.contacts_table,
-            FilterExpression="#type = :log",
-            ExpressionAttributeNames={"#type": "type"},
-            ExpressionAttributeValues={":log": {"S": "PROCESSING_LOG"}},
-        )["Items"]
+        logs = self.ops_stack.get_items(
+            [keys.processing_log_key(file_id) for file_id in {u.file_id for u in self.uploads}]
+        )
         started = {log["file_id"]["S"] for log in logs}
         self.applied_files |= {
             log["file_id"]["S"] for log in logs if log["outcome"]["S"] == ingest.PROCESSED
