@@ -5,7 +5,9 @@ on. ``--total`` (``make test`` itself) starts a timed run: bench/out/test-phases
 the run is named in the environment COMMAND's phases inherit, and the whole suite's line is
 written last. A phase of a timed run appends its line: its wall seconds and its CPU seconds (user
 + system of COMMAND and every process it waited for: pytest, the local stacks, their function
-workers; not Docker's containers, which dockerd starts). Outside a timed run nothing is written.
+workers), and apart from it the CPU seconds of Docker's containers meanwhile (sam-local's
+functions, emulated: dockerd starts them, so no phase waits for them). Outside a timed run
+nothing is written.
 """
 
 from __future__ import annotations
@@ -24,9 +26,21 @@ RECORD = ROOT / "bench" / "out" / "test-phases.jsonl"
 RUN = "BENCH_PHASES_RUN"  # set for the phases of a timed run: its start time
 
 
+# Docker (cgroupfs, cgroup v1) puts its containers under this cpuacct group, whose counter keeps
+# the nanoseconds of containers that have ended; absent before Docker's first container.
+CONTAINERS_CPU = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")
+
+
 def cpu_of_children() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def cpu_of_containers() -> float:
+    try:
+        return int(CONTAINERS_CPU.read_text()) / 1e9
+    except (OSError, ValueError):
+        return 0.0
 
 
 def commit() -> str:
@@ -52,7 +66,7 @@ def main(argv: list[str]) -> int:
         RECORD.parent.mkdir(parents=True, exist_ok=True)
         RECORD.write_text("")
         env[RUN] = datetime.now(UTC).isoformat(timespec="seconds")
-    began = time.monotonic()
+    began, containers_before = time.monotonic(), cpu_of_containers()
     # close_fds=False: a make below keeps the jobserver of the make above, as under a shell.
     code = subprocess.call(command, env=env, close_fds=False)
     if RUN not in env:
@@ -62,6 +76,7 @@ def main(argv: list[str]) -> int:
         "phase": name,
         "wall_s": round(time.monotonic() - began, 1),
         "cpu_s": round(cpu_of_children(), 1),
+        "containers_cpu_s": round(max(cpu_of_containers() - containers_before, 0.0), 1),
         "exit": code,
         "total": total,
     }
@@ -69,8 +84,12 @@ def main(argv: list[str]) -> int:
         line |= {"commit": commit(), "cores": os.cpu_count()}
     with RECORD.open("a") as record:
         record.write(json.dumps(line) + "\n")
+    containers = f" (+{line['containers_cpu_s']:.0f} s in containers)" * bool(
+        line["containers_cpu_s"]
+    )
     print(
-        f"== {name}: {line['wall_s']:.0f} s wall, {line['cpu_s']:.0f} s CPU, exit {code}",
+        f"== {name}: {line['wall_s']:.0f} s wall, {line['cpu_s']:.0f} s CPU{containers}, "
+        f"exit {code}",
         flush=True,
     )
     return code
