@@ -18,8 +18,9 @@ def test_a_phase_records_its_cpu_and_its_containers_cpu_apart(tmp_path, monkeypa
     monkeypatch.setattr(phases, "RECORD", record)
     monkeypatch.setattr(p8, "RECORD", record)
     monkeypatch.setenv(phases.RUN, RUN)
-    containers_ran = (  # ~0.3 s of its own CPU, and 2.5 s of the containers'
-        f"import pathlib; sum(range(10**7)); pathlib.Path({str(counter)!r}).write_text('7500000000')"
+    containers_ran = (  # ~0.3 s of its own CPU; the containers 2.5 s
+        f"import pathlib; sum(range(10**7)); "
+        f"pathlib.Path({str(counter)!r}).write_text('7500000000')"
     )
 
     assert phases.main(["sam-local", "--", sys.executable, "-c", containers_ran]) == 0
