@@ -152,8 +152,11 @@ test-phase-sam-local: test-phase-lint
 test-phase-chaos-modes: test-phase-integration-modes
 test-phase-lint test-phase-unit: test-phase-%:
 	$(PHASE) $* -- nice -n 10 $(MAKE) --no-print-directory -o setup -o build $*
-test-phase-integration-modes test-phase-sam-local test-phase-deploy-rehearsal test-phase-chaos-modes: test-phase-%:
+test-phase-integration-modes test-phase-deploy-rehearsal test-phase-chaos-modes: test-phase-%:
 	$(PHASE) $* -- $(MAKE) --no-print-directory -o setup -o build $*
+# Its functions run in Docker's containers, which no phase waits for: their CPU counted apart.
+test-phase-sam-local:
+	$(PHASE) --containers sam-local -- $(MAKE) --no-print-directory -o setup -o build sam-local
 
 # Without SAM's noise (it has no option for it): the functions have no requirements.txt on
 # purpose, their dependencies are the layer's (an empty one trades each warning for a pip run and

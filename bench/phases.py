@@ -1,17 +1,19 @@
 """`make test`'s phases, timed from outside: what P8 (`make bench`) reports.
 
-``python -m bench.phases [--total] NAME -- COMMAND ...`` runs COMMAND and passes its exit status
-on. ``--total`` (``make test`` itself) starts a timed run: bench/out/test-phases.jsonl is emptied,
-the run is named in the environment COMMAND's phases inherit, and the whole suite's line is
-written last. A phase of a timed run appends its line: its wall seconds and its CPU seconds (user
-+ system of COMMAND and every process it waited for: pytest, the local stacks, their function
-workers), and apart from it the CPU seconds of Docker's containers meanwhile (sam-local's
-functions, emulated: dockerd starts them, so no phase waits for them). Outside a timed run
-nothing is written.
+``python -m bench.phases [--total] [--containers] NAME -- COMMAND ...`` runs COMMAND and passes
+its exit status on. ``--total`` (``make test`` itself) starts a timed run:
+bench/out/test-phases.jsonl is emptied, the run is named in the environment COMMAND's phases
+inherit, and the whole suite's line is written last. A phase of a timed run appends its line:
+its wall seconds and its CPU seconds (user + system of COMMAND and every process it waited for:
+pytest, the local stacks, their function workers). With ``--containers`` (the phase that runs
+Docker's containers: sam-local's functions, emulated; dockerd starts them, so no phase waits for
+them) and for the whole run, the containers' CPU seconds meanwhile too, apart. Outside a timed
+run nothing is written.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import resource
@@ -55,10 +57,15 @@ def commit() -> str:
 
 
 def main(argv: list[str]) -> int:
-    total = argv[:1] == ["--total"]
-    argv = argv[1:] if total else argv
+    options = set(itertools.takewhile(lambda arg: arg in ("--total", "--containers"), argv))
+    argv = argv[len(options) :]
+    total = "--total" in options
+    containers = total or "--containers" in options
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m bench.phases [--total] NAME -- COMMAND ...", file=sys.stderr)
+        print(
+            "usage: python -m bench.phases [--total] [--containers] NAME -- COMMAND ...",
+            file=sys.stderr,
+        )
         return 2
     name, command = argv[0], argv[2:]
     env = dict(os.environ)
@@ -76,19 +83,18 @@ def main(argv: list[str]) -> int:
         "phase": name,
         "wall_s": round(time.monotonic() - began, 1),
         "cpu_s": round(cpu_of_children(), 1),
-        "containers_cpu_s": round(max(cpu_of_containers() - containers_before, 0.0), 1),
         "exit": code,
         "total": total,
     }
+    if containers:
+        line["containers_cpu_s"] = round(max(cpu_of_containers() - containers_before, 0.0), 1)
     if total:
         line |= {"commit": commit(), "cores": os.cpu_count()}
     with RECORD.open("a") as record:
         record.write(json.dumps(line) + "\n")
-    containers = f" (+{line['containers_cpu_s']:.0f} s in containers)" * bool(
-        line["containers_cpu_s"]
-    )
+    in_containers = f" (+{line['containers_cpu_s']:.0f} s in containers)" if containers else ""
     print(
-        f"== {name}: {line['wall_s']:.0f} s wall, {line['cpu_s']:.0f} s CPU{containers}, "
+        f"== {name}: {line['wall_s']:.0f} s wall, {line['cpu_s']:.0f} s CPU{in_containers}, "
         f"exit {code}",
         flush=True,
     )
