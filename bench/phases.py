@@ -57,7 +57,7 @@ def commit() -> str:
 
 
 def main(argv: list[str]) -> int:
-    options = set(itertools.takewhile(lambda arg: arg in ("--total", "--containers"), argv))
+    options = list(itertools.takewhile(lambda arg: arg in ("--total", "--containers"), argv))
     argv = argv[len(options) :]
     total = "--total" in options
     containers = total or "--containers" in options
