@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,13 @@ def built(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_stack() -> Iterator[LocalStackProcess]:
-    local = LocalStackProcess(free_port(PORTS), up_args=["--no-deploy"], tail_lines=200)
+def local_stack(tmp_path_factory) -> Iterator[LocalStackProcess]:
+    local = LocalStackProcess(
+        free_port(PORTS),
+        up_args=["--no-deploy"],
+        tail_lines=200,
+        log_path=tmp_path_factory.mktemp("stack") / "stack.log",
+    )
     try:
         local.start(READY_TIMEOUT, PORTS)
     except RuntimeError as error:
@@ -211,12 +217,22 @@ def _integration_tests(environment: dict[str, str], log: Path, *selection: str) 
         )  # fmt: skip
 
 
+def _failed_invocations(local_stack: LocalStackProcess) -> str:
+    """Every invocation that did not end ok, counted by function and outcome, and where the
+    stack's whole log is: first in a failure's message, which CI may cut short."""
+    counted = Counter(
+        (failed.function.removeprefix("last-agent-routing-test-"), failed.outcome)
+        for failed in local_stack.failed_invocations
+    )
+    lines = [f"  {function} {outcome}: {n}" for (function, outcome), n in sorted(counted.items())]
+    return "\n".join([f"failed invocations (stack log {local_stack.log_path}):", *lines])
+
+
 def _passed(run: subprocess.Popen, log: Path, local_stack: LocalStackProcess) -> int:
     """How many passed; the run must pass whole and skip only what needs the local stack."""
     returncode = run.wait(timeout=SUITE_TIMEOUT)
     text = log.read_text()
-    failed = local_stack.failed_invocations
-    assert returncode == 0, f"{text}\nfailed invocations: {failed}\n{local_stack.tail()}"
+    assert returncode == 0, f"{_failed_invocations(local_stack)}\n{text}\n{local_stack.tail()}"
     assert "stack: last-agent-routing-test on http://127.0.0.1:" in text
     skipped = [line for line in text.splitlines() if line.startswith("SKIPPED")]
     assert all(any(why in line for why in LOCAL_ONLY) for line in skipped), skipped

@@ -89,6 +89,15 @@ def delete_all_versions(s3, bucket: str, prefix: str) -> None:
             s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
 
 
+def wait_until_drained(stack: StackClient, output: str) -> None:
+    """Wait until a queue holds nothing, visible or in flight. Bounded by one visibility timeout
+    and a margin: an earlier test's message that failed once is in flight that long (180 s on the
+    test stage), while one that keeps failing stays until the DLQ takes it after maxReceiveCount
+    receives, so the wait fails."""
+    visibility = int(stack.queue_attributes(output, "VisibilityTimeout")["VisibilityTimeout"])
+    eventually(lambda: stack.queue_depth(output) == 0, timeout=visibility + 60)
+
+
 def wait_for_notifications(
     stack: StackClient, topic: TopicCapture, expected: Counter, timeout: float = 90
 ) -> Counter:

@@ -12,7 +12,7 @@ from shared import keys
 from harness.builders import contact, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
-from tests.integration.support import quick_redelivery
+from tests.integration.support import quick_redelivery, wait_until_drained
 
 pytestmark = pytest.mark.integration
 
@@ -52,8 +52,9 @@ def test_s3_test_event_is_acknowledged_without_retry(stack: StackClient):
         ),
     )
     # A failing message stays in the queue (in flight, then visible again) until it reaches the
-    # DLQ: an empty queue with nothing of ours in the DLQ means it was acknowledged.
-    eventually(lambda: stack.queue_depth("IngestQueueUrl") == 0, timeout=60)
+    # DLQ: an empty queue with nothing of ours in the DLQ means it was acknowledged, and no
+    # failed invocation (seen locally) that it was acknowledged at its first delivery.
+    wait_until_drained(stack, "IngestQueueUrl")
     assert_no_dead_letters(stack, request_id)
     # Locally also seen directly: no IngestFunction invocation failed (none was retried).
     assert stack.failed_invocations("IngestFunction") == failures_before
@@ -76,7 +77,7 @@ def test_object_deleted_before_read_is_a_terminal_skip(stack: StackClient, files
 
     log = eventually(lambda: stack.file_outcome(key, version), timeout=90)
     assert log["outcome"] == {"S": "SKIPPED_MISSING"}, log
-    eventually(lambda: stack.queue_depth("IngestQueueUrl") == 0, timeout=60)
+    wait_until_drained(stack, "IngestQueueUrl")
     assert_no_dead_letters(stack, key)
     assert stack.failed_invocations("IngestFunction") == failures_before
     assert not stack.contacts_of(caller)

@@ -8,6 +8,7 @@ import pytest
 from harness.builders import contact, jsonl, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
+from tests.integration.support import wait_until_drained
 
 pytestmark = [pytest.mark.integration, pytest.mark.fan_out_independent]
 
@@ -92,7 +93,7 @@ def test_unreadable_files_get_one_report_and_no_retries(stack: StackClient, file
         report = files.read_report(key)
         assert len(report) >= 1, name
     # Terminal: the queue drains without a retry cycle and nothing is dead-lettered.
-    eventually(lambda: stack.queue_depth("IngestQueueUrl") == 0, timeout=60)
+    wait_until_drained(stack, "IngestQueueUrl")
     no_dead_letter_mentions(stack, *(key for key, _ in put.values()))
     assert stack.failed_invocations("IngestFunction") == failures_before  # locally: no retry
 
