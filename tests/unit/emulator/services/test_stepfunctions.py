@@ -153,6 +153,26 @@ def test_start_sync_execution_runs_every_branch_over_each_item(local):
     assert sorted(b["id"] for b in bodies(local, "QueueB")) == [1, 2]
 
 
+def mapped_regions() -> int:
+    with open("/proc/self/maps") as maps:
+        return sum(1 for _ in maps)
+
+
+def test_executions_leave_no_thread_stacks_behind(local):
+    """moto's interpreter keeps every thread it starts (a branch, a Map iteration): kept, each
+    ended thread's stack stayed mapped, ~25 per execution of this machine, until the process could
+    map no more (MemoryError, "can't start new thread") under P5's load in mode pipe-sfn."""
+    before = mapped_regions()
+    for n in range(40):
+        answer = local.client("stepfunctions").start_sync_execution(
+            stateMachineArn=local.outputs["Machine"],
+            input=json.dumps([{"id": n, "item": i} for i in range(10)]),
+        )
+        assert answer["status"] == "SUCCEEDED"
+    assert mapped_regions() - before < 200  # leaked: over 2,000 (a stack and its guard page each)
+    assert len(bodies(local, "QueueA")) == len(bodies(local, "QueueB")) == 400
+
+
 def test_a_branch_that_cannot_deliver_fails_the_execution_with_its_error(local):
     answer = local.client("stepfunctions").start_sync_execution(
         stateMachineArn=local.outputs["BrokenMachine"], input=json.dumps([{"id": 3}])
