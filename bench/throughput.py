@@ -29,7 +29,6 @@ GetItem per file still in progress, the capture queue's receives; a few hundred 
 the load's tens of thousands).
 """
 
-import collections
 import os
 import statistics
 import threading
@@ -38,7 +37,7 @@ from pathlib import Path
 
 from bench.common import ROOT, Figure, percentile
 from bench.inprocess import generate_contacts, jsonl_lines
-from emulator.process import LocalStackProcess, fan_out_args, free_port
+from emulator.process import LocalStackProcess, describe_failures, fan_out_args, free_port
 from harness import expected
 from harness.builders import contact, jsonl, new_caller
 from harness.stack import StackClient
@@ -64,20 +63,6 @@ BUDGET_MODE = "lambda"  # the mode the budgets hold for; the others are reported
 RATE_BUDGET = 150  # contacts/s end to end over CONTACTS
 STACK_MS_BUDGET = 7.0  # CPU per contact: the local stack's process
 WORKERS_MS_BUDGET = 4.5  # CPU per contact: the function workers
-
-
-def failures(stack: StackClient) -> str:
-    """Invocations that did not end ok, by function and outcome, with their median time."""
-    groups: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
-    for function, outcome, millis in stack.failures():
-        groups[(function, outcome)].append(millis)
-    return (
-        ", ".join(
-            f"{function} {outcome} x{len(times)} (median {statistics.median(times):.0f} ms)"
-            for (function, outcome), times in sorted(groups.items())
-        )
-        or "none"
-    )
 
 
 def cpu(stack: LocalStackProcess) -> tuple[float, float]:
@@ -319,7 +304,7 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
             False if budgeted or extra else None,
             (
                 f"NOT DONE after {DONE_WITHIN_SECONDS} s: {progress}; invocations not ok: "
-                f"{failures(stack)}; {load}"
+                f"{describe_failures(stack.failures())}; {load}"
             ),
         )
     else:
@@ -336,7 +321,7 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
                 f"{FILES} files x {ROWS_PER_FILE} contacts put in {put_seconds:.1f} s, all done "
                 f"in {elapsed:.1f} s (first put to done, polled ~1 s): {progress}; "
                 f"{extra} unexpected or duplicate notifications; invocations not ok: "
-                f"{failures(stack)}; {load}"
+                f"{describe_failures(stack.failures())}; {load}"
             ),
         )
     contacts = CONTACTS if finished is not None else max(state["contacts"], 1)

@@ -21,6 +21,7 @@ import re
 import signal
 import socket
 import ssl
+import statistics
 import subprocess
 import sys
 import threading
@@ -64,6 +65,20 @@ class FailedInvocation(NamedTuple):
     function: str  # physical function name
     outcome: str  # error, timeout, partial, malformed, crash ...
     ms: int
+
+
+def describe_failures(failures: Iterable[FailedInvocation]) -> str:
+    """Invocations that did not end ok, by function and outcome, with their median time."""
+    groups: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
+    for function, outcome, millis in failures:
+        groups[(function, outcome)].append(millis)
+    return (
+        ", ".join(
+            f"{function} {outcome} x{len(times)} (median {statistics.median(times):.0f} ms)"
+            for (function, outcome), times in sorted(groups.items())
+        )
+        or "none"
+    )
 
 
 def free_port(ports: Iterable[int]) -> int:

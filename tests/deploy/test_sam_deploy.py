@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from emulator.process import LocalStackProcess, free_port
+from emulator.process import LocalStackProcess, describe_failures, free_port
 from harness import ROOT
 from harness.stack import samconfig_stack_name
 from tests.session_stack import READY_TIMEOUT
@@ -217,22 +216,16 @@ def _integration_tests(environment: dict[str, str], log: Path, *selection: str) 
         )  # fmt: skip
 
 
-def _failed_invocations(local_stack: LocalStackProcess) -> str:
-    """Every invocation that did not end ok, counted by function and outcome, and where the
-    stack's whole log is: first in a failure's message, which CI may cut short."""
-    counted = Counter(
-        (failed.function.removeprefix("last-agent-routing-test-"), failed.outcome)
-        for failed in local_stack.failed_invocations
-    )
-    lines = [f"  {function} {outcome}: {n}" for (function, outcome), n in sorted(counted.items())]
-    return "\n".join([f"failed invocations (stack log {local_stack.log_path}):", *lines])
-
-
 def _passed(run: subprocess.Popen, log: Path, local_stack: LocalStackProcess) -> int:
     """How many passed; the run must pass whole and skip only what needs the local stack."""
     returncode = run.wait(timeout=SUITE_TIMEOUT)
     text = log.read_text()
-    assert returncode == 0, f"{_failed_invocations(local_stack)}\n{text}\n{local_stack.tail()}"
+    # What failed first, with the log's path: CI may cut a long message short.
+    failed = describe_failures(local_stack.failed_invocations)
+    assert returncode == 0, (
+        f"failed invocations: {failed} (stack log {local_stack.log_path})\n{text}\n"
+        f"{local_stack.tail()}"
+    )
     assert "stack: last-agent-routing-test on http://127.0.0.1:" in text
     skipped = [line for line in text.splitlines() if line.startswith("SKIPPED")]
     assert all(any(why in line for why in LOCAL_ONLY) for line in skipped), skipped

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from emulator.process import LocalStackProcess, free_port
+from emulator.process import FailedInvocation, LocalStackProcess, describe_failures, free_port
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"
@@ -66,3 +66,16 @@ def test_a_stack_served_over_tls_is_reached_over_https_trusting_its_own_authorit
         assert local.control("/_emulator/status")["ready"]  # verified against it
     finally:
         local.stop()
+
+
+def test_failures_are_described_by_function_and_outcome_with_their_median_time():
+    failures = [
+        FailedInvocation("IngestFunction", "timeout", 2000),
+        FailedInvocation("IngestFunction", "error", 40),
+        FailedInvocation("IngestFunction", "timeout", 2100),
+        FailedInvocation("IngestFunction", "timeout", 9000),
+    ]
+    assert describe_failures(failures) == (
+        "IngestFunction error x1 (median 40 ms), IngestFunction timeout x3 (median 2100 ms)"
+    )
+    assert describe_failures([]) == "none"
