@@ -88,6 +88,7 @@ class Run:
     ingest_seconds: float = 0.0
     contacts: int = 0
     files: list[dict] = field(default_factory=list)
+    file_ids: list[str] = field(default_factory=list)  # bucket/key#version, as uploaded
     wrong_last_agents: dict[str, tuple[dict | None, dict]] = field(default_factory=dict)
     failed_recoveries: list[str] = field(default_factory=list)  # the drill's ops commands
 
@@ -209,7 +210,7 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
     for index, demo_file in enumerate(data.files):
 
         def put(demo_file: DemoFile = demo_file) -> bool:
-            return upload(stack, demo_file, wait=not args.burst, deadline=deadline)
+            return upload(demo, demo_file, wait=not args.burst, deadline=deadline)
 
         if index == drill_at:
             uploaded, demo.failed_recoveries = operator_drill(stack, put)
@@ -218,43 +219,37 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
         first_in = uploaded and first_in
 
     def first_export_in() -> bool:
-        demo.contacts = stack.count_of_type(keys.CONTACT)
-        return demo.contacts >= len(data.contacts)
+        return files_done(demo) == len(data.files)
 
     if first_in and args.burst:  # paced uploads already saw each file's outcome
         say("\nWaiting for the first export to be in the table")
         first_in = wait_until(
             first_export_in,
             deadline - time.monotonic(),
-            lambda: f"contacts in the table: {demo.contacts:,}/{len(data.contacts):,}",
+            lambda: f"files processed: {files_done(demo)}/{len(data.files)}",
         )
     demo.ingest_seconds = time.monotonic() - started
     if first_in:
         say(f"\nRe-exporting {data.reexport.rows} contacts with changed fields")
-        upload(stack, data.reexport, wait=True, deadline=deadline)
+        upload(demo, data.reexport, wait=True, deadline=deadline)
 
     want_files = len(data.files) + 1
-    history: list[tuple[int, int]] = []
+    last_activity: list[tuple[int, int]] = []
 
     def settled() -> bool:
-        # Cheap signals first (the topic, the function logs, queue depths); the table scans,
-        # which load the local stack, only once those say the pipeline may be done.
+        # Done: every notification out, every file's outcome final, nothing in flight or left
+        # to deliver (the engine idle), and quiet: one poll interval with nothing new at the
+        # topic or in the logs (a worker's output reaches its log file just after its
+        # invocation ends). What the pipeline wrote is counted after, by the summary.
         activity = (len(demo.topic.collect()), demo.metrics.read())
-        history[:] = [*history[-2:], activity]
-        if (
-            not first_in
-            or activity[0] < len(data.notifications)
-            or len(history) < 3
-            or len(set(history)) > 1
-            or not stack.idle()
-        ):
-            return False
-        demo.files = stack.items_of_type(keys.PROCESSING_LOG)
-        demo.contacts = stack.count_of_type(keys.CONTACT)
+        quiet = last_activity == [activity]
+        last_activity[:] = [activity]
         return (
-            len(demo.files) >= want_files
-            and demo.contacts >= len(data.contacts)
-            and stack.count_of_type(keys.LAST_AGENT) >= len(data.last_agents)
+            first_in
+            and activity[0] >= len(data.notifications)
+            and quiet
+            and stack.idle()
+            and files_done(demo) == want_files
             and demo.metrics.read() == activity[1]
         )
 
@@ -269,25 +264,34 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
         ),
     )
     demo.elapsed = time.monotonic() - started
-    if not demo.settled:  # where it stopped, for the summary
-        demo.files = stack.items_of_type(keys.PROCESSING_LOG)
-        demo.contacts = stack.count_of_type(keys.CONTACT)
+    # What the summary counts, by type (Scans: an item nobody expected, a contact stored twice
+    # or a log of a file never uploaded, counts too).
+    demo.files = stack.items_of_type(keys.PROCESSING_LOG)
+    demo.contacts = stack.count_of_type(keys.CONTACT)
     if args.chaos:  # counted and shown while they are off: the pipeline has settled
         stack.faults(crash_invocations=None, throttle=[])
     status = summary(demo)
     return verdict(demo) if args.chaos else status
 
 
-def upload(stack: StackClient, demo_file: DemoFile, *, wait: bool, deadline: float) -> bool:
+def files_done(demo: Run) -> int:
+    """How many of the uploaded files have a final outcome (their processing logs, by key)."""
+    logs = demo.stack.get_items([keys.processing_log_key(file_id) for file_id in demo.file_ids])
+    return sum(log["outcome"]["S"] != "IN_PROGRESS" for log in logs)
+
+
+def upload(demo: Run, demo_file: DemoFile, *, wait: bool, deadline: float) -> bool:
     """Put one file; with ``wait``, until its processing log says what became of it (a file
     still IN_PROGRESS, resumed by continuations or retried after a timeout, is not done)."""
+    stack = demo.stack
     began = time.monotonic()
-    version = stack.s3.put_object(Bucket=stack.bucket, Key=demo_file.key, Body=demo_file.body).get(
-        "VersionId"
-    )
+    version = stack.s3.put_object(Bucket=stack.bucket, Key=demo_file.key, Body=demo_file.body)[
+        "VersionId"  # ContactsBucket is versioned: a file's id names its version
+    ]
+    demo.file_ids.append(stack.file_id(demo_file.key, version))
     size = len(demo_file.body) / 1024
     line = f"  put {demo_file.key:<40} {demo_file.rows:>5,} rows {size:>6.1f} KiB"
-    if not wait or not version:
+    if not wait:
         say(line)
         return True
     while time.monotonic() < deadline:
@@ -381,7 +385,7 @@ def wait_until(
             return True
         if now > deadline:
             return False
-        time.sleep(0.5)
+        time.sleep(0.25)
 
 
 # --------------------------------------------------------------------------------------------

@@ -533,10 +533,14 @@ class StackClient:
             ]
             log = logs[0] if logs else None
         else:
-            log = self.file_log(f"{self.bucket}/{key}#{version}")
+            log = self.file_log(self.file_id(key, version))
         if run is not None and log and log.get("run", {}).get("N") != str(run):
             return None
         return log if log and log["outcome"]["S"] != "IN_PROGRESS" else None
+
+    def file_id(self, key: str, version: str) -> str:
+        """A file's id as the ingest names it (shared.s3_events.S3Object): bucket/key#version."""
+        return f"{self.bucket}/{key}#{version}"
 
     def file_log(self, file_id: str, projection: str | None = None) -> dict | None:
         """The processing log of a file (bucket/key#version), whatever its outcome."""
