@@ -429,8 +429,8 @@ def _planned_write(
     write. Conditions are checked already: the writes go without them."""
     table_name = op["TableName"]
     if op_type == "Put":
-        _validate_put(table, op["Item"])
-        return lambda: backend.put_item(table_name, op["Item"])
+        item = _validate_put(table, op["Item"])
+        return lambda: _store(table, item, current)
     if op_type == "Delete":
         return lambda: backend.delete_item(table_name, key)
     if op_type == "Update":
@@ -448,8 +448,8 @@ def _planned_write(
     return lambda: None  # ConditionCheck
 
 
-def _validate_put(table: Any, attrs: dict[str, Any]) -> None:
-    """The checks of moto's Table.put_item, without the write."""
+def _validate_put(table: Any, attrs: dict[str, Any]) -> Item:
+    """The checks of moto's Table.put_item, without the write: the item to store."""
     for name in (table.hash_key_attr, table.range_key_attr):
         if name is not None and name not in attrs:
             raise MockValidationException(
@@ -471,7 +471,18 @@ def _validate_put(table: Any, attrs: dict[str, Any]) -> None:
             )
     table._validate_item_types(attrs)
     table._validate_key_sizes(attrs)
-    Item(hash_value, range_value, attrs)  # the item size limit
+    return Item(hash_value, range_value, attrs)  # the item size limit
+
+
+def _store(table: Any, item: Item, current: Item | None) -> None:
+    """What moto's Table.put_item does once its checks pass (the transaction made them, and the
+    lock keeps ``current`` current): the item in its place and its stream record."""
+    if table.range_key_attr is not None:
+        table.items[item.hash_key][item.range_key] = item
+    else:
+        table.items[item.hash_key] = item
+    if table.stream_shard is not None:
+        table.stream_shard.add(current, item)
 
 
 def _try_update(
