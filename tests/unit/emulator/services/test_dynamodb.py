@@ -190,6 +190,79 @@ def test_a_successful_transaction_applies_every_action_with_its_stream_records(m
     ]
 
 
+def test_a_transactions_puts_land_in_a_range_keyed_table_with_their_stream_records(
+    moto_in_process,
+):
+    """Each Put's item is stored as the transaction checked it: a new item (INSERT), a
+    changed one (MODIFY, both images), an unchanged one (no record, as DynamoDB Streams)."""
+    ddb, streams = client("dynamodb"), client("dynamodbstreams")
+    stream_arn = ddb.create_table(
+        TableName="ranged",
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification=STREAM_OF_BOTH_IMAGES,
+    )["TableDescription"]["LatestStreamArn"]
+
+    def item(sk: str, v: str) -> dict:
+        return {"pk": {"S": "caller"}, "sk": {"S": sk}, "v": {"S": v}}
+
+    ddb.put_item(TableName="ranged", Item=item("changed", "old"))
+    ddb.put_item(TableName="ranged", Item=item("same", "kept"))
+    shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+    iterators = [
+        streams.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="LATEST"
+        )["ShardIterator"]
+        for shard in shards
+    ]
+    ddb.transact_write_items(
+        TransactItems=[
+            {"Put": {"TableName": "ranged", "Item": item("changed", "new")}},
+            {"Put": {"TableName": "ranged", "Item": item("same", "kept")}},
+            {
+                "Put": {
+                    "TableName": "ranged",
+                    "Item": item("inserted", "new"),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        ]
+    )
+    stored = ddb.query(
+        TableName="ranged",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "caller"}},
+    )["Items"]
+    assert sorted((i["sk"]["S"], i["v"]["S"]) for i in stored) == [
+        ("changed", "new"),
+        ("inserted", "new"),
+        ("same", "kept"),
+    ]
+    records = sorted(
+        (r for it in iterators for r in streams.get_records(ShardIterator=it)["Records"]),
+        key=lambda r: int(r["dynamodb"]["SequenceNumber"]),
+    )
+    assert [
+        (
+            r["eventName"],
+            r["dynamodb"]["Keys"]["sk"]["S"],
+            r["dynamodb"].get("OldImage", {}).get("v"),
+            r["dynamodb"]["NewImage"]["v"],
+        )
+        for r in records
+    ] == [
+        ("MODIFY", "changed", {"S": "old"}, {"S": "new"}),
+        ("INSERT", "inserted", None, {"S": "new"}),
+    ]
+
+
 def test_a_cancelled_transaction_on_a_big_table_copies_nothing(moto_in_process):
     table = Table(items=3000)
     model, shard, items = table.model, table.model.stream_shard, table.model.items
