@@ -113,6 +113,21 @@ def pk_table(name: str, **settings) -> dict:
     }
 
 
+def pk_sk_table(name: str, **settings) -> dict:
+    """CreateTable's parameters for an on-demand table keyed by a string ``pk`` and ``sk``."""
+    keys = {
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+    }
+    return pk_table(name, **(keys | settings))
+
+
 def stream_consumer(lam, iam, function: str, table: str = "contacts") -> dict:
     """A table with a stream and ``function`` (create_function) reading it from LATEST: the
     CreateEventSourceMapping answer."""

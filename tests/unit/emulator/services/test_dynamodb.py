@@ -18,7 +18,14 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 
 from emulator.services import dynamodb, patching
-from tests.unit.emulator.support import ACCOUNT, REGION, STREAM_OF_BOTH_IMAGES, client, pk_table
+from tests.unit.emulator.support import (
+    ACCOUNT,
+    REGION,
+    STREAM_OF_BOTH_IMAGES,
+    client,
+    pk_sk_table,
+    pk_table,
+)
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
@@ -197,17 +204,7 @@ def test_a_transactions_puts_land_in_a_range_keyed_table_with_their_stream_recor
     changed one (MODIFY, both images), an unchanged one (no record, as DynamoDB Streams)."""
     ddb, streams = client("dynamodb"), client("dynamodbstreams")
     stream_arn = ddb.create_table(
-        TableName="ranged",
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification=STREAM_OF_BOTH_IMAGES,
+        **pk_sk_table("ranged", StreamSpecification=STREAM_OF_BOTH_IMAGES)
     )["TableDescription"]["LatestStreamArn"]
 
     def item(sk: str, v: str) -> dict:
