@@ -4,11 +4,15 @@ from a table's stream to such a machine: each record reaches each branch's queue
 a branch that cannot deliver fails the execution, so the pipe's batch goes to the pipe's DLQ."""
 
 import json
+import threading
+import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError
 
+from emulator.services import stepfunctions
 from emulator.services.stepfunctions import _copy_json
 from tests.unit.emulator.support import delivering_stack
 
@@ -173,6 +177,84 @@ def test_executions_leave_no_thread_stacks_behind(local):
     for queue in ("QueueA", "QueueB"):
         sent = [(b["execution"], b["item"]) for b in bodies(local, queue) if "execution" in b]
         assert sorted(sent) == [(n, i) for n in range(40) for i in range(10)]
+
+
+def test_a_map_of_100_items_runs_at_most_40_iterations_at_once_and_sends_each(local, monkeypatch):
+    """An inline Map runs up to 40 iterations at once, as Step Functions does (moto started a
+    thread per item); the running ones take the rest, so every item is still sent."""
+    running: Counter[str] = Counter()
+    most: Counter[str] = Counter()
+    lock = threading.Lock()
+    send = stepfunctions._QueuesInProcess.send_message
+
+    def slow_send(self, QueueUrl, MessageBody, **params):
+        with lock:
+            running[QueueUrl] += 1
+            most[QueueUrl] = max(most[QueueUrl], running[QueueUrl])
+        time.sleep(0.2)  # long enough for every other iteration to start
+        try:
+            return send(self, QueueUrl, MessageBody, **params)
+        finally:
+            with lock:
+                running[QueueUrl] -= 1
+
+    monkeypatch.setattr(stepfunctions._QueuesInProcess, "send_message", slow_send)
+    answer = local.client("stepfunctions").start_sync_execution(
+        stateMachineArn=local.outputs["Machine"],
+        input=json.dumps([{"wide": i} for i in range(100)]),
+    )
+    assert answer["status"] == "SUCCEEDED"
+    for queue in ("QueueA", "QueueB"):
+        assert sorted(b["wide"] for b in bodies(local, queue)) == list(range(100))
+        assert 1 < most[local.outputs[queue]] <= 40
+
+
+def run_for_seconds(local, definition: dict) -> tuple[dict, float]:
+    """An Express machine of this definition, run once: its answer and how long it took."""
+    sfn = local.client("stepfunctions")
+    role = local.client("iam").get_role(RoleName=local.outputs["MachineRoleName"])["Role"]["Arn"]
+    machine = sfn.create_state_machine(
+        name=f"timed-{time.monotonic_ns()}",
+        definition=json.dumps(definition),
+        roleArn=role,
+        type="EXPRESS",
+    )["stateMachineArn"]
+    began = time.monotonic()
+    answer = sfn.start_sync_execution(stateMachineArn=machine, input="{}")
+    return answer, time.monotonic() - began
+
+
+# Work without a timeout runs in the thread that waits for it; with one, it still ends at its
+# timeout, not when the work ends (3 s here).
+def test_a_task_past_its_timeout_seconds_fails_with_states_timeout(local, monkeypatch):
+    send = stepfunctions._QueuesInProcess.send_message
+
+    def slow_send(self, *args, **params):
+        time.sleep(3)
+        return send(self, *args, **params)
+
+    monkeypatch.setattr(stepfunctions._QueuesInProcess, "send_message", slow_send)
+    answer, seconds = run_for_seconds(
+        local,
+        {"StartAt": "Send", "States": {"Send": {
+            "Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "TimeoutSeconds": 1,
+            "End": True, "Parameters": {"QueueUrl": local.outputs["QueueA"], "MessageBody": "{}"},
+        }}},
+    )  # fmt: skip
+    assert seconds < 2.5
+    assert (answer["status"], answer["error"]) == ("FAILED", "States.Timeout")
+    time.sleep(2)  # the late send lands before the next test drains QueueA
+    bodies(local, "QueueA")
+
+
+def test_a_machine_past_its_timeout_seconds_times_out(local):
+    answer, seconds = run_for_seconds(
+        local,
+        {"TimeoutSeconds": 1, "StartAt": "W",
+         "States": {"W": {"Type": "Wait", "Seconds": 3, "End": True}}},
+    )  # fmt: skip
+    assert seconds < 2.5
+    assert answer["status"] == "TIMED_OUT"
 
 
 def test_a_branch_that_cannot_deliver_fails_the_execution_with_its_error(local):
