@@ -442,20 +442,13 @@ def _launch_worker(original: Any) -> Any:
 
 
 def _install_inline_waits() -> None:
-    patching.replace(Program, "eval", _program_eval(patching.original(Program, "eval")))
+    for owner, name, wrap in (
+        (Program, "eval", _program_eval),
+        (execute_state.ExecutionState, "_evaluate_with_timeout", _evaluate_with_timeout),
+        (inline_iteration_component.InlineIterationComponent, "_launch_worker", _launch_worker),
+    ):
+        patching.replace(owner, name, wrap(patching.original(owner, name)))
     patching.replace(execute_state, "Thread", _StateWorkThread)
-    state = execute_state.ExecutionState
-    patching.replace(
-        state,
-        "_evaluate_with_timeout",
-        _evaluate_with_timeout(patching.original(state, "_evaluate_with_timeout")),
-    )
-    inline_map = inline_iteration_component.InlineIterationComponent
-    patching.replace(
-        inline_map,
-        "_launch_worker",
-        _launch_worker(patching.original(inline_map, "_launch_worker")),
-    )
 
 
 # --- StartSyncExecution over HTTP; AWS::StepFunctions::StateMachine's type ----------------------
