@@ -228,10 +228,14 @@ def run_for_seconds(local, definition: dict) -> tuple[dict, float]:
 # timeout, not when the work ends (3 s here).
 def test_a_task_past_its_timeout_seconds_fails_with_states_timeout(local, monkeypatch):
     send = stepfunctions._QueuesInProcess.send_message
+    landed = threading.Event()
 
     def slow_send(self, *args, **params):
         time.sleep(3)
-        return send(self, *args, **params)
+        try:
+            return send(self, *args, **params)
+        finally:
+            landed.set()
 
     monkeypatch.setattr(stepfunctions._QueuesInProcess, "send_message", slow_send)
     answer, seconds = run_for_seconds(
@@ -243,7 +247,7 @@ def test_a_task_past_its_timeout_seconds_fails_with_states_timeout(local, monkey
     )  # fmt: skip
     assert seconds < 2.5
     assert (answer["status"], answer["error"]) == ("FAILED", "States.Timeout")
-    time.sleep(2)  # the late send lands before the next test drains QueueA
+    assert landed.wait(10)  # the late send, drained before the next test reads QueueA
     bodies(local, "QueueA")
 
 
