@@ -11,6 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError
+from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor import (
+    inline_item_processor,
+)
 
 from emulator.services import stepfunctions
 from emulator.services.stepfunctions import _copy_json
@@ -179,34 +182,26 @@ def test_executions_leave_no_thread_stacks_behind(local):
         assert sorted(sent) == [(n, i) for n in range(40) for i in range(10)]
 
 
-def test_a_map_of_100_items_runs_at_most_40_iterations_at_once_and_sends_each(local, monkeypatch):
-    """An inline Map runs up to 40 iterations at once, as Step Functions does (moto started a
-    thread per item); the running ones take the rest, so every item is still sent."""
-    running: Counter[str] = Counter()
-    most: Counter[str] = Counter()
-    lock = threading.Lock()
-    send = stepfunctions._QueuesInProcess.send_message
+def test_a_map_of_100_items_runs_on_40_workers_and_sends_each(local, monkeypatch):
+    """An inline Map runs up to 40 iterations at once, as Step Functions does: moto started a
+    worker (a thread) per item; now 40 take the items in turn, and every item is still sent."""
+    workers: Counter[str] = Counter()  # per Map state
+    processor = inline_item_processor.InlineItemProcessor
+    create = processor._create_worker
 
-    def slow_send(self, QueueUrl, MessageBody, **params):
-        with lock:
-            running[QueueUrl] += 1
-            most[QueueUrl] = max(most[QueueUrl], running[QueueUrl])
-        time.sleep(0.2)  # long enough for every other iteration to start
-        try:
-            return send(self, QueueUrl, MessageBody, **params)
-        finally:
-            with lock:
-                running[QueueUrl] -= 1
+    def counted(self, env, eval_input, job_pool):
+        workers[eval_input.state_name] += 1
+        return create(self, env, eval_input, job_pool)
 
-    monkeypatch.setattr(stepfunctions._QueuesInProcess, "send_message", slow_send)
+    monkeypatch.setattr(processor, "_create_worker", counted)
     answer = local.client("stepfunctions").start_sync_execution(
         stateMachineArn=local.outputs["Machine"],
         input=json.dumps([{"wide": i} for i in range(100)]),
     )
     assert answer["status"] == "SUCCEEDED"
+    assert workers == {"ToA": 40, "ToB": 40}
     for queue in ("QueueA", "QueueB"):
         assert sorted(b["wide"] for b in bodies(local, queue)) == list(range(100))
-        assert 1 < most[local.outputs[queue]] <= 40
 
 
 def run_for_seconds(local, definition: dict) -> tuple[dict, float]:
@@ -225,13 +220,13 @@ def run_for_seconds(local, definition: dict) -> tuple[dict, float]:
 
 
 # Work without a timeout runs in the thread that waits for it; with one, it still ends at its
-# timeout, not when the work ends (3 s here).
+# timeout, not when the work ends.
 def test_a_task_past_its_timeout_seconds_fails_with_states_timeout(local, monkeypatch):
     send = stepfunctions._QueuesInProcess.send_message
-    landed = threading.Event()
+    released, landed = threading.Event(), threading.Event()
 
     def slow_send(self, *args, **params):
-        time.sleep(3)
+        released.wait(10)  # held past the timeout, until the test has the answer
         try:
             return send(self, *args, **params)
         finally:
@@ -245,6 +240,7 @@ def test_a_task_past_its_timeout_seconds_fails_with_states_timeout(local, monkey
             "End": True, "Parameters": {"QueueUrl": local.outputs["QueueA"], "MessageBody": "{}"},
         }}},
     )  # fmt: skip
+    released.set()
     assert seconds < 2.5
     assert (answer["status"], answer["error"]) == ("FAILED", "States.Timeout")
     assert landed.wait(10)  # the late send, drained before the next test reads QueueA
