@@ -218,15 +218,18 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
             uploaded = put()
         first_in = uploaded and first_in
 
+    files_in = [0]  # as the last check read them, for its progress line
+
     def first_export_in() -> bool:
-        return files_done(demo) == len(data.files)
+        files_in[0] = files_done(demo)
+        return files_in[0] == len(data.files)
 
     if first_in and args.burst:  # paced uploads already saw each file's outcome
         say("\nWaiting for the first export to be in the table")
         first_in = wait_until(
             first_export_in,
             deadline - time.monotonic(),
-            lambda: f"files processed: {files_done(demo)}/{len(data.files)}",
+            lambda: f"files processed: {files_in[0]}/{len(data.files)}",
         )
     demo.ingest_seconds = time.monotonic() - started
     if first_in:
