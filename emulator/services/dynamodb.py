@@ -36,7 +36,12 @@ from moto.dynamodb.parsing.ast_nodes import (
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
-from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+from moto.dynamodb.parsing.validators import (
+    ActionCountValidator,
+    OverlappingPathsValidator,
+    UpdateExpressionValidator,
+    UpdateHashRangeKeyValidator,
+)
 from moto.dynamodb.responses import DynamoHandler
 
 from emulator.services import patching
@@ -88,7 +93,6 @@ def _patch_item_construction() -> None:
 # values as moto's lookup does (a KeyError for the first missing one, in the expression's order)
 # and builds the condition from the tree with its own values. A failing parse is never kept: it
 # fails again, as moto fails it.
-_MAX_PARSED_CONDITIONS = 1024
 _VALUE = ConditionExpressionParser.Kind.EXPRESSION_ATTRIBUTE_VALUE
 
 
@@ -110,6 +114,17 @@ class _ParsedCondition:
         self.values_found = tuple(parser._find_expr_attr_values(self.node))
 
 
+_MAX_KEPT = 1024  # entries of each kept-parse map: a client's few expressions, with room to spare
+
+
+def _keep(kept: dict[Any, Any], key: Any, value: Any) -> Any:
+    """``kept[key] = value``, the oldest entry dropped once the map holds _MAX_KEPT."""
+    if len(kept) >= _MAX_KEPT:
+        kept.pop(next(iter(kept)), None)
+    kept[key] = value
+    return value
+
+
 _parsed_conditions: dict[tuple[str, tuple[tuple[str, str], ...]], _ParsedCondition] = {}
 
 
@@ -125,10 +140,7 @@ def _patch_condition_parsing() -> None:
         key = (expression, tuple(sorted(names.items())) if names else ())
         parsed = _parsed_conditions.get(key)
         if parsed is None:
-            parsed = _ParsedCondition(self)
-            if len(_parsed_conditions) >= _MAX_PARSED_CONDITIONS:
-                _parsed_conditions.pop(next(iter(_parsed_conditions)), None)
-            _parsed_conditions[key] = parsed
+            parsed = _keep(_parsed_conditions, key, _ParsedCondition(self))
         else:
             for name in parsed.values_in_order:
                 self._lookup_expression_attribute_value(name)
@@ -161,8 +173,13 @@ def _patch_condition_parsing() -> None:
 # subclasses) and visits the nodes as moto does (children first, in order, each processed node put
 # in its parent's place); node types are told apart by a cached subclass check; a node is
 # deep-copied attribute by attribute; the reserved words are a set.
-_MAX_PARSED_UPDATES = 1024
+# Three of the ten passes (at most one clause of each kind, no path set twice or overlapping, no key
+# attribute set) read only the tree, the names and the table's key attributes, and change nothing:
+# once a validation with the same three has passed, later validations skip them. A validation that
+# fails keeps nothing, so a faulty request meets every pass in moto's order.
 _parsed_updates: dict[str, Any] = {}
+_SHAPE_CHECKS = (ActionCountValidator, OverlappingPathsValidator, UpdateHashRangeKeyValidator)
+_valid_shapes: dict[tuple[Any, ...], None] = {}  # (tree, names, key attributes) that passed
 
 
 def _patch_update_parsing() -> None:
@@ -171,13 +188,42 @@ def _patch_update_parsing() -> None:
     def make(cls: Any, expression: str) -> Any:
         tree = _parsed_updates.get(expression)
         if tree is None:
-            tree = original_make(cls, expression)  # a failing parse raises, and is not kept
-            if len(_parsed_updates) >= _MAX_PARSED_UPDATES:
-                _parsed_updates.pop(next(iter(_parsed_updates)), None)
-            _parsed_updates[expression] = tree
+            # a failing parse raises, and is not kept
+            tree = _keep(_parsed_updates, expression, original_make(cls, expression))
         return tree
 
+    original_init = UpdateExpressionValidator.__init__
+
+    def init(
+        self: Any,
+        expression: Any,
+        expression_attribute_names: Any,
+        expression_attribute_values: Any,
+        item: Any,
+        table: Any,
+    ) -> None:
+        original_init(
+            self, expression, expression_attribute_names, expression_attribute_values, item, table
+        )
+        self.shape = (
+            expression,
+            tuple((expression_attribute_names or {}).items()),
+            tuple(table.table_key_attrs),
+        )
+
+    def validate(self: Any) -> Any:
+        shape_valid = self.shape in _valid_shapes
+        node = self.node_to_validate
+        for processor in self.processors:
+            if not (shape_valid and isinstance(processor, _SHAPE_CHECKS)):
+                node = processor.traverse(node)
+        if not shape_valid:
+            _keep(_valid_shapes, self.shape, None)
+        return node
+
     patching.replace(UpdateExpressionParser, "make", classmethod(make))
+    patching.replace(UpdateExpressionValidator, "__init__", init)
+    patching.replace(UpdateExpressionValidator, "validate", validate)
     patching.replace(DepthFirstTraverser, "traverse_node_recursively", _traverse)
     patching.replace(Node, "find_clauses", _find_clauses)
     patching.replace(Node, "__deepcopy__", _deep_copy)

@@ -16,6 +16,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
+from moto.dynamodb.parsing.validators import ActionCountValidator, UpdateExpressionValidator
 
 from emulator.services import dynamodb, patching
 from tests.unit.emulator.support import (
@@ -515,6 +516,8 @@ def _moto_update_parsing():
             (DepthFirstTraverser, "traverse_node_recursively"),
             (Node, "find_clauses"),
             (Node, "__deepcopy__"),
+            (UpdateExpressionValidator, "__init__"),
+            (UpdateExpressionValidator, "validate"),
         ):
             original = patching.original(owner, name)
             if original is None:  # moto has none: the patch added it
@@ -534,6 +537,8 @@ _UPDATE_ACTIONS = st.sampled_from(
         "SET a = if_not_exists(a, :s)",
         "SET l = list_append(l, :l)",
         "SET m.k = :s",
+        "SET m = :s",  # overlaps m.k
+        "SET pk = :s",  # a key attribute
         "REMOVE a",
         "REMOVE l[0]",
         "ADD n2 :n",
@@ -561,12 +566,16 @@ _UPDATE_ITEMS = st.fixed_dictionaries(
 )
 
 
+_UPDATE_NAMES = st.sampled_from(["n", "a", "pk"])  # what #n names: its own, a path set, the key
+
+
 def _updated(ddb, table: str, key: str, item: dict, expression: str, values: list) -> list:
-    """The item after each update (or the error of the one that failed)."""
+    """The item after each update (or the error of the one that failed), each with its own
+    values and its own name for #n."""
     item_key = {"pk": {"S": key}}
     ddb.put_item(TableName=table, Item={**item_key, **item})
     after = []
-    for each in values:
+    for each, name_of_n in values:
         used = {name: value for name, value in each.items() if name in expression}
         try:
             ddb.update_item(
@@ -574,7 +583,7 @@ def _updated(ddb, table: str, key: str, item: dict, expression: str, values: lis
                 Key=item_key,
                 UpdateExpression=expression,
                 **({"ExpressionAttributeValues": used} if used else {}),
-                **({"ExpressionAttributeNames": {"#n": "n"}} if "#n" in expression else {}),
+                **({"ExpressionAttributeNames": {"#n": name_of_n}} if "#n" in expression else {}),
             )
             after.append(ddb.get_item(TableName=table, Key=item_key)["Item"])
         except ClientError as error:
@@ -597,13 +606,39 @@ def update_tables(moto_in_process):
 @given(
     st.lists(_UPDATE_ACTIONS, min_size=1, max_size=3, unique=True),
     _UPDATE_ITEMS,
-    st.lists(_UPDATE_VALUES, min_size=2, max_size=2),
+    st.lists(st.tuples(_UPDATE_VALUES, _UPDATE_NAMES), min_size=2, max_size=2),
 )
 def test_a_kept_update_expression_updates_as_moto_parses_it(update_tables, actions, item, values):
-    """An expression parsed once and kept (its second use here) updates an item exactly as
-    moto's own parser and validators do, or fails with the same error."""
+    """An expression parsed once and kept (its second use here), its checks of clauses, paths
+    and keys skipped once they passed with the same names, updates an item exactly as moto's own
+    parser and validators do, or fails with the same error."""
     expression = " ".join(actions)
     key = uuid.uuid4().hex  # an item of its own in each table
     kept = _updated(update_tables, "kept", key, item, expression, values)
     with _moto_update_parsing():
         assert _updated(update_tables, "moto", key, item, expression, values) == kept
+
+
+def test_an_updates_clause_path_and_key_checks_run_again_only_for_other_names(
+    update_tables, monkeypatch
+):
+    """The checks that read only the expression, its names and the table's keys run until they
+    pass once with those names; other names (here one that makes #n the key) meet them again."""
+    checked = []
+    traverse = ActionCountValidator.traverse
+    monkeypatch.setattr(
+        ActionCountValidator, "traverse", lambda self, node: checked.append(1) or traverse(self, node)
+    )
+    expression = f"SET #n = :n ADD counted_{uuid.uuid4().hex} :n"  # an expression of its own
+    update = {"TableName": "kept", "Key": {"pk": {"S": "k"}}, "UpdateExpression": expression}
+    values = {":n": {"N": "1"}}
+    for _ in range(3):
+        update_tables.update_item(
+            **update, ExpressionAttributeNames={"#n": "n"}, ExpressionAttributeValues=values
+        )
+    assert len(checked) == 1
+    with pytest.raises(ClientError, match="Cannot update attribute pk"):
+        update_tables.update_item(
+            **update, ExpressionAttributeNames={"#n": "pk"}, ExpressionAttributeValues=values
+        )
+    assert len(checked) == 2
