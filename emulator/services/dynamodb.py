@@ -194,21 +194,12 @@ def _patch_update_parsing() -> None:
 
     original_init = UpdateExpressionValidator.__init__
 
-    def init(
-        self: Any,
-        expression: Any,
-        expression_attribute_names: Any,
-        expression_attribute_values: Any,
-        item: Any,
-        table: Any,
-    ) -> None:
-        original_init(
-            self, expression, expression_attribute_names, expression_attribute_values, item, table
-        )
+    def init(self: Any, expression: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, expression, *args, **kwargs)
         self.shape = (
             expression,
-            tuple((expression_attribute_names or {}).items()),
-            tuple(table.table_key_attrs),
+            tuple((self.expression_attribute_names or {}).items()),
+            tuple(self.table.table_key_attrs),
         )
 
     def validate(self: Any) -> Any:

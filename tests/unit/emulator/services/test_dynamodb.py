@@ -626,9 +626,12 @@ def test_an_updates_clause_path_and_key_checks_run_again_only_for_other_names(
     pass once with those names; other names (here one that makes #n the key) meet them again."""
     checked = []
     traverse = ActionCountValidator.traverse
-    monkeypatch.setattr(
-        ActionCountValidator, "traverse", lambda self, node: checked.append(1) or traverse(self, node)
-    )
+
+    def counted(self, node):
+        checked.append(node)
+        return traverse(self, node)
+
+    monkeypatch.setattr(ActionCountValidator, "traverse", counted)
     expression = f"SET #n = :n ADD counted_{uuid.uuid4().hex} :n"  # an expression of its own
     update = {"TableName": "kept", "Key": {"pk": {"S": "k"}}, "UpdateExpression": expression}
     values = {":n": {"N": "1"}}
