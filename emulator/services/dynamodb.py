@@ -294,13 +294,37 @@ def _find_clauses(self: Any, clause_types: Any) -> list[Any]:
     return clauses
 
 
+_ATOMIC = frozenset({str, int, bool, float, type(None)})  # what copy.deepcopy returns as it is
+
+
 def _deep_copy(self: Any, memo: dict[int, Any]) -> Any:
     """copy.deepcopy of a tree node without the pickling protocol it goes through: a twin of the
     same type with deep copies of the attributes (its parent, copied before it, from ``memo``)."""
     twin = object.__new__(type(self))
     memo[id(self)] = twin
-    twin.__dict__.update({name: copy.deepcopy(value, memo) for name, value in vars(self).items()})
+    attributes = twin.__dict__
+    for name, value in vars(self).items():
+        attributes[name] = _copied(value, memo)
     return twin
+
+
+def _copied(value: Any, memo: dict[int, Any]) -> Any:
+    """copy.deepcopy(value, memo) for what a tree holds (names, indexes, child lists, nodes),
+    without its dispatch; anything else through copy.deepcopy itself."""
+    value_type = type(value)
+    if value_type in _ATOMIC:
+        return value
+    twin = memo.get(id(value))
+    if twin is not None:
+        return twin
+    if value_type is list:
+        twin = memo[id(value)] = []
+        for element in value:
+            twin.append(_copied(element, memo))
+        return twin
+    if _kind(value_type) & _IS_NODE:
+        return _deep_copy(value, memo)
+    return copy.deepcopy(value, memo)
 
 
 # --- stream records of writes that change nothing, and UpdateItem's extra INSERT ------------------
