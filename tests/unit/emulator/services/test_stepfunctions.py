@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor import (
     inline_item_processor,
 )
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
 from emulator.services import stepfunctions
 from emulator.services.stepfunctions import _copy_json
@@ -204,18 +205,22 @@ def test_a_map_of_100_items_runs_on_40_workers_and_sends_each(local, monkeypatch
         assert sorted(b["wide"] for b in bodies(local, queue)) == list(range(100))
 
 
-def run_for_seconds(local, definition: dict) -> tuple[dict, float]:
-    """An Express machine of this definition, run once: its answer and how long it took."""
-    sfn = local.client("stepfunctions")
+def create_machine(local, definition: dict) -> str:
+    """A new Express machine of this definition, with the machines' role: its ARN."""
     role = local.client("iam").get_role(RoleName=local.outputs["MachineRoleName"])["Role"]["Arn"]
-    machine = sfn.create_state_machine(
-        name=f"timed-{time.monotonic_ns()}",
+    return local.client("stepfunctions").create_state_machine(
+        name=f"machine-{time.monotonic_ns()}",
         definition=json.dumps(definition),
         roleArn=role,
         type="EXPRESS",
     )["stateMachineArn"]
+
+
+def run_for_seconds(local, definition: dict) -> tuple[dict, float]:
+    """An Express machine of this definition, run once: its answer and how long it took."""
+    machine = create_machine(local, definition)
     began = time.monotonic()
-    answer = sfn.start_sync_execution(stateMachineArn=machine, input="{}")
+    answer = local.client("stepfunctions").start_sync_execution(stateMachineArn=machine, input="{}")
     return answer, time.monotonic() - began
 
 
@@ -255,6 +260,74 @@ def test_a_machine_past_its_timeout_seconds_times_out(local):
     )  # fmt: skip
     assert seconds < 2.5
     assert answer["status"] == "TIMED_OUT"
+
+
+def test_executions_of_one_definition_parse_it_once_and_each_sends_its_own(local, monkeypatch):
+    parses = []
+    parse = AmazonStateLanguageParser.parse
+
+    def counted(definition):
+        parses.append(definition)
+        return parse(definition)
+
+    monkeypatch.setattr(AmazonStateLanguageParser, "parse", staticmethod(counted))
+    queue = local.outputs["QueueA"]
+    machine = create_machine(
+        local,
+        {"StartAt": "Send", "States": {"Send": {
+            "Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "End": True,
+            "Parameters": {"QueueUrl": queue, "MessageBody.$": "States.JsonToString($)"},
+        }}},
+    )  # fmt: skip
+    parses.clear()  # CreateStateMachine's check parsed it too
+    sfn = local.client("stepfunctions")
+    for n in range(3):
+        answer = sfn.start_sync_execution(stateMachineArn=machine, input=json.dumps({"run": n}))
+        assert answer["status"] == "SUCCEEDED"
+    assert len(parses) == 1
+    assert sorted(b["run"] for b in bodies(local, "QueueA")) == [0, 1, 2]
+
+
+def test_executions_at_once_each_retry_a_failing_task_as_often_as_its_retrier_says(
+    local, monkeypatch
+):
+    """Two executions of one kept program, their first attempts at once: each counts its own
+    attempts (in its own heap, under the retrier's key in the shared program)."""
+    send = stepfunctions._QueuesInProcess.send_message
+    attempts: Counter[str] = Counter()
+    both_started = threading.Barrier(2, timeout=10)
+
+    def counted(self, QueueUrl, MessageBody, **params):
+        attempts[json.loads(MessageBody)["run"]] += 1
+        if attempts[json.loads(MessageBody)["run"]] == 1:
+            both_started.wait()  # the two first attempts at once
+        return send(self, QueueUrl, MessageBody, **params)
+
+    monkeypatch.setattr(stepfunctions._QueuesInProcess, "send_message", counted)
+    machine = create_machine(
+        local,
+        {"StartAt": "Send", "States": {"Send": {
+            "Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "End": True,
+            "Parameters": {"QueueUrl": f"{local.outputs['QueueA']}-missing",
+                           "MessageBody.$": "States.JsonToString($)"},
+            "Retry": [{"ErrorEquals": ["States.ALL"], "MaxAttempts": 2, "IntervalSeconds": 1,
+                       "BackoffRate": 1}],
+        }}},
+    )  # fmt: skip
+    answers = {}
+
+    def run(n):
+        answers[n] = local.client("stepfunctions").start_sync_execution(
+            stateMachineArn=machine, input=json.dumps({"run": n})
+        )
+
+    runs = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(30)
+    assert {n: answer["status"] for n, answer in answers.items()} == {"a": "FAILED", "b": "FAILED"}
+    assert attempts == {"a": 3, "b": 3}  # the first and two retries each
 
 
 def test_a_branch_that_cannot_deliver_fails_the_execution_with_its_error(local):
