@@ -40,7 +40,9 @@ builds a new JSONPath parser (PLY's tables) for every path it evaluates; a Chang
 execution of 10 records took ~300 ms of CPU. ``install()`` gives those modules a copy that
 walks JSON values directly (dicts, lists and scalars; anything else still through
 ``copy.deepcopy``) and one parsed expression per JSONPath (bench: ``make bench``'s P5 in
-pipe-sfn).
+pipe-sfn). It also parses the definition again at each execution's start and writes a history
+event at every step, which an Express execution never shows: a definition is parsed once per
+text, and an Express execution without logging keeps no history.
 
 Each SQS task is decided first with the machine's execution role and the queue's policy
 (emulator/iam/resources.py ``role_may``: ``sqs:SendMessage`` on the queue); a refusal fails the
