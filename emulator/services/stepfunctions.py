@@ -517,20 +517,27 @@ class _UnkeptHistory(EventManager):
             return event_id
 
 
-def _environment_init(original: Any) -> Any:
-    def init(self: Environment, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        if self.execution_type == EXPRESS and self.cloud_watch_logging_session is None:
-            self.event_manager = _UnkeptHistory()
+def _evaluation_environment(original: Any) -> Any:
+    """The execution's environment, with _UnkeptHistory for an Express execution without
+    logging; its frames (Map iterations, branches) take the execution's event manager."""
 
-    return init
+    def environment(self: ExecutionWorker) -> Environment:
+        env = original(self)
+        if env.execution_type == EXPRESS and env.cloud_watch_logging_session is None:
+            env.event_manager = _UnkeptHistory()
+        return env
+
+    return environment
 
 
 def _install_kept_programs_without_history() -> None:
     patching.replace(ExecutionWorker, "_get_evaluation_entrypoint", _evaluation_entrypoint)
     patching.replace(EvalComponent, "heap_key", property(_heap_key))
+    original_environment = patching.original(ExecutionWorker, "_get_evaluation_environment")
     patching.replace(
-        Environment, "__init__", _environment_init(patching.original(Environment, "__init__"))
+        ExecutionWorker,
+        "_get_evaluation_environment",
+        _evaluation_environment(original_environment),
     )
 
 
