@@ -298,8 +298,9 @@ def test_executions_at_once_each_retry_a_failing_task_as_often_as_its_retrier_sa
     both_started = threading.Barrier(2, timeout=10)
 
     def counted(self, QueueUrl, MessageBody, **params):
-        attempts[json.loads(MessageBody)["run"]] += 1
-        if attempts[json.loads(MessageBody)["run"]] == 1:
+        run = json.loads(MessageBody)["run"]
+        attempts[run] += 1
+        if attempts[run] == 1:
             both_started.wait()  # the two first attempts at once
         return send(self, QueueUrl, MessageBody, **params)
 
