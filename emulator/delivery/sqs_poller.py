@@ -36,7 +36,10 @@ Waiting without polling: an idle mapping has one poller (the watcher) waiting on
 emulator.core.wakeups for the queue (a message sent), with a timeout at the moment the earliest
 in-flight or delayed message becomes visible (``next_visible_at``, plus ``VISIBILITY_SLACK`` so
 that messages received together reappear together and stay one batch), at most ``IDLE_WAIT``;
-the other idle pollers wait for the watcher or a busy poller to hand them work.
+the other idle pollers wait for the watcher or a busy poller to hand them work. A stopped watcher
+(fewer pollers, the mapping disabled) no longer counts as watching, even before its wait returns:
+a poller woken with it watches in its place instead of waiting ``FOLLOWER_WAIT`` for a hand-off
+that would never come.
 
 Faults: ``duplicate_deliveries`` N invokes each batch N times, ``duplicate_rate`` p once more
 with probability p, applying every result (deletes are idempotent: a message is deleted once any
@@ -149,7 +152,7 @@ class SqsMappingPoller:
         self._cond = threading.Condition()
         self._pollers: list[_Poller] = []
         self._busy = 0  # pollers holding messages (gathering, invoking, deleting)
-        self._watching = False  # an idle poller waits on the queue's wake-ups
+        self._watcher: _Poller | None = None  # the idle poller waiting on the queue's wake-ups
         self._watch_until = 0.0  # ... until this time (epoch s)
         self._waiting = 0  # idle pollers waiting to be handed work
         self._last_scale = 0.0
@@ -250,7 +253,7 @@ class SqsMappingPoller:
                 self._waiting -= 1
                 self._cond.notify(1)
                 return
-            watching = self._watching
+            watching = self._watched()
             base, most = self._bounds()
             live = sum(1 for p in self._pollers if not p.stop.is_set())
             now = time.monotonic()
@@ -279,17 +282,22 @@ class SqsMappingPoller:
             log.info("esm %s: queue drained: %d pollers", self.config.short, len(live) - 1)
             return True
 
+    def _watched(self) -> bool:
+        """A poller that keeps running watches the queue (the caller holds ``_cond``). A stopped
+        watcher is leaving: the pollers woken with it must not wait for it to hand them work."""
+        return self._watcher is not None and not self._watcher.stop.is_set()
+
     def _wait_for_work(self, me: _Poller, source: QueueSource, seen: int) -> None:
         """The queue had nothing for ``me``: watch it (one poller), or wait to be handed work."""
         with self._cond:
             if me.stop.is_set():
                 return
-            if self._watching:
+            if self._watched():
                 self._waiting += 1
                 if not self._cond.wait(FOLLOWER_WAIT):
                     self._waiting = max(0, self._waiting - 1)
                 return
-            self._watching = True
+            self._watcher = me
             timeout = IDLE_WAIT
             upcoming = source.next_visible_at()
             if upcoming is not None:
@@ -299,14 +307,15 @@ class SqsMappingPoller:
             wakeups.wait(source.arn, seen, timeout)
         finally:
             with self._cond:
-                self._watching = False
+                if self._watcher is me:
+                    self._watcher = None
 
     def _recheck_watch(self, source: QueueSource) -> None:
         """Messages were left to reappear: a watcher waiting past their time is woken early."""
         upcoming = source.next_visible_at()
         with self._cond:
             late = (
-                self._watching
+                self._watched()
                 and upcoming is not None
                 and upcoming + VISIBILITY_SLACK < self._watch_until
             )

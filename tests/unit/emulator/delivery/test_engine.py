@@ -19,6 +19,7 @@ import urllib.request
 import uuid
 import zipfile
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -1074,6 +1075,58 @@ def test_caught_up_pollers_wait_for_a_signal_instead_of_polling(aws, runtime, en
     woken_within = min(sqs_poller.IDLE_WAIT, stream_poller.IDLE_WAIT) / 4
     assert wait_for(lambda: len(runtime.calls) == 2, timeout=woken_within)
     assert time.monotonic() - started < woken_within
+
+
+class LastToWatchSource:
+    """A queue read by five pollers where poller 5 becomes the watcher: the others' first
+    receive is held back until it watches."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self._held_back: set[str] = set()
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def receive(self, count: int):
+        thread = threading.current_thread().name
+        if not thread.endswith("-5") and thread not in self._held_back:
+            self._held_back.add(thread)
+            time.sleep(0.5)
+        return self._inner.receive(count)
+
+
+def test_a_stopped_watcher_leaves_the_watch_to_a_poller_that_keeps_running(
+    aws, runtime, faults, engine, monkeypatch
+):
+    """The sqs_pollers switch stops the poller watching the queue, and it is scheduled after the
+    pollers woken with it (a loaded machine may): one of those watches from then on, so a message
+    sent next is delivered at once, not when the other pollers' FOLLOWER_WAIT (60 s) runs out."""
+    monkeypatch.setattr(
+        esm_module, "open_queue", lambda arn: LastToWatchSource(esm_module.SqsSource(arn))
+    )
+
+    def leaving_late(source_arn: str, seen: int, timeout: float) -> bool:
+        notified = wakeups.wait(source_arn, seen, timeout)
+        if threading.current_thread().name.endswith("-5"):
+            time.sleep(0.5)
+        return notified
+
+    monkeypatch.setattr(
+        sqs_poller,
+        "wakeups",
+        SimpleNamespace(notify=wakeups.notify, version=wakeups.version, wait=leaving_late),
+    )
+    url, arn = aws.queue("handover")
+    mapping = aws.mapping(arn, BatchSize=10)
+    esm = engine()
+    assert esm.stats()[mapping]["pollers"] == 5
+    time.sleep(1.0)  # poller 5 watches, the other four wait as followers
+    faults.sqs_pollers = 4
+    esm.refresh()
+    assert wait_for(lambda: esm.stats()[mapping]["pollers"] == 4)
+    aws.send(url, "after the watcher left")
+    assert wait_for(lambda: len(runtime.calls) == 1, timeout=sqs_poller.FOLLOWER_WAIT / 6)
 
 
 def test_a_message_is_received_again_when_its_visibility_timeout_ends(aws, runtime, engine):
