@@ -10,7 +10,8 @@ Where moto's time goes (moto/sqs/models.py), each replaced below:
   depth of 300, 207 ms at 6,000.
 - ``Queue.delete_message`` and ``SQSBackend.change_message_visibility`` scan every message's
   receipt handles; ``Queue.add_message`` scans the queue for FIFO duplicates and
-  ``SQSBackend.send_message`` builds ``Queue.attributes`` (the scans again).
+  ``SQSBackend.send_message`` builds ``Queue.attributes`` (the scans again, and the policy
+  serialised twice) to read one flag: ``QueueAttributes`` reads each attribute when asked.
 - ``generate_receipt_handle`` draws 185 random characters one ``random.choice`` at a time.
 
 The replacement keeps, per queue, a ``QueueIndex`` under the queue's own ``_messages_lock``:
@@ -36,13 +37,14 @@ redrive: all go through ``Queue.add_message``) calls ``emulator.core.wakeups.not
 from __future__ import annotations
 
 import copy
-import functools
 import heapq
+import json
 import string
 import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from moto.moto_api._internal import mock_random
@@ -573,6 +575,52 @@ def generate_receipt_handle() -> str:
 
 
 _original_body_md5: property = Message.__dict__["body_md5"]
+
+
+class QueueAttributes(Mapping[str, Any]):
+    """Queue.attributes with moto's names and values, each value read when asked for. moto built
+    all of them (three counts, the policy serialised twice) for every SendMessage, which reads
+    one flag: ContentBasedDeduplication, once per message an SNS topic or a rule delivers."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: Queue) -> None:
+        self._queue = queue
+
+    def _names(self) -> list[str]:
+        queue = self._queue
+        names = list(Queue.BASE_ATTRIBUTES)
+        if queue.fifo_queue:
+            names += Queue.FIFO_ATTRIBUTES
+        if queue.kms_master_key_id:
+            names += Queue.KMS_ATTRIBUTES
+        return names
+
+    def __getitem__(self, name: str) -> Any:
+        queue = self._queue
+        if name not in _PYTHON_NAMES or (
+            (name in Queue.FIFO_ATTRIBUTES and not queue.fifo_queue)
+            or (name in Queue.KMS_ATTRIBUTES and not queue.kms_master_key_id)
+        ):
+            raise KeyError(name)
+        value = getattr(queue, _PYTHON_NAMES[name])
+        if name == "RedrivePolicy" and value:
+            return json.dumps(value)
+        if isinstance(value, bool):
+            return str(value).lower()
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+_PYTHON_NAMES = {
+    name: sqs_models.camelcase_to_underscores(name)
+    for name in Queue.BASE_ATTRIBUTES + Queue.FIFO_ATTRIBUTES + Queue.KMS_ATTRIBUTES
+}
 _original_set_attributes = Queue._set_attributes
 
 
@@ -602,13 +650,7 @@ def install() -> None:
     replace(Message, "delayed", property(_delayed))
     replace(Message, "body_md5", property(_body_md5))
     replace(sqs_models, "generate_receipt_handle", generate_receipt_handle)
-    # Queue.attributes converts each attribute name with camelcase_to_underscores (a character
-    # loop) on every call, and SendMessage builds the attributes: the conversion, memoised.
-    replace(
-        sqs_models,
-        "camelcase_to_underscores",
-        functools.lru_cache(maxsize=256)(sqs_models.camelcase_to_underscores),
-    )
+    replace(Queue, "attributes", property(QueueAttributes))
 
 
 def uninstall() -> None:

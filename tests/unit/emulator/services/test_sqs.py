@@ -15,6 +15,7 @@ from moto.sqs.models import Queue, sqs_backends
 
 from emulator.core import wakeups
 from emulator.services import moto_patches, sqs
+from emulator.services.patching import original
 from tests.unit.emulator.support import ACCOUNT, REGION, fake_credentials, new_queue
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
@@ -297,6 +298,79 @@ def test_fifo_content_based_deduplication(aws):
         aws.send_message(QueueUrl=url, MessageBody="same body", MessageGroupId="g")
     aws.send_message(QueueUrl=url, MessageBody="other body", MessageGroupId="g")
     assert [m["Body"] for m in receive(aws, url)] == ["same body", "other body"]
+
+
+# --- Queue.attributes, read per name
+
+
+POLICY = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "sns.amazonaws.com"},
+                "Action": "sqs:SendMessage",
+                "Resource": "*",
+            }
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "attributes"),
+    [
+        ("plain", {}),
+        ("with-policy", {"Policy": POLICY, "VisibilityTimeout": "7", "MaximumMessageSize": "2048"}),
+        ("kms", {"KmsMasterKeyId": "alias/aws/sqs", "KmsDataKeyReusePeriodSeconds": "600"}),
+        ("content.fifo", {"FifoQueue": "true", "ContentBasedDeduplication": "true"}),
+        ("group.fifo", {"FifoQueue": "true", "DeduplicationScope": "messageGroup"}),
+    ],
+)
+def test_queue_attributes_are_motos_names_and_values_read_per_name(aws, name, attributes):
+    fifo_queue = {"FifoQueue": "true"} if name.endswith(".fifo") else {}
+    _, dlq_arn = new_queue(aws, f"dlq-{name}", **fifo_queue)  # a FIFO queue's DLQ is FIFO too
+    url, _ = new_queue(
+        aws,
+        name,
+        RedrivePolicy=json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3}),
+        **attributes,
+    )
+    group = {"MessageGroupId": "g", "MessageDeduplicationId": "d"} if fifo_queue else {}
+    aws.send_message(QueueUrl=url, MessageBody="counted", **group)
+    motos = original(Queue, "attributes").fget
+    for queue in (model(name), model(f"dlq-{name}")):
+        ours = queue.attributes
+        assert list(ours.items()) == list(motos(queue).items())  # names, order and values
+        assert ours.get("ContentBasedDeduplication") == motos(queue).get(
+            "ContentBasedDeduplication"
+        )
+        assert "NoSuchAttribute" not in ours and ours.get("NoSuchAttribute") is None
+    everything = aws.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert everything["ApproximateNumberOfMessages"] == "1"
+    assert json.loads(everything["RedrivePolicy"])["maxReceiveCount"] == 3
+
+
+def test_a_send_reads_neither_the_counts_nor_the_policy(aws, monkeypatch):
+    """moto's SendMessage built every attribute to read ContentBasedDeduplication: three counts
+    and the policy serialised twice, for each message a topic delivers."""
+    url, _ = new_queue(aws, "sent-to", Policy=POLICY)
+    reads = []
+    for name in ("policy", "approximate_number_of_messages"):
+        attribute = getattr(Queue, name)
+        monkeypatch.setattr(
+            Queue,
+            name,
+            property(
+                lambda queue, read=attribute.fget, name=name: reads.append(name) or read(queue),
+                attribute.fset,
+            ),
+        )
+    aws.send_message(QueueUrl=url, MessageBody="one")
+    aws.send_message_batch(QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "two"}])
+    assert reads == []
+    assert counts(aws, url) == (2, 0, 0)
 
 
 # --- wake-ups ---------------------------------------------------------------------------------
