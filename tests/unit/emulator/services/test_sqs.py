@@ -61,6 +61,23 @@ def counts(sqs, url: str) -> tuple[int, int, int]:
     )
 
 
+def send_policy(service: str) -> str:
+    """A queue policy that lets ``service`` (e.g. sns.amazonaws.com) send to the queue."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": service},
+                    "Action": "sqs:SendMessage",
+                    "Resource": "*",
+                }
+            ],
+        }
+    )
+
+
 def model(name: str) -> Queue:
     return sqs_backends[ACCOUNT][REGION].queues[name]
 
@@ -303,26 +320,18 @@ def test_fifo_content_based_deduplication(aws):
 # --- Queue.attributes, read per name
 
 
-POLICY = json.dumps(
-    {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "sns.amazonaws.com"},
-                "Action": "sqs:SendMessage",
-                "Resource": "*",
-            }
-        ],
-    }
-)
-
-
 @pytest.mark.parametrize(
     ("name", "attributes"),
     [
         ("plain", {}),
-        ("with-policy", {"Policy": POLICY, "VisibilityTimeout": "7", "MaximumMessageSize": "2048"}),
+        (
+            "with-policy",
+            {
+                "Policy": send_policy("sns.amazonaws.com"),
+                "VisibilityTimeout": "7",
+                "MaximumMessageSize": "2048",
+            },
+        ),
         ("kms", {"KmsMasterKeyId": "alias/aws/sqs", "KmsDataKeyReusePeriodSeconds": "600"}),
         ("content.fifo", {"FifoQueue": "true", "ContentBasedDeduplication": "true"}),
         ("group.fifo", {"FifoQueue": "true", "DeduplicationScope": "messageGroup"}),
@@ -355,7 +364,7 @@ def test_queue_attributes_are_motos_names_and_values_read_per_name(aws, name, at
 def test_a_send_reads_neither_the_counts_nor_the_policy(aws, monkeypatch):
     """moto's SendMessage built every attribute to read ContentBasedDeduplication: three counts
     and the policy serialised twice, for each message a topic delivers."""
-    url, _ = new_queue(aws, "sent-to", Policy=POLICY)
+    url, _ = new_queue(aws, "sent-to", Policy=send_policy("sns.amazonaws.com"))
     reads = []
     for name in ("policy", "approximate_number_of_messages"):
         attribute = getattr(Queue, name)
@@ -430,19 +439,7 @@ def test_a_queue_with_messages_from_before_the_install_keeps_them(aws):
 
 def test_setting_other_attributes_keeps_the_queues_policy(aws):
     url = aws.create_queue(QueueName="with-policy")["QueueUrl"]
-    policy = json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "events.amazonaws.com"},
-                    "Action": "sqs:SendMessage",
-                    "Resource": "*",
-                }
-            ],
-        }
-    )
+    policy = send_policy("events.amazonaws.com")
     aws.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
     aws.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "1"})
     kept = aws.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy", "VisibilityTimeout"])
