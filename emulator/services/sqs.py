@@ -577,6 +577,13 @@ def generate_receipt_handle() -> str:
 _original_body_md5: property = Message.__dict__["body_md5"]
 
 
+# moto's attribute names -> the Queue attributes that hold them (moto converts them per read)
+_PYTHON_NAMES = {
+    name: sqs_models.camelcase_to_underscores(name)
+    for name in Queue.BASE_ATTRIBUTES + Queue.FIFO_ATTRIBUTES + Queue.KMS_ATTRIBUTES
+}
+
+
 class QueueAttributes(Mapping[str, Any]):
     """Queue.attributes with moto's names and values, each value read when asked for. moto built
     all of them (three counts, the policy serialised twice) for every SendMessage, which reads
@@ -617,10 +624,6 @@ class QueueAttributes(Mapping[str, Any]):
         return len(self._names())
 
 
-_PYTHON_NAMES = {
-    name: sqs_models.camelcase_to_underscores(name)
-    for name in Queue.BASE_ATTRIBUTES + Queue.FIFO_ATTRIBUTES + Queue.KMS_ATTRIBUTES
-}
 _original_set_attributes = Queue._set_attributes
 
 
