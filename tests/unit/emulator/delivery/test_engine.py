@@ -6,6 +6,7 @@ through the AWS APIs exactly as a deployment creates them.
 """
 
 import base64
+import collections
 import copy
 import functools
 import hashlib
@@ -13,6 +14,7 @@ import io
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 import urllib.request
@@ -1077,22 +1079,45 @@ def test_caught_up_pollers_wait_for_a_signal_instead_of_polling(aws, runtime, en
     assert time.monotonic() - started < woken_within
 
 
+def blocked_in(function: str, threads: list[threading.Thread]) -> bool:
+    """Every thread waits (threading's Condition.wait is its newest frame) inside ``function``."""
+    frames = sys._current_frames()
+    for thread in threads:
+        frame = frames.get(thread.ident)
+        if frame is None or frame.f_code.co_name != "wait":
+            return False
+        while frame is not None and frame.f_code.co_name != function:
+            frame = frame.f_back
+        if frame is None:
+            return False
+    return True
+
+
+def sqs_poller_threads(*, but: str = "") -> list[threading.Thread]:
+    return [
+        t
+        for t in threading.enumerate()
+        if t.name.startswith("esm-sqs-") and not (but and t.name.endswith(but))
+    ]
+
+
 class LastToWatchSource:
     """A queue read by five pollers where poller 5 becomes the watcher: the others' first
-    receive is held back until it watches."""
+    receive waits until it watches. ``receives`` counts each poller's receives."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, watching: threading.Event):
         self._inner = inner
-        self._held_back: set[str] = set()
+        self._watching = watching
+        self.receives: collections.Counter[str] = collections.Counter()
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
     def receive(self, count: int):
         thread = threading.current_thread().name
-        if not thread.endswith("-5") and thread not in self._held_back:
-            self._held_back.add(thread)
-            time.sleep(0.5)
+        self.receives[thread] += 1
+        if not thread.endswith("-5") and self.receives[thread] == 1:
+            self._watching.wait(10)
         return self._inner.receive(count)
 
 
@@ -1102,14 +1127,27 @@ def test_a_stopped_watcher_leaves_the_watch_to_a_poller_that_keeps_running(
     """The sqs_pollers switch stops the poller watching the queue, and it is scheduled after the
     pollers woken with it (a loaded machine may): one of those watches from then on, so a message
     sent next is delivered at once, not when the other pollers' FOLLOWER_WAIT (60 s) runs out."""
-    monkeypatch.setattr(
-        esm_module, "open_queue", lambda arn: LastToWatchSource(esm_module.SqsSource(arn))
-    )
+    watching = threading.Event()
+    sources: list[LastToWatchSource] = []
+
+    def open_queue(arn: str) -> LastToWatchSource:
+        sources.append(LastToWatchSource(esm_module.SqsSource(arn), watching))
+        return sources[-1]
+
+    monkeypatch.setattr(esm_module, "open_queue", open_queue)
+
+    def rechecked(others: list[threading.Thread]) -> bool:
+        """Woken by the stop, each of the others received again and waits again."""
+        again = all(sources[0].receives[t.name] >= 2 for t in others)
+        return again and blocked_in("_wait_for_work", others)
 
     def leaving_late(source_arn: str, seen: int, timeout: float) -> bool:
+        last = threading.current_thread().name.endswith("-5")
+        if last:
+            watching.set()
         notified = wakeups.wait(source_arn, seen, timeout)
-        if threading.current_thread().name.endswith("-5"):
-            time.sleep(0.5)
+        if last:  # stopped: it leaves once the four others wait again, as a follower or watcher
+            wait_for(lambda: rechecked(sqs_poller_threads(but="-5")))
         return notified
 
     monkeypatch.setattr(
@@ -1121,7 +1159,8 @@ def test_a_stopped_watcher_leaves_the_watch_to_a_poller_that_keeps_running(
     mapping = aws.mapping(arn, BatchSize=10)
     esm = engine()
     assert esm.stats()[mapping]["pollers"] == 5
-    time.sleep(1.0)  # poller 5 watches, the other four wait as followers
+    # poller 5 watches, the other four wait as followers
+    assert wait_for(lambda: blocked_in("_wait_for_work", sqs_poller_threads()))
     faults.sqs_pollers = 4
     esm.refresh()
     assert wait_for(lambda: esm.stats()[mapping]["pollers"] == 4)
