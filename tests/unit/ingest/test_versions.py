@@ -154,3 +154,24 @@ def test_each_version_of_a_key_has_its_own_report_while_both_are_in_progress(ing
         reports[log["version"]] = [e["line"] for e in ingest.report_at(log["report_key"])]
     assert sorted(reports.values()) == [[2, 4], [10, 150, 290]]
     assert (ingest.log_of(v1)["rows_rejected"], ingest.log_of(v2)["rows_rejected"]) == (3, 2)
+
+
+@pytest.mark.parametrize("key", ["incoming/a.jsonl", "incoming/a-again.jsonl"])
+def test_re_uploading_an_old_export_changes_nothing_a_newer_copy_set(ingest, key):
+    # A contact's version is the record's own `updated_at`, never its file's upload: the runbooks'
+    # re-uploads (and any re-delivery) of an old export, under its own key or another, once
+    # rewrote c-1 with agent-7 and routed the caller back to the agent a correction replaced.
+    original = CONTACT | {"updated_at": "2026-11-29T10:06:00Z"}
+    correction = original | {"agent_id": "agent-9", "updated_at": "2026-11-29T11:00:00Z"}
+    first = ingest.put("incoming/a.jsonl", jsonl(original), event_time="2026-11-29T10:10:00Z")
+    fix = ingest.put("incoming/fix.jsonl", jsonl(correction), event_time="2026-11-29T11:05:00Z")
+    assert ingest.run(first) == [] and ingest.run(fix) == []
+    before = ingest.items("CONTACT") + ingest.items("CONTACT_REF")
+
+    again = ingest.put(key, jsonl(original), event_time="2026-11-30T08:00:00Z")
+    assert ingest.run(again) == []
+
+    assert ingest.items("CONTACT") + ingest.items("CONTACT_REF") == before
+    assert contacts(ingest)["c-1"]["agent_id"] == "agent-9"
+    log = ingest.log_of(again)
+    assert (log["outcome"], log["rows_ok"], log["rows_superseded"]) == ("PROCESSED", 0, 1)
