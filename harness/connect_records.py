@@ -716,7 +716,9 @@ def firehose_key(
 
 # --- the sample events ---------------------------------------------------------------------------
 
-SAMPLE_STREAM = "acme-care-contact-records"
+SAMPLE_STREAM = (
+    "last-agent-routing-contact-records"  # template.yaml: ${AWS::StackName}-contact-records
+)
 
 
 def sample_records() -> list[dict]:
