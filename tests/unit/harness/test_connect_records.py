@@ -5,6 +5,7 @@ import gzip
 import json
 import random
 import re
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -265,7 +266,7 @@ def test_firehose_keys_have_firehoses_format():
     assert key.startswith("contact-records/2026/11/30/09/acme-care-ctr-1-2026-11-30-09-04-17-")
     assert KEY.match(ctr.firehose_key("acme-care-ctr", when, gzip=True))["gz"] == ".gz"
     assert ctr.firehose_key("s", when, gzip=False) != ctr.firehose_key("s", when, gzip=False)
-    other = ctr.firehose_key("s", when, gzip=False, prefix="ctr/", object_id=ctr.uuid.UUID(int=1))
+    other = ctr.firehose_key("s", when, gzip=False, prefix="ctr/", object_id=uuid.UUID(int=1))
     assert other == "ctr/2026/11/30/09/s-1-2026-11-30-09-04-17-00000000-0000-0000-0000-000000000001"
 
 
