@@ -38,6 +38,8 @@ FUNCTIONS = {
             "IDEMPOTENCY_TABLE_NAME",
             "INGEST_QUEUE_URL",
             "GOODWILL_WAIT_SECONDS",
+            "SURVEY_OPT_IN_ATTRIBUTE",
+            "SURVEY_EMAIL_ATTRIBUTE",
         },
     ),
     "LastAgentFunction": ("functions/last_agent", {"CONTACTS_TABLE_NAME"}),
@@ -65,6 +67,9 @@ ENV_SOURCES = {
     "NOTIFICATIONS_TOPIC_ARN": {"Ref": "NotificationsTopic"},
     "GOODWILL_WAIT_SECONDS": {"Ref": "GoodwillWaitSeconds"},
     "CHANGE_TOPIC_ARN": {"Ref": "ChangeTopic"},
+    # the names of Connect's user-defined contact attributes ingest reads a contact record's by
+    "SURVEY_OPT_IN_ATTRIBUTE": {"Ref": "SurveyOptInAttribute"},
+    "SURVEY_EMAIL_ATTRIBUTE": {"Ref": "SurveyEmailAttribute"},
 }
 
 
@@ -79,6 +84,7 @@ CONTRACT_OUTPUTS = {
     "StreamFailureQueueUrl": {"Ref": "StreamFailureQueue"},
     "NotificationsTopicArn": {"Ref": "NotificationsTopic"},
     "RouteFunctionName": {"Ref": "RouteFunction"},
+    "ContactRecordsDeliveryStreamName": {"Ref": "ContactRecordsDeliveryStream"},
 }
 
 # IAM statements allowed a "*" resource, each because AWS offers no resource-level scoping.
@@ -731,14 +737,28 @@ def test_bucket_is_encrypted_versioned_private_and_tls_only():
     )
 
 
-def test_bucket_notifies_ingest_queue_only_for_incoming_without_a_cycle():
+# The prefixes whose new objects ingest reads: exports, and Connect's contact records as
+# ContactRecordsDeliveryStream writes them. Never rejected/ (ingest's own reports would loop back)
+# nor contact-records-errors/ (what Firehose could not deliver).
+INGESTED_PREFIXES = ["incoming/", "contact-records/"]
+
+
+def test_bucket_notifies_ingest_queue_only_for_its_inputs_without_a_cycle():
     bucket = RESOURCES["ContactsBucket"]
     configs = bucket["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
-    assert configs
+    prefixes = []
     for config in configs:
         assert config["Event"] == "s3:ObjectCreated:*"
         assert ref_target(config["Queue"]) == "IngestQueue"
-        assert config["Filter"]["S3Key"]["Rules"] == [{"Name": "prefix", "Value": "incoming/"}]
+        [rule] = config["Filter"]["S3Key"]["Rules"]
+        assert rule["Name"] == "prefix"
+        prefixes.append(rule["Value"])
+    assert prefixes == INGESTED_PREFIXES
+    # no notified prefix holds another (S3 refuses overlapping ones) or what ingest writes
+    for written in ("rejected/", "contact-records-errors/"):
+        assert not any(written.startswith(p) or p.startswith(written) for p in prefixes)
+    for prefix in prefixes:
+        assert not any(o != prefix and o.startswith(prefix) for o in prefixes)
     # The name is built (Fn::Sub), so the queue policy needs no Ref to the bucket: no cycle.
     assert "Fn::Sub" in bucket["Properties"]["BucketName"]
     assert "IngestQueuePolicy" in as_list(bucket["DependsOn"])
@@ -802,17 +822,23 @@ def table_grants(function: str, table: dict = CONTACTS_ARN) -> dict[str, set[str
 
 def test_ingest_permissions():
     granted = {
-        (action, json.dumps(statement["Resource"], sort_keys=True))
+        (action, json.dumps(resource, sort_keys=True))
         for statement in statements("IngestFunction")
         for action in as_list(statement["Action"])
+        for resource in as_list(statement["Resource"])
     }
     incoming = json.dumps(contacts_bucket_arn("/incoming/*"), sort_keys=True)
+    records = json.dumps(contacts_bucket_arn("/contact-records/*"), sort_keys=True)
     rejected = json.dumps(contacts_bucket_arn("/rejected/*"), sort_keys=True)
     idempotency = json.dumps({"Fn::GetAtt": ["IdempotencyTable", "Arn"]})
     # A file is always read at its event's version (the bucket is versioned): make iam-report
     # showed the unversioned read unused.
     assert ("s3:GetObjectVersion", incoming) in granted
     assert ("s3:GetObject", incoming) not in granted
+    # Connect's contact records, as ContactRecordsDeliveryStream writes them: read the same way
+    assert ("s3:GetObjectVersion", records) in granted
+    reads = {resource for action, resource in granted if action.startswith("s3:GetObject")}
+    assert reads == {incoming, records, json.dumps(contacts_bucket_arn("/rejected/*"))}
     assert {("s3:PutObject", rejected), ("s3:GetObject", rejected)} <= granted
     # Powertools' documented idempotency grants, its fallback read included (template Metadata)
     for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem"):
@@ -975,6 +1001,7 @@ def test_outputs_include_the_contract_names():
 
 def test_template_reads_as_the_data_flow():
     flows = [
+        "Flow 0 - From Connect to S3",
         "Flow 1 - ingest",
         "Flow 2 - fan-out",
         "Flow 3 - notify",
@@ -1138,7 +1165,8 @@ def test_translated_roles_are_scoped(translated, mode):
     roles = {
         k: chosen(v, conditions({"FanOut": mode}))
         for k, v in translated["Resources"].items()
-        if v["Type"] == "AWS::IAM::Role" and k not in ("ChangePipeRole", "ChangeMachineRole")
+        if v["Type"] == "AWS::IAM::Role"
+        and k not in ("ChangePipeRole", "ChangeMachineRole", "ContactRecordsDeliveryRole")
     }
     assert len(roles) == len(FUNCTIONS)
     for name, role in roles.items():
@@ -1165,10 +1193,14 @@ def test_every_role_carries_the_bootstraps_permissions_boundary(translated, env,
         for k, v in translated["Resources"].items()
         if v["Type"] == "AWS::IAM::Role" and created(v, mode)
     }
-    # the pipe's role in every pipe mode, the machine's in pipe-sfn
-    assert len(roles) == len([f for f in FUNCTIONS if created(RESOURCES[f], mode)]) + (
-        mode in PIPE_MODES
-    ) + (mode == "pipe-sfn")
+    # the pipe's role in every pipe mode, the machine's in pipe-sfn, the delivery stream's always
+    assert (
+        len(roles)
+        == len([f for f in FUNCTIONS if created(RESOURCES[f], mode)])
+        + (mode in PIPE_MODES)
+        + (mode == "pipe-sfn")
+        + 1
+    )
     for name, role in roles.items():
         assert role["Properties"].get("PermissionsBoundary") == {
             "Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:policy/${PermissionsBoundary}"
@@ -1328,6 +1360,11 @@ def test_personal_data_is_kept_for_a_set_time():
         rules["ExpireRejectedReports"]["Prefix"],
         rules["ExpireRejectedReports"]["ExpirationInDays"],
     ) == ("rejected/", 90)
+    for rule, prefix in (
+        ("ExpireContactRecords", "contact-records/"),
+        ("ExpireUndeliveredContactRecords", "contact-records-errors/"),
+    ):
+        assert (rules[rule]["Prefix"], rules[rule]["ExpirationInDays"]) == (prefix, 30)
     assert rules["ExpireNoncurrentVersions"]["NoncurrentVersionExpiration"]["NoncurrentDays"] == 30
     assert all(r["Status"] == "Enabled" for r in rules.values())
     contacts = RESOURCES["ContactsTable"]["Properties"]["TimeToLiveSpecification"]
@@ -1390,12 +1427,19 @@ def test_contact_files_are_encrypted_with_a_key_only_ingest_and_named_roles_use(
         for sid, s in policy.items()
         if crypto & set(as_list(s["Action"])) or "kms:*" in as_list(s["Action"])
     }
-    assert set(users) == {"IngestReadsFilesAndWritesReports", "UploadersAndOperators"}
+    assert set(users) == {
+        "IngestReadsFilesAndWritesReports",
+        "ContactRecordsDeliveryWritesRecords",
+        "UploadersAndOperators",
+    }
     assert users["IngestReadsFilesAndWritesReports"]["Principal"] == {
         "AWS": {"Fn::GetAtt": ["IngestFunctionRole", "Arn"]}
     }
     assert users["UploadersAndOperators"]["Condition"]["ArnLike"] == {
         "aws:PrincipalArn": {"Fn::Split": [",", {"Ref": "ContactsKeyUsers"}]}
+    }
+    assert users["ContactRecordsDeliveryWritesRecords"]["Principal"] == {
+        "AWS": {"Fn::GetAtt": ["ContactRecordsDeliveryRole", "Arn"]}
     }
     for statement in users.values():
         assert set(statement["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}
@@ -1452,3 +1496,152 @@ def test_the_execution_role_may_attach_exactly_the_managed_policies_sam_adds(tra
         for a in attach["Condition"]["ArnEquals"]["iam:PolicyARN"]
     }
     assert attached == attachable == SAM_MANAGED_POLICIES
+
+
+# --- from Connect to S3 (issue 41): the delivery stream, its role, its alarms, the parameters ----
+
+
+def test_the_delivery_stream_writes_contact_records_where_ingest_reads_them():
+    stream = RESOURCES["ContactRecordsDeliveryStream"]["Properties"]
+    assert stream["DeliveryStreamType"] == "DirectPut"
+    s3 = stream["ExtendedS3DestinationConfiguration"]
+    assert s3["BucketARN"] == {"Fn::GetAtt": ["ContactsBucket", "Arn"]}
+    assert s3["RoleARN"] == {"Fn::GetAtt": ["ContactRecordsDeliveryRole", "Arn"]}
+    # the plain prefix: Firehose appends YYYY/MM/dd/HH/, so the keys are Firehose's default ones
+    assert s3["Prefix"] == "contact-records/" and s3["Prefix"] in INGESTED_PREFIXES
+    assert s3["ErrorOutputPrefix"].startswith("contact-records-errors/")
+    assert not s3["ErrorOutputPrefix"].startswith(tuple(INGESTED_PREFIXES))
+    assert s3["CompressionFormat"] == "GZIP"
+    assert s3["ProcessingConfiguration"] == {
+        "Enabled": True,
+        "Processors": [{"Type": "AppendDelimiterToRecord"}],
+    }
+    assert s3["EncryptionConfiguration"] == {
+        "KMSEncryptionConfig": {"AWSKMSKeyARN": {"Fn::GetAtt": ["ContactsBucketKey", "Arn"]}}
+    }
+    hints = s3["BufferingHints"]
+    assert 60 <= hints["IntervalInSeconds"] <= 900 and 1 <= hints["SizeInMBs"] <= 128
+    logging = s3["CloudWatchLoggingOptions"]
+    assert logging["Enabled"] is True
+    assert logging["LogGroupName"] == {"Ref": "ContactRecordsDeliveryLogGroup"}
+    group = RESOURCES["ContactRecordsDeliveryLogGroup"]["Properties"]
+    assert group["RetentionInDays"] == {"Ref": "LogRetentionInDays"}  # as every log group
+    stream_of_group = RESOURCES[ref_target(logging["LogStreamName"])]["Properties"]
+    assert stream_of_group["LogGroupName"] == {"Ref": "ContactRecordsDeliveryLogGroup"}
+
+
+def test_the_delivery_role_writes_only_its_prefixes_and_logs_only_to_its_group():
+    role = RESOURCES["ContactRecordsDeliveryRole"]["Properties"]
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "firehose.amazonaws.com"}
+    assert trust["Action"] == "sts:AssumeRole"
+    assert trust["Condition"] == {"StringEquals": {"sts:ExternalId": {"Ref": "AWS::AccountId"}}}
+    assert (
+        role["PermissionsBoundary"]
+        == RESOURCES["ChangePipeRole"]["Properties"]["PermissionsBoundary"]
+    )
+    [policy] = role["Policies"]
+    granted = {
+        (action, json.dumps(resource, sort_keys=True))
+        for statement in policy["PolicyDocument"]["Statement"]
+        if statement["Effect"] == "Allow" and "Condition" not in statement
+        for action in as_list(statement["Action"])
+        for resource in as_list(statement["Resource"])
+    }
+    bucket = json.dumps(contacts_bucket_arn(""), sort_keys=True)
+    objects = [
+        json.dumps(contacts_bucket_arn(f"/{prefix}*"), sort_keys=True)
+        for prefix in ("contact-records/", "contact-records-errors/")
+    ]
+    group = json.dumps({"Fn::GetAtt": ["ContactRecordsDeliveryLogGroup", "Arn"]})
+    assert granted == (
+        {(a, bucket) for a in ("s3:GetBucketLocation", "s3:ListBucket")}
+        | {("s3:ListBucketMultipartUploads", bucket)}
+        | {
+            (a, o)
+            for a in ("s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload")
+            for o in objects
+        }
+        | {("logs:PutLogEvents", group)}
+    )
+    # the key: its policy names this role, through S3, for this bucket's objects only
+    key = policy_statements("ContactsBucketKey")["ContactRecordsDeliveryWritesRecords"]
+    assert key["Principal"] == {"AWS": {"Fn::GetAtt": ["ContactRecordsDeliveryRole", "Arn"]}}
+    assert set(key["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}
+    assert key["Condition"]["StringEquals"] == {
+        "kms:ViaService": {"Fn::Sub": "s3.${AWS::Region}.amazonaws.com"}
+    }
+    contexts = key["Condition"]["StringLike"]["kms:EncryptionContext:aws:s3:arn"]
+    assert [json.dumps(c, sort_keys=True) for c in contexts] == [bucket, *objects]
+    # and the bucket's policy denies it nothing but plain HTTP
+    denies = [
+        s for s in policy_statements("ContactsBucketPolicy").values() if s["Effect"] == "Deny"
+    ]
+    assert all(refuses_insecure_transport(s) for s in denies)
+
+
+def test_the_delivery_stream_pages_on_failed_and_late_deliveries():
+    alarms = {
+        name: RESOURCES[name]["Properties"]
+        for name in ("ContactRecordsDeliveryFailuresAlarm", "ContactRecordsDeliveryFreshnessAlarm")
+    }
+    stream = {"Name": "DeliveryStreamName", "Value": {"Ref": "ContactRecordsDeliveryStream"}}
+    failures, freshness = alarms.values()
+    assert (failures["Namespace"], failures["MetricName"]) == (
+        "AWS/Firehose",
+        "DeliveryToS3.Success",
+    )
+    assert (failures["ComparisonOperator"], alarm_threshold(failures)) == ("LessThanThreshold", 1)
+    assert failures["Statistic"] == "Minimum"  # any failed put in the period
+    assert freshness["MetricName"] == "DeliveryToS3.DataFreshness"
+    assert freshness["ComparisonOperator"] == "GreaterThanThreshold"
+    interval = RESOURCES["ContactRecordsDeliveryStream"]["Properties"][
+        "ExtendedS3DestinationConfiguration"
+    ]["BufferingHints"]["IntervalInSeconds"]
+    assert alarm_threshold(freshness) > interval  # never the buffer's own wait
+    for alarm in alarms.values():
+        assert alarm["Dimensions"] == [stream]
+        assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_the_survey_attribute_names_reach_ingest():
+    assert PARAMETERS["SurveyOptInAttribute"]["Default"] == "survey_opt_in"
+    assert PARAMETERS["SurveyEmailAttribute"]["Default"] == "email"
+    env = FUNCTION_RESOURCES["IngestFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["SURVEY_OPT_IN_ATTRIBUTE"] == {"Ref": "SurveyOptInAttribute"}
+    assert env["SURVEY_EMAIL_ATTRIBUTE"] == {"Ref": "SurveyEmailAttribute"}
+    for name, function in FUNCTION_RESOURCES.items():  # and no other function
+        if name != "IngestFunction":
+            variables = function["Properties"].get("Environment", {}).get("Variables", {})
+            assert not {"SURVEY_OPT_IN_ATTRIBUTE", "SURVEY_EMAIL_ATTRIBUTE"} & set(variables)
+
+
+def test_connect_resources_exist_only_with_an_instance():
+    connect = {n for n, r in RESOURCES.items() if r["Type"].startswith("AWS::Connect::")}
+    assert connect == {
+        "ContactRecordsStorage",
+        "RouteFunctionConnectAssociation",
+        "LastAgentRoutingFlow",
+    }
+    instance = STEP_3["ConnectInstanceArn"]
+    queue = instance + "/queue/0d7c2b1a-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
+    for overrides, expected in (
+        ({}, set()),
+        ({"ConnectInstanceArn": instance}, connect - {"LastAgentRoutingFlow"}),
+        ({"ConnectInstanceArn": instance, "ConnectDefaultQueueArn": queue}, connect),
+    ):
+        made = {n for n in connect if conditions(overrides)[RESOURCES[n]["Condition"]]}
+        assert made == expected, overrides
+    storage = RESOURCES["ContactRecordsStorage"]["Properties"]
+    assert (storage["ResourceType"], storage["StorageType"]) == (
+        "CONTACT_TRACE_RECORDS",
+        "KINESIS_FIREHOSE",
+    )
+    assert storage["KinesisFirehoseConfig"]["FirehoseArn"] == {
+        "Fn::GetAtt": ["ContactRecordsDeliveryStream", "Arn"]
+    }
+    association = RESOURCES["RouteFunctionConnectAssociation"]["Properties"]
+    assert association["IntegrationType"] == "LAMBDA_FUNCTION"
+    assert association["IntegrationArn"] == {"Fn::GetAtt": ["RouteFunction", "Arn"]}
+    assert RESOURCES["RouteFunctionConnectPermission"]["Condition"] == "HasConnectInstance"
