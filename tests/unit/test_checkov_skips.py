@@ -115,7 +115,13 @@ def environments_hold_no_secrets() -> list[str]:
 
 
 def log_groups_are_the_functions() -> list[str]:
+    """The functions' log groups, and the delivery stream's (Firehose logs its delivery errors
+    there: S3 or KMS refusals, never a record)."""
     expected = {f"/aws/lambda/${{AWS::StackName}}-{lid}" for lid in of_type(FUNCTION)}
+    expected |= {
+        "/aws/kinesisfirehose/" + stream["Properties"]["DeliveryStreamName"]["Fn::Sub"]
+        for stream in of_type("AWS::KinesisFirehose::DeliveryStream").values()
+    }
     return [
         lid
         for lid, group in of_type("AWS::Logs::LogGroup").items()
