@@ -21,6 +21,8 @@ One API call can need several authorizations, each decided on its own, as AWS do
   without one, by its ciphertext; ``kms:CallerAccount``, ``kms:EncryptionAlgorithm`` and, per
   encryption context pair, ``kms:EncryptionContext:<key>`` and ``kms:EncryptionContextKeys``.
   The key's policy is then part of the decision (emulator/iam/resources.py).
+- Firehose: ``firehose:<Operation>`` on the delivery stream the request names
+  (``DeliveryStreamName``): ``arn:aws:firehose:<region>:<account>:deliverystream/<name>``.
 - Any other service: ``<service>:<Operation>`` with the resource unknown (None): the decision
   then rests on the action and the conditions only.
 """
@@ -116,7 +118,11 @@ def authorizations(
                 account,
             )
         ]
-    return [Request(operation, None)]
+    resource = None
+    if service == "firehose" and params.get("DeliveryStreamName"):
+        stream = params["DeliveryStreamName"]
+        resource = f"arn:aws:firehose:{region}:{account}:deliverystream/{stream}"
+    return [Request(operation, resource)]
 
 
 def _kms(operation: str, params: Mapping[str, Any], key_arn: str, account: str) -> Request:

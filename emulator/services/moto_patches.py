@@ -24,6 +24,7 @@ from emulator.services import (
     dynamodb_validation,
     dynamodbstreams,
     events,
+    firehose,
     patching,
     pipes,
     responses,
@@ -61,6 +62,7 @@ def install() -> None:
         sns.install()
         cloudwatch.install()
         stepfunctions.install()
+        firehose.install()
         cloudformation.install(
             [
                 sns.SnsSubscriptionModel,
@@ -69,6 +71,7 @@ def install() -> None:
                 pipes.PipeModel,
                 delivery_failures.QueuePolicyModel,
                 cloudwatch.AlarmModel,
+                firehose.DeliveryStreamModel,
             ]
         )
         _installed = True
