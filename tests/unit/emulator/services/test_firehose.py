@@ -5,6 +5,7 @@ CloudFormation. The project's template.yaml deployed for the first tests, moto i
 the rest."""
 
 import gzip
+import io
 import json
 import re
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from datetime import UTC, datetime
 import pytest
 from moto.firehose.exceptions import InvalidArgumentException
 
+from emulator.iam.authorizations import authorizations
 from emulator.services import firehose
 from tests.unit.emulator.support import ROOT, client, deployed_stack, endpoint_client
 
@@ -202,3 +204,28 @@ def test_the_stream_writes_only_what_its_role_may(moto_in_process):
     )["Datapoints"]
     [point] = metrics
     assert (point["Minimum"], point["Maximum"], point["SampleCount"]) == (0, 1, 2)
+
+
+@pytest.mark.parametrize("operation", ["PutRecord", "PutRecordBatch"])
+def test_a_callers_firehose_call_is_authorized_on_its_delivery_stream(operation):
+    body = json.dumps({"DeliveryStreamName": "hose", "Records": [{"Data": "YQ=="}]}).encode()
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/",
+        "QUERY_STRING": "",
+        "HTTP_X_AMZ_TARGET": f"Firehose_20150804.{operation}",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+    }
+    [request] = authorizations(
+        environ,
+        "firehose",
+        f"firehose:{operation}",
+        region="us-east-1",
+        account="123456789012",
+        key_schema=lambda table, index: (),
+        kms_key=lambda key, ciphertext, region, account: "*",
+    )
+    assert request.action == f"firehose:{operation}"
+    assert request.resource == "arn:aws:firehose:us-east-1:123456789012:deliverystream/hose"
+    assert environ["wsgi.input"].read() == body  # left for the service
