@@ -512,7 +512,11 @@ def test_execution_role_has_no_blanket_permissions(bootstrap):
             assert "*" not in actions
             if statement["Effect"] == "Allow" and "*" in as_list(statement["Resource"]):
                 # only actions that have no resource type in IAM; conditioned where IAM allows
-                unscoped = {"lambda:ListEventSourceMappings", "kms:CreateKey"}
+                unscoped = {
+                    "lambda:ListEventSourceMappings",
+                    "kms:CreateKey",
+                    "ds:DescribeDirectories",
+                }
                 assert statement.get("Condition") or set(actions) <= unscoped, statement
 
 
@@ -556,6 +560,14 @@ COVERED_TYPES = {
     "AWS::Pipes::Pipe": {"pipes", "iam"},
     "AWS::StepFunctions::StateMachine": {"states", "iam"},
     "AWS::IAM::Role": {"iam"},
+    # Flow 0: the delivery stream passes its role; Connect's storage config describes the stream
+    # and puts a policy on Connect's service-linked role; the association adds the function's
+    # invoke permission; Connect's calls read the instance's directory.
+    "AWS::KinesisFirehose::DeliveryStream": {"firehose", "iam"},
+    "AWS::Logs::LogStream": {"logs"},
+    "AWS::Connect::InstanceStorageConfig": {"connect", "firehose", "iam", "ds"},
+    "AWS::Connect::IntegrationAssociation": {"connect", "lambda", "ds"},
+    "AWS::Connect::ContactFlow": {"connect"},
 }
 COVERED_EVENTS = {"SQS", "DynamoDB"}
 NAME_PROPERTIES = (
@@ -567,8 +579,11 @@ NAME_PROPERTIES = (
     "AlarmName",
     "DashboardName",
     "StateMachineName",
+    "DeliveryStreamName",
     "Name",
 )
+# Log groups are named after the stack under the prefix of the service that writes to them.
+LOG_GROUP_PREFIXES = ("/aws/lambda/${AWS::StackName}", "/aws/kinesisfirehose/${AWS::StackName}")
 
 
 @pytest.fixture(scope="module")
@@ -613,8 +628,8 @@ def test_explicit_resource_names_start_with_the_stack_name(template):
             text = sub if isinstance(sub, str) else None
             assert text and text.startswith("${AWS::StackName}"), f"{logical_id}.{prop}"
         log_group = properties.get("LogGroupName")
-        if log_group is not None:
-            assert log_group["Fn::Sub"].startswith("/aws/lambda/${AWS::StackName}"), logical_id
+        if log_group is not None and "Fn::Sub" in log_group:  # not a Ref to the stack's group
+            assert log_group["Fn::Sub"].startswith(LOG_GROUP_PREFIXES), logical_id
 
 
 # ------------------------------------------------ the execution role and the boundary
@@ -718,6 +733,205 @@ def test_the_execution_role_manages_the_stages_state_machine_only(execution_role
     passed_to = "iam_PassedToService"
     assert allowed(execution_role, "iam:PassRole", role, **{passed_to: "states.amazonaws.com"})
     assert not allowed(execution_role, "iam:PassRole", role, **{passed_to: "ec2.amazonaws.com"})
+
+
+STAGE = "last-agent-routing-test"
+INSTANCE = f"arn:aws:connect:eu-west-1:{ACCOUNT}:instance/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+CONNECT_ROLE = (
+    f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/connect.amazonaws.com/"
+    "AWSServiceRoleForAmazonConnect_AbC123"
+)
+
+
+FIREHOSE_LOGS = f"arn:aws:logs:eu-west-1:{ACCOUNT}:log-group:/aws/kinesisfirehose"
+
+
+def stage_name(sub: str) -> str:
+    """A template name (Fn::Sub on ${AWS::StackName}) as the test stage's stack has it."""
+    return sub.replace("${AWS::StackName}", STAGE)
+
+
+def test_the_execution_role_creates_the_templates_log_groups_and_delivery_streams(
+    execution_role, template
+):
+    # Derived from template.yaml: every named log group and delivery stream, at its stage name.
+    arns = {
+        "LogGroupName": ("logs:CreateLogGroup", f"arn:aws:logs:eu-west-1:{ACCOUNT}:log-group:"),
+        "DeliveryStreamName": (
+            "firehose:CreateDeliveryStream",
+            f"arn:aws:firehose:eu-west-1:{ACCOUNT}:deliverystream/",
+        ),
+    }
+    checked = set()
+    for logical_id, resource in template["Resources"].items():
+        for prop, (action, prefix) in arns.items():
+            name = resource.get("Properties", {}).get(prop)
+            if isinstance(name, dict) and isinstance(name.get("Fn::Sub"), str):
+                arn = prefix + stage_name(name["Fn::Sub"])
+                assert allowed(execution_role, action, arn), (logical_id, arn)
+                other = arn.replace(STAGE, "last-agent-routing-prod")
+                assert not allowed(execution_role, action, other), (logical_id, other)
+                checked.add(prop)
+    assert checked == set(arns)
+
+
+def test_the_execution_role_deploys_the_delivery_stream_of_the_stage_only(execution_role):
+    stream = f"arn:aws:firehose:eu-west-1:{ACCOUNT}:deliverystream/{STAGE}-contact-records"
+    other = f"arn:aws:firehose:eu-west-1:{ACCOUNT}:deliverystream/last-agent-routing-prod-x"
+    for action in (
+        "firehose:CreateDeliveryStream",
+        "firehose:DescribeDeliveryStream",
+        "firehose:UpdateDestination",
+        "firehose:DeleteDeliveryStream",
+        "firehose:StartDeliveryStreamEncryption",
+        "firehose:StopDeliveryStreamEncryption",
+        "firehose:TagDeliveryStream",
+        "firehose:UntagDeliveryStream",
+        "firehose:ListTagsForDeliveryStream",
+    ):
+        assert allowed(execution_role, action, stream), action
+        assert not allowed(execution_role, action, other), action
+    assert not allowed(execution_role, "firehose:PutRecord", stream)  # Connect puts, not CFN
+    role = f"arn:aws:iam::{ACCOUNT}:role/{STAGE}-ContactRecordsDeliveryRole-X"
+    passed_to = "iam_PassedToService"
+    assert allowed(execution_role, "iam:PassRole", role, **{passed_to: "firehose.amazonaws.com"})
+    assert not allowed(execution_role, "iam:PassRole", role, **{passed_to: "ec2.amazonaws.com"})
+    group = f"{FIREHOSE_LOGS}/{STAGE}-contact-records"
+    assert allowed(execution_role, "logs:CreateLogGroup", group)
+    assert allowed(
+        execution_role, "logs:CreateLogStream", f"{group}:log-stream:DestinationDelivery"
+    )
+    other_group = group.replace(STAGE, "last-agent-routing-prod")
+    assert not allowed(execution_role, "logs:DeleteLogGroup", other_group)
+
+
+def test_the_execution_role_configures_connect_for_contact_records_and_flows(execution_role):
+    kind = "connect_StorageResourceType"
+    for action in ("connect:AssociateInstanceStorageConfig", "connect:UpdateInstanceStorageConfig"):
+        assert allowed(execution_role, action, INSTANCE, **{kind: "CONTACT_TRACE_RECORDS"})
+        assert not allowed(execution_role, action, INSTANCE, **{kind: "CALL_RECORDINGS"}), action
+    flow = f"{INSTANCE}/contact-flow/9a8b7c6d"
+    association = f"{INSTANCE}/integration-association/5e4f3a2b"
+    ok = [
+        ("connect:DescribeInstance", INSTANCE),
+        ("connect:DescribeInstanceStorageConfig", INSTANCE),
+        ("connect:ListInstanceStorageConfigs", INSTANCE),
+        ("connect:DisassociateInstanceStorageConfig", INSTANCE),
+        ("connect:CreateIntegrationAssociation", INSTANCE),
+        ("connect:DeleteIntegrationAssociation", association),
+        ("connect:ListIntegrationAssociations", INSTANCE),
+        ("connect:AssociateLambdaFunction", INSTANCE),
+        ("connect:DisassociateLambdaFunction", INSTANCE),
+        ("connect:CreateContactFlow", flow),
+        ("connect:DescribeContactFlow", flow),
+        ("connect:UpdateContactFlowContent", flow),
+        ("connect:UpdateContactFlowMetadata", flow),
+        ("connect:DeleteContactFlow", flow),
+        ("connect:TagResource", flow),
+        ("connect:UntagResource", flow),
+        ("ds:DescribeDirectories", "*"),
+        # Connect's dependent actions on the stage's own stream and function
+        (
+            "firehose:DescribeDeliveryStream",
+            f"arn:aws:firehose:eu-west-1:{ACCOUNT}:deliverystream/{STAGE}-contact-records",
+        ),
+        ("lambda:AddPermission", f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:{STAGE}-Route-X"),
+        ("lambda:RemovePermission", f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:{STAGE}-Route-X"),
+    ]
+    refused = [
+        ("connect:DeleteInstance", INSTANCE),
+        ("connect:UpdateInstanceAttribute", INSTANCE),
+        (
+            "connect:CreateContactFlow",
+            INSTANCE.replace("eu-west-1", "us-east-1") + "/contact-flow/x",
+        ),
+        ("connect:TagResource", INSTANCE),  # flows only
+        ("connect:CreateQueue", f"{INSTANCE}/queue/x"),
+        ("connect:UpdateUserRoutingProfile", f"{INSTANCE}/agent/x"),
+        ("connect:StartOutboundVoiceContact", f"{INSTANCE}/contact/x"),
+    ]
+    for action, resource in ok:
+        assert allowed(execution_role, action, resource), (action, resource)
+    for action, resource in refused:
+        assert not allowed(execution_role, action, resource), (action, resource)
+
+
+def test_connects_service_linked_role_is_the_one_role_policy_without_the_boundary(execution_role):
+    # AssociateInstanceStorageConfig asks the caller for iam:PutRolePolicy on Connect's role,
+    # which carries no boundary; nothing else is allowed on it, and no other role escapes.
+    assert allowed(execution_role, "iam:PutRolePolicy", CONNECT_ROLE)
+    for action in (
+        "iam:CreateRole",
+        "iam:AttachRolePolicy",
+        "iam:UpdateAssumeRolePolicy",
+        "iam:DeleteRolePermissionsBoundary",
+        "iam:PassRole",
+    ):
+        assert not allowed(execution_role, action, CONNECT_ROLE), action
+    elsewhere = [
+        f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/lambda.amazonaws.com/AWSServiceRoleForX",
+        f"arn:aws:iam::{ACCOUNT}:role/AWSServiceRoleForAmazonConnect_AbC123",
+        ROLE,
+    ]
+    for role in elsewhere:
+        assert not allowed(execution_role, "iam:PutRolePolicy", role), role
+
+
+def template_value(value: Any, stack_suffix: str, resources: dict[str, Any]) -> Any:
+    """A role policy's intrinsics of template.yaml as CloudFormation resolves them for the test
+    stage (the stack id's suffix given; GetAtt of a log group: its ARN, from its name)."""
+    if isinstance(value, list):
+        return [template_value(v, stack_suffix, resources) for v in value]
+    if not isinstance(value, dict):
+        return value
+    names = {**PARAMETERS, "AWS::StackName": STAGE, "StackSuffix": stack_suffix}
+    if "Fn::Sub" in value:
+        text, extra = (
+            (value["Fn::Sub"], {}) if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"]
+        )
+        assert set(extra) <= {"StackSuffix"}, extra  # the bucket's name, as it names itself
+        return re.sub(r"\$\{([^}]+)\}", lambda m: names[m[1]], text)
+    if "Fn::GetAtt" in value:
+        [logical_id, attribute] = value["Fn::GetAtt"]
+        group = resources[logical_id]
+        assert group["Type"] == "AWS::Logs::LogGroup" and attribute == "Arn", value
+        name = stage_name(group["Properties"]["LogGroupName"]["Fn::Sub"])
+        return f"arn:aws:logs:eu-west-1:{ACCOUNT}:log-group:{name}:*"
+    return {k: template_value(v, stack_suffix, resources) for k, v in value.items()}
+
+
+def test_the_boundary_covers_the_delivery_roles_grants(bootstrap, template):
+    # Derived from template.yaml: every action the delivery role's policy grants, on every
+    # resource it names (a log group's ARN and the log stream in it), is within the boundary.
+    boundary = bootstrap["Resources"]["ApplicationPermissionsBoundary"]["Properties"]
+    policy = Policy.parse("boundary", resolved(boundary["PolicyDocument"], {}))
+    role = template["Resources"]["ContactRecordsDeliveryRole"]["Properties"]
+    assert "PermissionsBoundary" in role
+    bucket = f"contacts-{ACCOUNT}-eu-west-1-1a2b3c4d"
+    granted = 0
+    for written in role["Policies"]:
+        document = template_value(written["PolicyDocument"], "1a2b3c4d", template["Resources"])
+        for statement in document["Statement"]:
+            assert statement["Effect"] == "Allow"
+            for action in as_list(statement["Action"]):
+                for resource in as_list(statement["Resource"]):
+                    # a key under a prefix; a log group's ARN (":*") and a stream in it
+                    arns = {resource.replace("/*", "/x"), resource.replace(":*", ":log-stream:x")}
+                    for arn in arns:
+                        assert evaluate([policy], Request(action, arn)).allowed, (action, arn)
+                        granted += 1
+    assert granted >= 9
+    # and only there: not another bucket's parts, not another stage's stream log
+    refused = [
+        ("s3:AbortMultipartUpload", f"arn:aws:s3:::{bucket}/incoming/x"),
+        ("s3:ListBucketMultipartUploads", "arn:aws:s3:::another-bucket"),
+        ("s3:DeleteObject", f"arn:aws:s3:::{bucket}/contact-records/x"),
+        ("logs:PutLogEvents", f"{FIREHOSE_LOGS}/last-agent-routing-prod-x:log-stream:x"),
+        ("logs:DeleteLogGroup", f"{FIREHOSE_LOGS}/{STAGE}-contact-records"),
+        ("firehose:PutRecord", f"arn:aws:firehose:eu-west-1:{ACCOUNT}:deliverystream/{STAGE}-x"),
+    ]
+    for action, resource in refused:
+        assert not evaluate([policy], Request(action, resource)).allowed, (action, resource)
 
 
 def test_the_boundary_allows_no_iam_sts_or_lambda_and_only_the_stages_resources(bootstrap):
