@@ -37,14 +37,18 @@ def contact(
     survey_opt_in: bool | None = None,
     contact_id: str | None = None,
     queue: str | None = "support",
+    updated_seconds: int = 60,
 ) -> dict:
-    """One valid input row; ``minutes`` places its end relative to a fixed base time."""
+    """One valid input row; ``minutes`` places its end relative to a fixed base time, and
+    ``updated_seconds`` its version (`updated_at`) after the end: a later copy of the same
+    contact is a correction, an earlier one changes nothing."""
     ended = BASE_TIME + timedelta(minutes=minutes)
     row: dict[str, Any] = {
         "contact_id": contact_id or new_contact_id(),
         "caller": caller,
         "started_at": (ended - timedelta(seconds=wait_seconds + 120)).isoformat(),
         "ended_at": ended.isoformat().replace("+00:00", "Z"),
+        "updated_at": (ended + timedelta(seconds=updated_seconds)).isoformat(),
         "disposition": disposition,
         "wait_seconds": wait_seconds,
     }

@@ -41,6 +41,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from shared.model import SurveyAttributes
+
+import harness  # noqa: F401 (the layer on sys.path)
+
 FORMAT_VERSION = "2017-03-10"
 ACCOUNT_ID = "111122223333"
 REGION = "us-east-1"
@@ -63,15 +67,8 @@ KINDS = tuple(DEFAULT_MIX)
 _LEGS = {"transferred": 2, "transferred_twice": 3, "callback": 2}
 
 
-@dataclass(frozen=True)
-class SurveyAttributes:
-    """The names of the contact attributes that carry the survey opt-in ("true"/"false") and the
-    customer's email; a center names its own attributes, so they are configurable."""
-
-    opt_in: str = "survey_opt_in"
-    email: str = "email"
-
-
+# The contact attributes that carry the survey opt-in ("true"/"false") and the customer's email,
+# by the names the ingest reads (a center names its own: template parameters).
 SURVEY_ATTRIBUTES = SurveyAttributes()
 
 

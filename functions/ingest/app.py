@@ -1,4 +1,6 @@
-"""IngestFunction: IngestQueue messages (S3 event notifications) -> contacts files ingested once.
+"""IngestFunction: IngestQueue messages (S3 event notifications) -> contacts files ingested once:
+Amazon Connect's contact records as Firehose writes them under contact-records/, and flat exports
+under incoming/.
 
 Each SQS message is one BatchProcessor record. Per file step (a file from its start, or resumed
 after a line by a continuation message), a Powertools idempotency claim keyed on the file id
@@ -35,7 +37,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import idempotent_function
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
-from shared import idempotency, ingest, rules, s3_events
+from shared import idempotency, ingest, model, rules, s3_events
 from shared.aws import messaging
 
 logger = Logger()
@@ -45,6 +47,11 @@ CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
 INGEST_QUEUE_URL = os.environ["INGEST_QUEUE_URL"]
 GOODWILL_WAIT_SECONDS = int(
     os.environ.get("GOODWILL_WAIT_SECONDS", rules.DEFAULT_GOODWILL_WAIT_SECONDS)
+)
+# The Connect contact attributes a flow sets for the survey (template parameters).
+SURVEY_ATTRIBUTES = model.SurveyAttributes(
+    opt_in=os.environ.get("SURVEY_OPT_IN_ATTRIBUTE", model.SurveyAttributes.opt_in),
+    email=os.environ.get("SURVEY_EMAIL_ATTRIBUTE", model.SurveyAttributes.email),
 )
 _retries = Config(retries={"mode": "standard"})
 s3 = boto3.client("s3", config=_retries)
@@ -86,8 +93,7 @@ def ingest_file_once(
         s3=s3,
         dynamodb=dynamodb,
         table_name=CONTACTS_TABLE_NAME,
-        goodwill_wait_seconds=GOODWILL_WAIT_SECONDS,
-        ingested_at=datetime.now(UTC),
+        settings=ingest.Settings(GOODWILL_WAIT_SECONDS, SURVEY_ATTRIBUTES, datetime.now(UTC)),
         seconds_left=lambda: seconds_left(lambda_context),
         margin=margin,
     )

@@ -1383,13 +1383,14 @@ def test_ingest_writes_the_expiry_the_table_deletes_contacts_by(stack):
         "agent_id": "agent-7",
         "started_at": "2026-11-29T09:00:00.000Z",
         "ended_at": ended,
+        "updated_at": "2026-11-29T12:00:00Z",
         "disposition": "RESOLVED",
         "wait_seconds": 5,
         "survey_opt_in": False,
     }
     ingested = model.datetime(2026, 11, 30, tzinfo=model.UTC)
     item = model.parse_contact(row, text_values=False, ingested_at=ingested).to_item(600)
-    version = keys.export_version("2026-11-29T12:00:00.000Z#incoming/a.jsonl#0", 1)
+    version = keys.contact_version(item)
     contacts_store.write_contacts(
         stack.dynamodb, stack.contacts_table, [contacts_store.ContactWrite(item, version, 1)]
     )

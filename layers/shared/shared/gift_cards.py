@@ -1,13 +1,16 @@
 """The goodwill gift card, as plain values (no AWS, no I/O).
 
-One card per contact, ever: its id is derived from the contact_id, so every attempt to issue it
-(retries, duplicates, re-exports) names the same card and the store's conditional write keeps one.
+One card per customer interaction, ever: its id is derived from the interaction's id (its first
+contact's, keys.interaction_id), so every attempt to issue it (retries, duplicates, re-deliveries,
+any leg of a transferred call) names the same card and the store's conditional write keeps one.
 Every card has the same fixed value; a tiered amount would be a business decision, not a need.
 """
 
 import uuid
 from collections.abc import Mapping
 from typing import Any
+
+from shared import keys
 
 AMOUNT = 10
 CURRENCY = "USD"
@@ -21,10 +24,11 @@ def gift_card_id(contact_id: str) -> str:
 
 
 def new_gift_card(contact: Mapping[str, Any]) -> dict[str, Any]:
-    """The card a contact is due: who gets it, for which contact, and its value."""
+    """The card a contact is due: who gets it, for which interaction, and its value."""
+    interaction = keys.interaction_id(contact)
     return {
-        "gift_card_id": gift_card_id(contact["contact_id"]),
-        "contact_id": contact["contact_id"],
+        "gift_card_id": gift_card_id(interaction),
+        "contact_id": interaction,
         "caller": contact["caller"],
         "amount": AMOUNT,
         "currency": CURRENCY,

@@ -1,15 +1,16 @@
-"""The ingest of one contacts file: stream it, validate each row, store the good rows (the newest
-export of each contact wins), report the bad ones, record the file's outcome. AWS clients are
-passed in; the steps are files (format), model (contract), aws.table (DynamoDB) and
+"""The ingest of one contacts file (Amazon Connect's contact records as Firehose writes them, or a
+flat export): stream it, validate each record, store the good ones (the newest copy of each
+contact wins, by the record's own version), report the bad ones, record the file's outcome. AWS
+clients are passed in; the steps are files (format), model (contract), aws.table (DynamoDB) and
 aws.files_bucket (S3).
 
 No content of a row can fail its file: whatever a row holds, it is stored or reported with its
 line number. Outcomes, in the file's PROCESSING_LOG item:
 
-- PROCESSED: every line read; valid rows stored (or superseded by a newer export of their
-  contact), bad rows reported.
-- REJECTED_FILE: the report ends in one file-level reason (suffix, empty, corrupt gzip, past the
-  size bounds); rows read before it stay stored.
+- PROCESSED: every record read; valid ones stored (or superseded by a newer copy of their
+  contact: keys.contact_version), bad ones reported.
+- REJECTED_FILE: the report ends in one file-level reason (none of the formats, empty, corrupt
+  gzip, past the size bounds); rows read before it stay stored.
 - SKIPPED_MISSING: deleted before it was read.
 - STALE: a newer version of the same key was applied first (S3 delivered this event late); it
   changes nothing.
@@ -39,7 +40,7 @@ from typing import IO, Any
 
 from shared import files, keys, model
 from shared.aws import files_bucket, table
-from shared.s3_events import FileTask, S3Object
+from shared.s3_events import FileTask
 
 PROCESSED = "PROCESSED"
 REJECTED_FILE = "REJECTED_FILE"
@@ -87,6 +88,15 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class Settings:
+    """What turns a record into a contact: the deployment's parameters and the ingest's clock."""
+
+    goodwill_wait_seconds: int
+    survey_attributes: model.SurveyAttributes
+    ingested_at: datetime
+
+
+@dataclass(frozen=True)
 class FileOutcome:
     file_id: str
     outcome: str
@@ -117,27 +127,28 @@ class FileReport:
         return self.spool.tell() > 0
 
     def contact_write(
-        self,
-        row: files.Row | files.BadLine,
-        s3_object: S3Object,
-        goodwill_wait_seconds: int,
-        ingested_at: datetime,
+        self, row: files.Row | files.BadLine, settings: "Settings"
     ) -> table.ContactWrite | None:
-        """The row's contact to store, or None once the row is reported."""
+        """The row's contact to store, or None once the row is reported. Its version is its
+        own (keys.contact_version), never the file's: an old copy re-uploaded changes nothing."""
         if isinstance(row, files.BadLine):
             self.reject_row(row.line, None, [row.reason])
             return None
         try:
             contact = model.parse_contact(
-                row.fields, text_values=row.text_values, ingested_at=ingested_at
+                row.fields,
+                text_values=row.text_values,
+                ingested_at=settings.ingested_at,
+                survey_attributes=settings.survey_attributes,
             )
             if isinstance(contact, model.Contact):
-                version = keys.export_version(s3_object.export_order, row.line)
-                return table.ContactWrite(contact.to_item(goodwill_wait_seconds), version, row.line)
+                item = contact.to_item(settings.goodwill_wait_seconds)
+                return table.ContactWrite(item, keys.contact_version(item), row.line)
             reasons = contact
         except Exception as error:  # no content of a row may fail its file
             reasons = [f"row could not be read ({type(error).__name__})"]
-        self.reject_row(row.line, row.fields.get("contact_id"), reasons)
+        contact_id = row.fields.get("contact_id", row.fields.get(model.CONNECT_CONTACT_ID))
+        self.reject_row(row.line, contact_id, reasons)
         return None
 
     def count(self, result: table.WriteResult) -> None:
@@ -174,8 +185,7 @@ def ingest_file(
     s3,
     dynamodb,
     table_name: str,
-    goodwill_wait_seconds: int,
-    ingested_at: datetime,
+    settings: Settings,
     seconds_left: Callable[[], float],
     margin: float,
 ) -> FileOutcome:
@@ -187,14 +197,13 @@ def ingest_file(
         s3=s3,
         dynamodb=dynamodb,
         table_name=table_name,
-        goodwill_wait_seconds=goodwill_wait_seconds,
-        ingested_at=ingested_at,
+        settings=settings,
         seconds_left=seconds_left,
         margin=margin,
     )
     if log is None or _number(task.run) > _number(log.get("run")):
         return _start_run(
-            task, log, resume, dynamodb=dynamodb, table_name=table_name, now=ingested_at
+            task, log, resume, dynamodb=dynamodb, table_name=table_name, now=settings.ingested_at
         )
     if _number(task.run) < _number(log.get("run")):
         return _obsolete(task)  # the file was reprocessed after this step was sent
@@ -262,8 +271,7 @@ def _resume(
     s3,
     dynamodb,
     table_name: str,
-    goodwill_wait_seconds: int,
-    ingested_at: datetime,
+    settings: Settings,
     seconds_left: Callable[[], float],
     margin: float,
 ) -> FileOutcome:
@@ -278,14 +286,10 @@ def _resume(
         report = FileReport(spool, progress)
         outcome = PROCESSED
         try:
-            files.file_format(s3_object.key)  # before downloading anything
             with closing(files_bucket.open_object(s3, s3_object)) as body:
                 rows = files.read_rows(s3_object.key, body, after_line=progress.next_line)
                 for writes, end_line, more in _batches(
-                    rows,
-                    lambda row: report.contact_write(
-                        row, s3_object, goodwill_wait_seconds, ingested_at
-                    ),
+                    rows, lambda row: report.contact_write(row, settings)
                 ):
                     before = seconds_left()
                     report.count(table.write_contacts(dynamodb, table_name, writes))

@@ -1,23 +1,30 @@
 """Single-table keys of ContactsTable and the deterministic ids built from business keys.
 
-Every item carries `pk`, `sk` and `type`. A CONTACT item also carries every input field under its
-input name (contact_id, caller, agent_id, queue, started_at, ended_at, disposition, wait_seconds,
-email, survey_opt_in), timestamps normalised by `utc_timestamp`, `long_wait` (bool) so that
-stream filters can select on a boolean instead of a number (filters never match DynamoDB numbers),
-and `first_export` (bool): true on the first export of a contact_id stored, false once a newer
-export replaced it, so that only a contact's first export can start a survey or a gift card.
+Every item carries `pk`, `sk` and `type`. A CONTACT item also carries every field of the contact
+(shared.model.Contact: contact_id, interaction_id, channel, caller, agent_id, agent_name, queue,
+started_at, ended_at, updated_at, disposition, wait_seconds, email, survey_opt_in,
+initiation_method), timestamps normalised by `utc_timestamp`, `long_wait` (bool) so that stream
+filters can select on a boolean instead of a number (filters never match DynamoDB numbers), and
+`first_export` (bool): true on the first copy of a contact_id stored, false once a newer copy
+replaced it, so that only a contact's first copy can start a survey or a gift card.
 
 | type | pk | sk | what |
 |---|---|---|---|
-| CONTACT | CALLER#<caller> | CONTACT#<ended_at UTC>#<contact_id> | the contact (newest export) |
+| CONTACT | CALLER#<caller> (1) | CONTACT#<ended_at UTC>#<contact_id> | the contact (newest copy) |
 | LAST_AGENT | CALLER#<caller> | LAST_AGENT | the caller's last agent |
-| CONTACT_REF | CONTACT#<contact_id> | REF | export version stored, CONTACT item's key |
-| GIFT_CARD | GIFT_CARD#<contact_id> | GIFT_CARD | the contact's one gift card |
+| CONTACT_REF | CONTACT#<contact_id> | REF | version stored, CONTACT item's key |
+| GIFT_CARD | GIFT_CARD#<interaction_id> | GIFT_CARD | the interaction's one gift card |
 | PROCESSING_LOG | FILE#<file_id> | PROCESSING_LOG | a file's outcome, counts, resume line |
 | OBJECT_VERSION | OBJECT#<bucket>/<key> | NEWEST_VERSION | newest version of a key applied |
+
+(1) CONTACT#<contact_id> for a contact without a telephone number (a chat, a task).
 """
 
+import hashlib
+import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 CONTACT = "CONTACT"
 LAST_AGENT = "LAST_AGENT"
@@ -49,11 +56,20 @@ def contact_ref_key(contact_id: str) -> dict[str, str]:
     return {"pk": f"CONTACT#{contact_id}", "sk": "REF"}
 
 
-def export_version(export_order: str, line: int) -> str:
-    """The version of one row of one export: the file's export order (s3_events.S3Object), then
-    the line, so the later of two rows of one contact in one file wins. Fixed width: string order
-    is version order."""
-    return f"{export_order}#{line:010d}"
+def contact_pk(caller: str | None, contact_id: str) -> str:
+    """A contact's partition: its caller's, or its own when it has no telephone number."""
+    return caller_pk(caller) if caller else f"CONTACT#{contact_id}"
+
+
+def contact_version(item: Mapping[str, Any]) -> str:
+    """The version of one copy of a contact: its `updated_at` (Connect's LastUpdateTimestamp),
+    then a digest of its content, so two different copies with the same timestamp still have one
+    winner whatever order they come in, and an exact duplicate is the same version. Never the
+    file, key or upload that carried it: re-uploading an old copy changes nothing. Fixed width:
+    string order is version order."""
+    content = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+    digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{item['updated_at']}#{digest}"
 
 
 def last_agent_key(caller: str) -> dict[str, str]:
@@ -70,6 +86,13 @@ def processing_log_key(file_id: str) -> dict[str, str]:
 
 def object_key(bucket: str, key: str) -> dict[str, str]:
     return {"pk": f"OBJECT#{bucket}/{key}", "sk": "NEWEST_VERSION"}
+
+
+def interaction_id(contact: Mapping[str, Any]) -> str:
+    """The customer interaction a CONTACT item is a leg of: a transferred call is several
+    contacts, one survey and one gift card (items stored before interactions were kept are
+    interactions of their own)."""
+    return contact.get("interaction_id") or contact["contact_id"]
 
 
 def notification_id(kind: str, contact_id: str) -> str:

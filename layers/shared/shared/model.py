@@ -12,7 +12,7 @@ them is fixed-width ISO-8601 UTC and string order is time order.
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -48,12 +48,16 @@ LATEST_AHEAD = timedelta(days=1)
 # Kept this long after the contact ended, then DynamoDB's TTL deletes the CONTACT item and its
 # CONTACT_REF (expires_at, epoch seconds): docs/template.md "Retention".
 CONTACT_RETENTION = timedelta(days=400)
+# Contacts that ended longer ago than this are refused: the day short of the retention covers a
+# correction that moves the end (and with it the expiry) earlier. Connect re-delivers a record
+# for up to 24 months; docs/design.md says what "once" holds past this.
+REMEMBERED = CONTACT_RETENTION - timedelta(days=1)
 
 
 @dataclass(frozen=True)
 class Contact:
     contact_id: str
-    caller: str
+    caller: str | None  # None: no telephone number (a chat, a task, an anonymous call)
     agent_id: str | None
     queue: str | None
     started_at: datetime
@@ -62,107 +66,118 @@ class Contact:
     wait_seconds: int
     email: str | None
     survey_opt_in: bool
+    # The copy's own version (Connect's LastUpdateTimestamp, a flat row's updated_at): the newer
+    # copy of a contact wins, whatever order, file or upload carried the copies.
+    updated_at: datetime
+    # The customer interaction the contact is a leg of (Connect's InitialContactId; the contact
+    # itself when it is the first leg): surveys and gift cards are per interaction.
+    interaction_id: str
+    channel: str = rules.VOICE
+    agent_name: str | None = None  # Connect's Agent.Username, for people to read
+    initiation_method: str | None = None
 
     def to_item(self, goodwill_wait_seconds: int) -> dict[str, Any]:
         """The CONTACT item as Python values (the store serializes them: int -> N, bool -> BOOL);
-        absent optional fields are left out, so stream filters can test their existence."""
+        absent optional fields are left out, so stream filters can test their existence. A
+        contact without a telephone number lives in its own partition: it has no caller."""
         ended_at = keys.utc_timestamp(self.ended_at)
         item: dict[str, Any] = {
-            "pk": keys.caller_pk(self.caller),
+            "pk": keys.contact_pk(self.caller, self.contact_id),
             "sk": keys.contact_sk(ended_at, self.contact_id),
             "type": keys.CONTACT,
             "contact_id": self.contact_id,
-            "caller": self.caller,
+            "interaction_id": self.interaction_id,
+            "channel": self.channel,
             "started_at": keys.utc_timestamp(self.started_at),
             "ended_at": ended_at,
+            "updated_at": keys.utc_timestamp(self.updated_at),
             "disposition": self.disposition,
             "wait_seconds": self.wait_seconds,
             "survey_opt_in": self.survey_opt_in,
             "long_wait": rules.long_wait(self.wait_seconds, goodwill_wait_seconds),
             "expires_at": int((self.ended_at + CONTACT_RETENTION).timestamp()),
         }
-        for name in ("agent_id", "queue", "email"):
+        for name in ("caller", "agent_id", "agent_name", "queue", "email", "initiation_method"):
             value = getattr(self, name)
             if value is not None:
                 item[name] = value
         return item
 
 
-# The input fields in the contract's order: a CSV export's header.
-INPUT_FIELDS = tuple(field.name for field in fields(Contact))
+# The flat format's fields in the contract's order: a CSV export's header.
+INPUT_FIELDS = (
+    "contact_id",
+    "caller",
+    "agent_id",
+    "queue",
+    "started_at",
+    "ended_at",
+    "updated_at",
+    "disposition",
+    "wait_seconds",
+    "email",
+    "survey_opt_in",
+)
+
+
+@dataclass(frozen=True)
+class SurveyAttributes:
+    """The names of the user-defined contact attributes a Connect flow sets for the survey
+    (template parameters SurveyOptInAttribute and SurveyEmailAttribute)."""
+
+    opt_in: str = "survey_opt_in"
+    email: str = "email"
 
 
 def parse_contact(
-    fields: Mapping[str, Any], *, text_values: bool, ingested_at: datetime
+    fields: Mapping[str, Any],
+    *,
+    text_values: bool,
+    ingested_at: datetime,
+    survey_attributes: SurveyAttributes = SurveyAttributes(),
 ) -> Contact | list[str]:
-    """A valid Contact, or the reasons the row breaks the input contract.
+    """A valid Contact, or the reasons the record breaks the input contract: an Amazon Connect
+    contact record (it has a `ContactId`; parse_contact_record) or a row of the flat format.
 
     `text_values` is true for CSV rows, whose values are all strings: "12" is an integer there,
     "true"/"false" (any case) a boolean. In JSON only real integers and booleans count.
     Unknown fields are ignored; an empty string counts as absent. `ingested_at` bounds the
-    timestamps from above.
+    timestamps from above, and from below the table's memory (REMEMBERED).
     """
+    if not text_values and CONNECT_CONTACT_ID in fields:
+        return parse_contact_record(
+            fields, ingested_at=ingested_at, survey_attributes=survey_attributes
+        )
     reasons: list[str] = []
 
     def text(name: str, *, required: bool) -> str | None:
-        value = fields.get(name)
-        if value is None or value == "":
-            if required:
-                reasons.append(f"{name}: required")
-            return None
-        rule = FIELD_RULES.get(name)
-        if not isinstance(value, str):
-            reasons.append(f"{name}: must be a string")
-        elif not _is_unicode(value):
-            reasons.append(f"{name}: not valid UTF-8 text")
-        elif rule is not None and not rule.holds(value):
-            reasons.append(f"{name}: {rule.says}")
-        elif rule is None and len(value) > MAX_TEXT_LENGTH:
-            reasons.append(f"{name}: longer than {MAX_TEXT_LENGTH} characters")
-        else:
-            return value
-        return None
+        return _text(name, fields.get(name), reasons, required=required)
 
     def timestamp(name: str) -> datetime | None:
-        value = text(name, required=True)
-        if value is None:
-            return None
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            reasons.append(f"{name}: not an ISO-8601 timestamp")
-            return None
-        if moment.tzinfo is None or moment.utcoffset() is None:
-            reasons.append(f"{name}: has no UTC offset or Z")
-            return None
-        # Compared before any conversion: converting year 1 or 9999 to UTC can overflow.
-        if moment < EARLIEST_TIMESTAMP:
-            reasons.append(f"{name}: before {EARLIEST_TIMESTAMP.date().isoformat()}")
-            return None
-        if moment > ingested_at + LATEST_AHEAD:
-            reasons.append(f"{name}: more than a day after the ingest")
-            return None
-        return moment
+        return _timestamp(name, text(name, required=True), ingested_at, reasons)
 
     contact_id = text("contact_id", required=True)
     caller = text("caller", required=True)
     disposition = text("disposition", required=True)
     if disposition is not None and disposition not in rules.DISPOSITIONS:
         reasons.append(f"disposition: not one of {', '.join(rules.DISPOSITIONS)}")
-    agent_id = text("agent_id", required=disposition != rules.ABANDONED)
+    agent_id = text("agent_id", required=disposition not in rules.WITHOUT_AGENT)
     queue = text("queue", required=False)
     started_at = timestamp("started_at")
     ended_at = timestamp("ended_at")
     if started_at and ended_at and ended_at < started_at:
         reasons.append("ended_at: before started_at")
+    _remembered("ended_at", ended_at, ingested_at, reasons)
+    updated_at = timestamp("updated_at")
     wait_seconds = _wait_seconds(fields.get("wait_seconds"), text_values, reasons)
     email = text("email", required=False)
     survey_opt_in = _survey_opt_in(fields.get("survey_opt_in"), text_values, reasons)
 
     if reasons:
         return reasons
+    contact_id = canonical_id(contact_id)
     return Contact(
-        contact_id=canonical_id(contact_id),
+        contact_id=contact_id,
         caller=caller,
         agent_id=canonical_id(agent_id) if agent_id is not None else None,
         queue=queue,
@@ -172,7 +187,150 @@ def parse_contact(
         wait_seconds=wait_seconds,
         email=email,
         survey_opt_in=survey_opt_in,
+        updated_at=updated_at,
+        interaction_id=contact_id,
     )
+
+
+# --- Amazon Connect's contact records (AWSContactTraceRecordFormatVersion 2017-03-10) ---------
+
+CONNECT_CONTACT_ID = "ContactId"
+# .../instance/<instance id>/agent/<user id>: the user id is what RouteFunction hands the flow.
+AGENT_ARN = re.compile(r"arn:[a-z-]+:connect:[a-z0-9-]+:[0-9]{12}:instance/[^/]+/agent/([^/]+)")
+TELEPHONE_NUMBER = "TELEPHONE_NUMBER"
+# A leg transferred on names its next leg; one transferred out of Connect, where it went.
+TRANSFERRED_ON = ("NextContactId", "TransferCompletedTimestamp", "TransferredToEndpoint")
+# Connect's Queue.Duration is seconds, an integer or a decimal.
+MAX_QUEUE_SECONDS = 10**9
+
+
+def parse_contact_record(
+    record: Mapping[str, Any], *, ingested_at: datetime, survey_attributes: SurveyAttributes
+) -> Contact | list[str]:
+    """A Contact from one of Connect's contact records, or the reasons it cannot be one (named
+    by Connect's field names). The mapping is docs/design.md's "Contact records":
+
+    - caller: CustomerEndpoint.Address when its Type is TELEPHONE_NUMBER and it is E.164 (else
+      none: the contact is stored, never a caller's last agent);
+    - agent: the user id in Agent.ARN, Agent.Username kept for people to read;
+    - disposition: TRANSFERRED when the leg was transferred on (NextContactId,
+      TransferCompletedTimestamp or TransferredToEndpoint), else RESOLVED when an agent took it,
+      else ABANDONED when it was queued, else SELF_SERVICE;
+    - wait: Queue.Duration; survey opt-in and e-mail: the user-defined attributes named by
+      `survey_attributes` (an attribute that is not "true", or not an address, is none: a
+      contact is never lost to an attribute).
+    Unknown fields are ignored: Connect adds fields without notice.
+    """
+    reasons: list[str] = []
+
+    def text(name: str, value: Any, *, required: bool = False) -> str | None:
+        return _text(name, value, reasons, required=required)
+
+    def timestamp(name: str) -> datetime | None:
+        return _timestamp(name, text(name, record.get(name), required=True), ingested_at, reasons)
+
+    contact_id = text("ContactId", record.get("ContactId"), required=True)
+    if contact_id is not None and not CONTACT_ID.fullmatch(contact_id):
+        reasons.append("ContactId: 1-64 characters of A-Z, a-z, 0-9, _ and -")
+        contact_id = None
+    # Connect leaves InitialContactId null on an interaction's first leg.
+    initial = record.get("InitialContactId")
+    interaction_id = initial if isinstance(initial, str) and CONTACT_ID.fullmatch(initial) else None
+    channel = text("Channel", record.get("Channel"), required=True)
+    method = record.get("InitiationMethod")
+    started_at = timestamp("InitiationTimestamp")
+    ended_at = timestamp("DisconnectTimestamp")
+    if started_at and ended_at and ended_at < started_at:
+        reasons.append("DisconnectTimestamp: before InitiationTimestamp")
+    _remembered("DisconnectTimestamp", ended_at, ingested_at, reasons)
+    updated_at = timestamp("LastUpdateTimestamp")
+    agent = _object("Agent", record.get("Agent"), reasons)
+    agent_id, agent_name = _record_agent(agent, reasons) if agent is not None else (None, None)
+    queue = _object("Queue", record.get("Queue"), reasons)
+    queue_name, wait_seconds = _record_queue(queue, reasons) if queue is not None else (None, 0)
+    caller = _record_caller(_object("CustomerEndpoint", record.get("CustomerEndpoint"), reasons))
+    attributes = _object("Attributes", record.get("Attributes"), reasons) or {}
+    email = attributes.get(survey_attributes.email)
+    opt_in = attributes.get(survey_attributes.opt_in)
+
+    if reasons:
+        return reasons
+    contact_id = canonical_id(contact_id)
+    return Contact(
+        contact_id=contact_id,
+        caller=caller,
+        agent_id=agent_id,
+        queue=queue_name,
+        started_at=started_at,
+        ended_at=ended_at,
+        disposition=_record_disposition(record, agent, queue),
+        wait_seconds=wait_seconds,
+        email=email if isinstance(email, str) and FIELD_RULES["email"].holds(email) else None,
+        survey_opt_in=isinstance(opt_in, str) and opt_in.strip().lower() == "true",
+        updated_at=updated_at,
+        interaction_id=canonical_id(interaction_id) if interaction_id else contact_id,
+        channel=channel,
+        agent_name=agent_name,
+        initiation_method=method if isinstance(method, str) and len(method) <= 64 else None,
+    )
+
+
+def _record_agent(agent: Mapping[str, Any], reasons: list[str]) -> tuple[str | None, str | None]:
+    """The user id in Agent.ARN (what RouteFunction hands the flow) and Agent.Username."""
+    arn = AGENT_ARN.fullmatch(agent["ARN"]) if isinstance(agent.get("ARN"), str) else None
+    if arn is None or not AGENT_ID.fullmatch(arn.group(1)):
+        reasons.append("Agent.ARN: not an agent's ARN")
+        agent_id = None
+    else:
+        agent_id = canonical_id(arn.group(1))
+    return agent_id, _text("Agent.Username", agent.get("Username"), reasons, required=False)
+
+
+def _record_queue(queue: Mapping[str, Any], reasons: list[str]) -> tuple[str | None, int]:
+    name = _text("Queue.Name", queue.get("Name"), reasons, required=False, rule="queue")
+    return name, _queue_seconds(queue.get("Duration"), reasons)
+
+
+def _record_caller(endpoint: Mapping[str, Any] | None) -> str | None:
+    """The caller's number: a telephone endpoint's E.164 address; any other endpoint (a chat's,
+    an anonymous caller's) has none, and the contact is kept without one."""
+    if endpoint is None or endpoint.get("Type") != TELEPHONE_NUMBER:
+        return None
+    address = endpoint.get("Address")
+    return address if isinstance(address, str) and E164.fullmatch(address) else None
+
+
+def _record_disposition(
+    record: Mapping[str, Any], agent: Mapping | None, queue: Mapping | None
+) -> str:
+    """Transferred on (to another leg, or out of Connect), handled by an agent, abandoned in its
+    queue, or served by the flow alone. A leg queued and transferred on (a queue transfer, a
+    callback's request) is not abandoned: the interaction goes on."""
+    if any(record.get(name) for name in TRANSFERRED_ON):
+        return rules.TRANSFERRED
+    if agent is not None:
+        return rules.RESOLVED
+    return rules.ABANDONED if queue is not None else rules.SELF_SERVICE
+
+
+def _object(name: str, value: Any, reasons: list[str]) -> Mapping[str, Any] | None:
+    """A nested object of a contact record: absent (None) or a JSON object."""
+    if value is None or isinstance(value, dict):
+        return value
+    reasons.append(f"{name}: not an object")
+    return None
+
+
+def _queue_seconds(value: Any, reasons: list[str]) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        reasons.append("Queue.Duration: not a number of seconds >= 0")
+        return 0
+    if value > MAX_QUEUE_SECONDS:
+        reasons.append(f"Queue.Duration: more than {MAX_QUEUE_SECONDS} seconds")
+        return 0
+    return int(value)
 
 
 def canonical_id(value: str) -> str:
@@ -214,6 +372,62 @@ FIELD_RULES = {
         f"not an email address (ASCII, local@domain.tld, at most {MAX_EMAIL_LENGTH} characters)",
     ),
 }
+
+
+def _text(
+    name: str, value: Any, reasons: list[str], *, required: bool, rule: str | None = None
+) -> str | None:
+    """A text field: None when absent or empty (a reason when required), else checked against
+    its rule (FIELD_RULES by `rule` or its name) or the length bound of any other text."""
+    if value is None or value == "":
+        if required:
+            reasons.append(f"{name}: required")
+        return None
+    checked = FIELD_RULES.get(rule or name)
+    if not isinstance(value, str):
+        reasons.append(f"{name}: must be a string")
+    elif not _is_unicode(value):
+        reasons.append(f"{name}: not valid UTF-8 text")
+    elif checked is not None and not checked.holds(value):
+        reasons.append(f"{name}: {checked.says}")
+    elif checked is None and len(value) > MAX_TEXT_LENGTH:
+        reasons.append(f"{name}: longer than {MAX_TEXT_LENGTH} characters")
+    else:
+        return value
+    return None
+
+
+def _timestamp(
+    name: str, value: str | None, ingested_at: datetime, reasons: list[str]
+) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        reasons.append(f"{name}: not an ISO-8601 timestamp")
+        return None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        reasons.append(f"{name}: has no UTC offset or Z")
+        return None
+    # Compared before any conversion: converting year 1 or 9999 to UTC can overflow.
+    if moment < EARLIEST_TIMESTAMP:
+        reasons.append(f"{name}: before {EARLIEST_TIMESTAMP.date().isoformat()}")
+        return None
+    if moment > ingested_at + LATEST_AHEAD:
+        reasons.append(f"{name}: more than a day after the ingest")
+        return None
+    return moment
+
+
+def _remembered(name: str, ended_at: datetime | None, ingested_at: datetime, reasons: list[str]):
+    """A contact the table may have forgotten (its items expire CONTACT_RETENTION after it
+    ended) cannot be stored: as a new contact it would get a second survey and gift card."""
+    if ended_at is not None and ended_at < ingested_at - REMEMBERED:
+        reasons.append(
+            f"{name}: more than {REMEMBERED.days} days before the ingest, past what the table "
+            "remembers of a contact"
+        )
 
 
 def _is_unicode(text: str) -> bool:

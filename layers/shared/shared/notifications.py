@@ -1,8 +1,10 @@
 """Notification messages between the consumers and NotifierFunction (no AWS, no I/O).
 
-A message is JSON: notification_id, kind, contact_id, caller, plus the kind's own fields. The
-notification_id is derived from (kind, contact_id), so however often a message is built or
-enqueued for a contact, the notifier sees one id and publishes once.
+A message is JSON: notification_id, kind, contact_id (the customer interaction's: its first
+contact's id, keys.interaction_id), the caller when the contact has a number, plus the kind's own
+fields. The notification_id is derived from (kind, contact_id), so however often a message is
+built or enqueued for an interaction, from any of its legs, the notifier sees one id and
+publishes once.
 """
 
 import json
@@ -11,10 +13,10 @@ from typing import Any
 
 from shared import keys
 
-COMMON_FIELDS = ("notification_id", "kind", "contact_id", "caller")
+COMMON_FIELDS = ("notification_id", "kind", "contact_id")
 FIELDS_BY_KIND = {
-    keys.SURVEY: (*COMMON_FIELDS, "email"),
-    keys.GIFT_CARD: (*COMMON_FIELDS, "gift_card_id", "amount", "currency"),
+    keys.SURVEY: (*COMMON_FIELDS, "email"),  # a survey goes by e-mail: a chat's has no caller
+    keys.GIFT_CARD: (*COMMON_FIELDS, "caller", "gift_card_id", "amount", "currency"),
 }
 
 
@@ -24,13 +26,16 @@ class InvalidNotification(ValueError):
 
 
 def survey(contact: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "notification_id": keys.notification_id(keys.SURVEY, contact["contact_id"]),
+    interaction = keys.interaction_id(contact)
+    message = {
+        "notification_id": keys.notification_id(keys.SURVEY, interaction),
         "kind": keys.SURVEY,
-        "contact_id": contact["contact_id"],
-        "caller": contact["caller"],
+        "contact_id": interaction,
         "email": contact["email"],
     }
+    if contact.get("caller"):
+        message["caller"] = contact["caller"]
+    return message
 
 
 def gift_card(card: Mapping[str, Any]) -> dict[str, Any]:

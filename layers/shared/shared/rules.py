@@ -7,7 +7,11 @@ RESOLVED = "RESOLVED"
 ABANDONED = "ABANDONED"
 ESCALATED = "ESCALATED"
 TRANSFERRED = "TRANSFERRED"
-DISPOSITIONS = (RESOLVED, ABANDONED, ESCALATED, TRANSFERRED)
+SELF_SERVICE = "SELF_SERVICE"  # never queued, never reached an agent (a flow alone served it)
+DISPOSITIONS = (RESOLVED, ABANDONED, ESCALATED, TRANSFERRED, SELF_SERVICE)
+WITHOUT_AGENT = (ABANDONED, SELF_SERVICE)
+# The channel whose caller Connect routes by number: only its contacts say who the last agent is.
+VOICE = "VOICE"
 
 DEFAULT_GOODWILL_WAIT_SECONDS = 600
 
@@ -26,15 +30,23 @@ def long_wait(wait_seconds: int, goodwill_wait_seconds: int) -> bool:
 
 
 def gift_card_due(contact: Mapping[str, Any], goodwill_wait_seconds: int) -> bool:
-    """A goodwill gift card goes to abandoned contacts and to those who waited too long."""
-    return contact.get("disposition") == ABANDONED or long_wait(
-        int(contact.get("wait_seconds", 0)), goodwill_wait_seconds
+    """A goodwill gift card goes to abandoned contacts and to those who waited too long, by the
+    caller's number (a contact without one has no one to send it to)."""
+    return bool(contact.get("caller")) and (
+        contact.get("disposition") == ABANDONED
+        or long_wait(int(contact.get("wait_seconds", 0)), goodwill_wait_seconds)
     )
 
 
 def sets_last_agent(contact: Mapping[str, Any]) -> bool:
-    """Only a contact that reached an agent says who the caller's last agent is."""
-    return bool(contact.get("agent_id")) and contact.get("disposition") != ABANDONED
+    """Only a voice contact with a caller's number that reached an agent says who that caller's
+    last agent is (items stored before channels were kept are voice calls)."""
+    return (
+        bool(contact.get("agent_id"))
+        and bool(contact.get("caller"))
+        and contact.get("channel", VOICE) == VOICE
+        and contact.get("disposition") != ABANDONED
+    )
 
 
 def same_version(contact: Mapping[str, Any], other: Mapping[str, Any] | None) -> bool:

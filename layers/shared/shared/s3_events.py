@@ -13,7 +13,6 @@ under two message ids. Versions of one key are ordered by sequencer (S3's docume
 events of a key: compare after left-padding with zeros), never by arrival.
 """
 
-import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -55,14 +54,6 @@ class S3Object:
     def ordering_sequencer(self) -> str:
         """The sequencer in a form whose string order is S3's order of one key's events."""
         return self.sequencer.upper().rjust(_SEQUENCER_WIDTH, "0")
-
-    @property
-    def export_order(self) -> str:
-        """Orders exports, so that the newest export of a contact wins: by the upload's event
-        time, then (same millisecond) by key, then by sequencer (versions of one key). Fixed
-        width: the key enters as a digest."""
-        digest = hashlib.sha256(f"{self.bucket}/{self.key}".encode()).hexdigest()[:16]
-        return f"{self.event_time}#{digest}#{self.ordering_sequencer}"
 
 
 @dataclass(frozen=True)

@@ -232,12 +232,13 @@ class Exports:
         self.versions = itertools.count(1)
 
     def export(self, *items: dict) -> list[dict]:
-        """One export file of these CONTACT items; its CONTACT records (INSERT, MODIFY, REMOVE)."""
-        order = f"2026-11-29T12:00:{next(self.versions):02d}.000Z#incoming/export.jsonl#0"
-        writes = [
-            table.ContactWrite(item, keys.export_version(order, line), line)
-            for line, item in enumerate(items, start=1)
-        ]
+        """One export file of these CONTACT items, each copy newer than any exported before (its
+        updated_at); its CONTACT records (INSERT, MODIFY, REMOVE)."""
+        updated_at = f"2026-11-29T12:00:{next(self.versions):02d}.000Z"
+        writes = []
+        for line, item in enumerate(items, start=1):
+            copy = {**item, "updated_at": updated_at}
+            writes.append(table.ContactWrite(copy, keys.contact_version(copy), line))
         result = table.write_contacts(self.stack.dynamodb, self.stack.contacts_table, writes)
         assert len(result.applied) == len(items)
         return self.changes()
@@ -268,6 +269,7 @@ def exported(contact_id: str, ended_at: str, agent_id: str | None, **fields) -> 
         "caller": CALLER,
         "started_at": "2026-11-29T08:00:00Z",
         "ended_at": ended_at,
+        "updated_at": "2026-11-29T12:00:00Z",
         "disposition": rules.RESOLVED,
         "wait_seconds": 30,
         **({"agent_id": agent_id} if agent_id else {}),

@@ -63,7 +63,7 @@ def test_parse_accepts_what_the_builders_build():
         ("null", "not a JSON object"),
         ('"SURVEY"', "not a JSON object"),
         (json.dumps({"kind": "COUPON"}), "kind"),
-        (json.dumps({**notifications.survey(CONTACT), "caller": ""}), "missing fields: caller"),
+        (json.dumps({**notifications.survey(CONTACT), "email": ""}), "missing fields: email"),
         (json.dumps({**notifications.survey(CONTACT), "email": None}), "missing fields: email"),
         (json.dumps({**notifications.survey(CONTACT), "contact_id": 1}), "does not match"),
         (json.dumps({**notifications.survey(CONTACT), "notification_id": "x"}), "does not match"),

@@ -17,6 +17,7 @@ GOOD = {
     "agent_id": "agent-7",
     "started_at": "2026-11-29T10:00:00Z",
     "ended_at": "2026-11-29T10:05:00Z",
+    "updated_at": "2026-11-29T12:00:00Z",
     "disposition": "RESOLVED",
     "wait_seconds": 42,
 }
@@ -46,10 +47,13 @@ def test_hostile_rows_are_rejected_rows_and_the_rows_after_them_are_kept(ingest)
     huge = '{"contact_id": "h-6", "wait_seconds": ' + "9" * 5000 + "}\n"  # Python's limit: 4,300
     text = jsonl(good(1), *hostile) + huge + jsonl(good(2))
     csv_text = (
-        "contact_id,caller,agent_id,started_at,ended_at,disposition,wait_seconds\n"
-        f"c-3,+4915100000003,a,2026-11-29T10:00:00Z,2026-11-29T10:01:00Z,RESOLVED,{'0' * 4300}7\n"
-        "h-5,+4915100000005,a,2026-11-29T10:00:00Z,2026-11-29T10:01:00Z,RESOLVED,9\x00\n"
-        "c-4,+4915100000004,a,2026-11-29T10:00:00Z,2026-11-29T10:01:00Z,RESOLVED,1\n"
+        "contact_id,caller,agent_id,started_at,ended_at,updated_at,disposition,wait_seconds\n"
+        "c-3,+4915100000003,a,2026-11-29T10:00:00Z,2026-11-29T10:01:00Z,2026-11-29T10:02:00Z,"
+        f"RESOLVED,{'0' * 4300}7\n"
+        "h-5,+4915100000005,a,2026-11-29T10:00:00Z,2026-11-29T10:01:00Z,2026-11-29T10:02:00Z,"
+        "RESOLVED,9\x00\n"
+        "c-4,+4915100000004,a,2026-11-29T10:00:00Z,2026-11-29T10:01:00Z,2026-11-29T10:02:00Z,"
+        "RESOLVED,1\n"
     )
     jsonl_file = ingest.put("incoming/hostile.jsonl", text)
     csv_file = ingest.put("incoming/hostile.csv", csv_text.encode() + b"\xff\xfe,\n")

@@ -22,6 +22,7 @@ GOOD = [
         "queue": "billing",
         "started_at": "2026-11-29T10:00:00+01:00",
         "ended_at": "2026-11-29T10:05:00+01:00",
+        "updated_at": "2026-11-29T12:00:00Z",
         "disposition": "RESOLVED",
         "wait_seconds": 42,
         "email": "pat@example.com",
@@ -32,6 +33,7 @@ GOOD = [
         "caller": "+4915199999999",
         "started_at": "2026-11-29T09:00:00Z",
         "ended_at": "2026-11-29T09:02:00Z",
+        "updated_at": "2026-11-29T12:00:00Z",
         "disposition": "ABANDONED",
         "wait_seconds": 900,
     },
@@ -144,7 +146,8 @@ def test_a_key_with_spaces_and_unicode_arrives_url_encoded_and_is_read_decoded(i
 @pytest.mark.parametrize(
     ("key", "body", "reason"),
     [
-        ("incoming/contacts.xlsx", b"PK\x03\x04", "name must end in"),
+        ("incoming/contacts.xlsx", b"PK\x03\x04", "not a contacts file"),
+        ("contact-records/2026/11/29/10/s-1-2026-11-29-10-00-00-u", b"\x89PNG", "not a contacts"),
         ("incoming/empty.jsonl", b"", "empty file"),
         ("incoming/empty.csv.gz", gzip.compress(b"", mtime=0), "empty file"),
         ("incoming/corrupt.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "not a valid gzip stream"),

@@ -17,14 +17,12 @@ from boto3.dynamodb.types import TypeSerializer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared import files, keys, model
-from shared.ingest import FileReport, Progress
-from shared.s3_events import S3Object
+from shared.ingest import FileReport, Progress, Settings
 
 from tests.unit.ingest.support import Ingest
 from tests.unit.support import moto_stack
 
 INGESTED_AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-S3_OBJECT = S3Object("b", "incoming/f.jsonl", None, "0055", 1, None, "2026-11-29T12:00:00.000Z")
 MAX_ITEM_BYTES = 400 * 1024
 EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "1"))  # a multiplier for long searches
 
@@ -37,6 +35,7 @@ def good_row(n: int) -> dict:
         "queue": "support",
         "started_at": "2026-11-29T08:55:00Z",
         "ended_at": "2026-11-29T10:05:00+01:00",
+        "updated_at": "2026-11-29T12:00:00Z",
         "disposition": "RESOLVED",
         "wait_seconds": n,
         "email": f"g{n}@example.com",
@@ -162,9 +161,10 @@ def test_reading_and_validating_any_file_never_raises_and_accepts_only_storable_
     data, _ = example
     name = "incoming/f.csv" if data.startswith(b"contact_id,") else "incoming/f.jsonl"
     report = FileReport(io.BytesIO(), Progress())
+    ingest_settings = Settings(600, model.SurveyAttributes(), INGESTED_AT)
     try:
         for row in files.read_rows(name, io.BytesIO(data)):
-            write = report.contact_write(row, S3_OBJECT, 600, INGESTED_AT)
+            write = report.contact_write(row, ingest_settings)
             if write is not None:
                 dynamodb_storable(write.item)
                 assert write.item["sk"].startswith(keys.CONTACT_SK_PREFIX)

@@ -1,5 +1,6 @@
-"""Which export of a contact wins: versions of one key in S3's order whatever order their events
-arrive in, and corrections re-exported in later files (one CONTACT item per contact_id)."""
+"""Which copy of a contact wins: its own version (updated_at), never its file's upload; versions of
+one key in S3's order whatever order their events arrive in; corrections in later files (one
+CONTACT item per contact_id)."""
 
 import json
 
@@ -14,10 +15,12 @@ CONTACT = {
     "agent_id": "agent-7",
     "started_at": "2026-11-29T10:00:00Z",
     "ended_at": "2026-11-29T10:05:00Z",
+    "updated_at": "2026-11-29T12:00:00Z",
     "disposition": "RESOLVED",
     "wait_seconds": 42,
 }
 OTHER = CONTACT | {"contact_id": "c-2", "caller": "+4915199999999"}
+NEWER = "2026-11-29T13:00:00Z"  # a correction's version: after CONTACT's
 
 
 def jsonl(*rows) -> str:
@@ -35,7 +38,9 @@ def contacts(ingest) -> dict[str, dict]:
 @pytest.mark.parametrize("versioned", [True, False])
 def test_a_late_event_for_an_older_version_is_stale_and_changes_nothing(ingest, versioned):
     v1 = ingest.put("incoming/a.jsonl", jsonl(CONTACT, OTHER), versioned=versioned)
-    v2 = ingest.put("incoming/a.jsonl", jsonl(CONTACT | {"agent_id": "agent-9"}), versioned)
+    v2 = ingest.put(
+        "incoming/a.jsonl", jsonl(CONTACT | {"agent_id": "agent-9", "updated_at": NEWER}), versioned
+    )
 
     assert ingest.run(v2) == []
     before = ingest.items("CONTACT") + ingest.items("CONTACT_REF")
@@ -52,7 +57,9 @@ def test_a_late_event_for_an_older_version_is_stale_and_changes_nothing(ingest, 
 
 def test_versions_in_order_each_apply(ingest):
     v1 = ingest.put("incoming/a.jsonl", jsonl(CONTACT, OTHER))
-    v2 = ingest.put("incoming/a.jsonl", jsonl(CONTACT | {"agent_id": "agent-9"}))
+    v2 = ingest.put(
+        "incoming/a.jsonl", jsonl(CONTACT | {"agent_id": "agent-9", "updated_at": NEWER})
+    )
     assert ingest.run(v1) == [] and ingest.run(v2) == []
     assert {c: i["agent_id"] for c, i in contacts(ingest).items()} == {
         "c-1": "agent-9",
@@ -77,7 +84,7 @@ def test_sequencers_compare_as_s3_documents_not_as_plain_strings(ingest, stack):
         return Delivery(sequencer, text)
 
     older = event("FF", jsonl(CONTACT))
-    newer = event("0100", jsonl(CONTACT | {"agent_id": "agent-9"}))
+    newer = event("0100", jsonl(CONTACT | {"agent_id": "agent-9", "updated_at": NEWER}))
     assert ingest.run(newer) == [] and ingest.run(older) == []
     assert ingest.log_of(older)["outcome"] == "STALE"
     assert contacts(ingest)["c-1"]["agent_id"] == "agent-9"
@@ -85,7 +92,11 @@ def test_sequencers_compare_as_s3_documents_not_as_plain_strings(ingest, stack):
 
 def test_a_correction_in_a_later_file_replaces_the_contact_even_with_another_sort_key(ingest):
     first = ingest.put("incoming/a.jsonl", jsonl(CONTACT), event_time="2026-11-29T08:00:00Z")
-    corrected = CONTACT | {"ended_at": "2026-11-29T10:07:00Z", "agent_id": "agent-9"}
+    corrected = CONTACT | {
+        "ended_at": "2026-11-29T10:07:00Z",
+        "agent_id": "agent-9",
+        "updated_at": NEWER,
+    }
     fix = ingest.put("incoming/fix.jsonl", jsonl(corrected), event_time="2026-11-29T09:00:00Z")
     assert ingest.run(first) == [] and ingest.run(fix) == []
 
@@ -98,7 +109,11 @@ def test_a_correction_in_a_later_file_replaces_the_contact_even_with_another_sor
 
 def test_an_older_export_arriving_after_a_correction_is_superseded(ingest):
     first = ingest.put("incoming/a.jsonl", jsonl(CONTACT), event_time="2026-11-29T08:00:00Z")
-    corrected = CONTACT | {"ended_at": "2026-11-29T10:07:00Z", "agent_id": "agent-9"}
+    corrected = CONTACT | {
+        "ended_at": "2026-11-29T10:07:00Z",
+        "agent_id": "agent-9",
+        "updated_at": NEWER,
+    }
     fix = ingest.put("incoming/fix.jsonl", jsonl(corrected), event_time="2026-11-29T09:00:00Z")
     assert ingest.run(fix) == [] and ingest.run(first) == []
 
@@ -111,7 +126,7 @@ def test_an_older_export_arriving_after_a_correction_is_superseded(ingest):
 
 def test_a_correction_that_moves_a_contact_to_another_caller_leaves_one_item(ingest):
     first = ingest.put("incoming/a.jsonl", jsonl(CONTACT), event_time="2026-11-29T08:00:00Z")
-    moved = CONTACT | {"caller": "+4930555000111"}
+    moved = CONTACT | {"caller": "+4930555000111", "updated_at": NEWER}
     fix = ingest.put("incoming/fix.jsonl", jsonl(moved), event_time="2026-11-29T09:00:00Z")
     assert ingest.run(first) == [] and ingest.run(fix) == []
     [item] = ingest.items()

@@ -5,12 +5,14 @@ checked by the model-based tests once everything has been delivered.
   applied first (a stale file changes nothing); a file whose processing began after a newer
   version's did is STALE; a file once applied stays applied (a reprocess that finds a newer
   version ends it STALE, its rows stay as they were stored);
-- one CONTACT item per contact_id, holding the newest export of it among the applied files;
+- one CONTACT item per contact_id, holding the newest copy of it among the applied files (by the
+  record's own version: updated_at or Connect's LastUpdateTimestamp, never the file);
 - each caller's LAST_AGENT is the newest current CONTACT (ended_at, then contact_id) with an agent
   that is not ABANDONED, or there is none;
-- a gift card and a notification per kind at most once per contact: from the first export of it
-  stored (a re-export gets nothing new), so at least once for a contact that every applied
-  version makes due, never for one that none does;
+- a gift card and a notification per kind at most once per customer interaction (the legs of a
+  transferred call are one): from the first copy of a leg stored (a re-delivery gets nothing
+  new), so at least once for an interaction with a leg that every applied copy makes due, never
+  for one that no copy does;
 - nothing left undelivered: no message in any queue or dead-letter queue, no batch in
   StreamFailureQueue (the operator has redriven and replayed what failed).
 """
@@ -20,7 +22,6 @@ from datetime import UTC, datetime
 
 from boto3.dynamodb.types import TypeDeserializer
 from shared import ingest, keys, model, rules
-from shared.s3_events import parse_message
 
 from tests.unit.model.pipeline import Pipeline
 
@@ -44,11 +45,15 @@ def check_final_state(pipeline: Pipeline) -> None:
     assert set(pipeline.quiet().values()) == {"0"}, pipeline.quiet()
 
     items = items_by_type(pipeline)
-    # Files: each applied, or stale behind a newer version of its key that was applied.
+    # Files: each applied, or stale behind a newer version of its key that was applied, or (an
+    # object of contact records in which no record starts) not a contacts file.
     logs = {log["file_id"]: log for log in items.get(keys.PROCESSING_LOG, [])}
     applied = []
     for upload in pipeline.uploads:
         log = logs[upload.file_id]
+        if log["outcome"] == ingest.REJECTED_FILE:
+            assert not any(isinstance(r, dict) or r.startswith("{") for r in upload.rows), log
+            continue
         assert log["outcome"] in (ingest.PROCESSED, ingest.STALE), log
         # applied: PROCESSED now, or once (a reprocess that found a newer version ends STALE)
         if log["outcome"] == ingest.PROCESSED or upload.file_id in pipeline.applied_files:
@@ -61,15 +66,17 @@ def check_final_state(pipeline: Pipeline) -> None:
                 other.key == upload.key and other.sequencer > upload.sequencer for other in applied
             ), upload.file_id
 
-    # Contacts: the newest export of each contact among the applied files.
+    # Contacts: the newest copy of each contact among the applied files.
     versions: dict[str, list[tuple[str, dict]]] = {}
     for upload in applied:
-        [task] = parse_message(upload.event)
-        for line, row in enumerate(upload.rows, start=1):
+        for row in upload.rows:
             if isinstance(row, dict):
-                version = keys.export_version(task.s3_object.export_order, line)
-                item = model.parse_contact(row, text_values=False, ingested_at=INGESTED_AT)
-                versions.setdefault(row["contact_id"], []).append((version, item.to_item(600)))
+                contact = model.parse_contact(row, text_values=False, ingested_at=INGESTED_AT)
+                if isinstance(contact, model.Contact):
+                    item = contact.to_item(600)
+                    versions.setdefault(item["contact_id"], []).append(
+                        (keys.contact_version(item), item)
+                    )
     current = {contact_id: max(found)[1] for contact_id, found in versions.items()}
     stored = items.get(keys.CONTACT, [])
     assert Counter(item["contact_id"] for item in stored) == Counter(current.keys()), (
@@ -99,11 +106,18 @@ def check_final_state(pipeline: Pipeline) -> None:
     }
     assert last_agents == expected_agents
 
-    # Gift cards and notifications: at most once, from whichever export was stored first; so
-    # exactly once when every applied export of the contact is due, never when none is.
+    # Gift cards and notifications: at most once per interaction, from whichever copy of a leg
+    # was stored first; so exactly once when every applied copy of one of its legs is due, never
+    # when no copy of any leg is.
     def due(rule_applies) -> tuple[set[str], set[str]]:
-        every = {c for c, found in versions.items() if all(rule_applies(i) for _, i in found)}
-        some = {c for c, found in versions.items() if any(rule_applies(i) for _, i in found)}
+        every: set[str] = set()
+        some: set[str] = set()
+        for found in versions.values():
+            interaction = keys.interaction_id(found[0][1])
+            if all(rule_applies(item) for _, item in found):
+                every.add(interaction)
+            if any(rule_applies(item) for _, item in found):
+                some.add(interaction)
         return every, some
 
     cards_every, cards_some = due(lambda item: rules.gift_card_due(item, 600))

@@ -244,8 +244,13 @@ class Pipeline:
         return queues
 
     # -- S3 --------------------------------------------------------------------------------------
-    def upload(self, key: str, rows: list[dict | str], same_moment: bool = False) -> Upload:
-        body = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+    def upload(
+        self, key: str, rows: list[dict | str], same_moment: bool = False, newline: bool = True
+    ) -> Upload:
+        """Rows as lines of a flat export, or contact records as Firehose writes them (a newline
+        after each with the AppendDelimiterToRecord processor, none without it)."""
+        end = "\n" if newline or key.endswith(".jsonl") else ""
+        body = "".join((r if isinstance(r, str) else json.dumps(r)) + end for r in rows)
         response = self.stack.s3.put_object(Bucket=self.stack.bucket, Key=key, Body=body.encode())
         second = next(self._seconds) - (1 if same_moment and self.uploads else 0)
         event_time = f"2026-11-29T12:{second // 60:02d}:{second % 60:02d}.000Z"

@@ -15,13 +15,15 @@ from tests.unit.model.pipeline import FUNCTION_DIRS, OPERATIONS, Pipeline
 from tests.unit.support import moto_stack
 
 
-def row(contact_id: str, caller: str, minute: int, **fields) -> dict:
+def row(contact_id: str, caller: str, minute: int, version: int, **fields) -> dict:
+    """A contact row ending at `minute`, its copy's `version` (updated_at) the file's order."""
     return {
         "contact_id": contact_id,
         "caller": caller,
         "agent_id": f"agent-{contact_id}",
         "started_at": "2026-11-29T09:00:00Z",
         "ended_at": f"2026-11-29T10:{minute:02d}:00Z",
+        "updated_at": f"2026-11-29T11:{version:02d}:00Z",
         "disposition": "RESOLVED",
         "wait_seconds": 5,
         **fields,
@@ -30,20 +32,20 @@ def row(contact_id: str, caller: str, minute: int, **fields) -> dict:
 
 SURVEY = {"email": "someone@example.com", "survey_opt_in": True}
 # The first export's event arrives after its new version was applied: stale, it changes nothing.
-EXPORT = [row("c-1", "+15550000001", 1, **SURVEY), row("c-2", "+15550000001", 5)]
+EXPORT = [row("c-1", "+15550000001", 1, 1, **SURVEY), row("c-2", "+15550000001", 5, 1)]
 # Another file: c-2 abandoned, c-3 waited long (gift cards), c-4 due a survey.
 CORRECTION = [
-    row("c-2", "+15550000001", 5, disposition="ABANDONED"),
-    row("c-3", "+15550000002", 2, wait_seconds=900),
-    row("c-4", "+15550000002", 0, **SURVEY),
+    row("c-2", "+15550000001", 5, 2, disposition="ABANDONED"),
+    row("c-3", "+15550000002", 2, 2, wait_seconds=900),
+    row("c-4", "+15550000002", 0, 2, **SURVEY),
 ]
 # The new version of the first export, uploaded last: it corrects c-4 again (later in time, no
 # survey: c-4 keeps the one it may have had), and brings c-1 (a survey) and c-5 (a gift card).
 NEW_VERSION = [
-    row("c-1", "+15550000001", 7, **SURVEY),
+    row("c-1", "+15550000001", 7, 3, **SURVEY),
     "not a contact",
-    row("c-4", "+15550000002", 3),
-    row("c-5", "+15550000003", 4, disposition="ABANDONED"),
+    row("c-4", "+15550000002", 3, 3),
+    row("c-5", "+15550000003", 4, 3, disposition="ABANDONED"),
 ]
 
 

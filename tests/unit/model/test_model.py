@@ -31,8 +31,23 @@ from tests.unit.support import moto_stack
 
 EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "6"))
 STEPS = int(os.environ.get("MODEL_STEPS", "30"))
-KEYS = ("incoming/a.jsonl", "incoming/b.jsonl", "incoming/c.jsonl")
+# Flat exports, and Connect's contact records as Firehose writes them (no suffix).
+KEYS = (
+    "incoming/a.jsonl",
+    "incoming/b.jsonl",
+    "contact-records/2026/11/29/12/contact-records-1-2026-11-29-12-00-00-a",
+    "contact-records/2026/11/29/12/contact-records-1-2026-11-29-12-05-00-b",
+)
 CALLERS = ("+15550000001", "+15550000002", "+15550000003")
+# Copies of a contact carry one of these versions: newer, older and equal ones all happen.
+UPDATED = tuple(f"2026-11-29T11:0{m}:00Z" for m in range(4))
+# The legs of the small world's interactions: c-1 was transferred on from c-0, c-3 from c-2.
+INITIAL_CONTACT = {"c-1": "c-0", "c-3": "c-2"}
+AGENT_ARN = "arn:aws:connect:us-east-1:111122223333:instance/i-1/agent/"
+
+
+def is_record(key: str) -> bool:
+    return key.startswith("contact-records/")
 
 
 @st.composite
@@ -47,10 +62,11 @@ def contact_rows(draw) -> dict | str:
         "caller": draw(st.sampled_from(CALLERS)),
         "started_at": "2026-11-29T09:00:00Z",
         "ended_at": f"2026-11-29T10:0{draw(st.integers(0, 3))}:00Z",
+        "updated_at": draw(st.sampled_from(UPDATED)),
         "disposition": disposition,
         "wait_seconds": draw(st.sampled_from([5, 900])),
     }
-    if disposition != rules.ABANDONED or draw(st.booleans()):
+    if disposition not in rules.WITHOUT_AGENT or draw(st.booleans()):
         row["agent_id"] = f"agent-{draw(st.integers(0, 3))}"
     if draw(st.booleans()):
         row["email"] = "someone@example.com"
@@ -58,13 +74,77 @@ def contact_rows(draw) -> dict | str:
     return row
 
 
+@st.composite
+def contact_records(draw) -> dict | str:
+    """A contact record of the same small world as Connect writes it: a leg of an interaction
+    (transferred on, handled, abandoned in its queue, or served by the flow alone), a voice call
+    or a chat (no number); now and then a record that is broken or no contact record."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from(['{"ContactId": "c-broken"}', "not json", "[]", "{"]))
+    contact_id = f"c-{draw(st.integers(0, 5))}"
+    voice = draw(st.integers(0, 5)) > 0
+    record = {
+        "AWSContactTraceRecordFormatVersion": "2017-03-10",
+        "ContactId": contact_id,
+        "InitialContactId": INITIAL_CONTACT.get(contact_id),
+        "Channel": "VOICE" if voice else "CHAT",
+        "InitiationMethod": "TRANSFER" if contact_id in INITIAL_CONTACT else "INBOUND",
+        "InitiationTimestamp": "2026-11-29T09:00:00Z",
+        "DisconnectTimestamp": f"2026-11-29T10:0{draw(st.integers(0, 3))}:00Z",
+        "LastUpdateTimestamp": draw(st.sampled_from(UPDATED)),
+        "CustomerEndpoint": (
+            {"Address": draw(st.sampled_from(CALLERS)), "Type": "TELEPHONE_NUMBER"}
+            if voice
+            else None
+        ),
+        "Agent": None,
+        "Queue": None,
+        "NextContactId": None,
+        "Attributes": {},
+    }
+    return with_outcome(record, draw)
+
+
+def with_outcome(record: dict, draw) -> dict:
+    """The record as one of the ways a leg ends: its agent, queue, transfer and survey
+    attributes drawn afresh (a re-delivery may change any of them)."""
+    fixed = dict(record)
+    outcome = draw(st.sampled_from(["handled", "transferred", "abandoned", "self-service"]))
+    if outcome in ("handled", "transferred"):
+        fixed["Agent"] = {"ARN": AGENT_ARN + f"agent-{draw(st.integers(0, 3))}", "Username": "a"}
+    else:
+        fixed["Agent"] = None
+    queued = outcome != "self-service"
+    fixed["Queue"] = (
+        {"Name": "support", "Duration": draw(st.sampled_from([5, 900]))} if queued else None
+    )
+    fixed["NextContactId"] = "c-next" if outcome == "transferred" else None
+    attributes = {}
+    if draw(st.booleans()):
+        attributes = {
+            "email": "someone@example.com",
+            "survey_opt_in": draw(st.sampled_from(["true", "false"])),
+        }
+    fixed["Attributes"] = attributes
+    return fixed
+
+
 crash_points = st.one_of(st.none(), st.integers(1, 6))
 # How a correction changes an exported contact (the design's corrections: any field may change).
-CORRECTIONS = ("agent changed", "disposition changed", "ended_at moved", "agent removed")
+CORRECTIONS = (
+    "agent changed",
+    "disposition changed",
+    "ended_at moved",
+    "agent removed",
+    "re-uploaded",
+)
 
 
 def corrected(row: dict, kind: str, draw) -> dict:
     fixed = dict(row)
+    if kind == "re-uploaded":  # an old copy uploaded again as it was (the runbooks once did)
+        return fixed
+    fixed["updated_at"] = draw(st.sampled_from(UPDATED))
     if kind == "agent changed":
         fixed["agent_id"] = f"agent-{draw(st.integers(4, 6))}"
         if fixed["disposition"] == rules.ABANDONED:
@@ -100,25 +180,44 @@ class PipelineMachine(RuleBasedStateMachine):
         """What may crash part way in the mode."""
         return st.sampled_from([f for f in self.pipeline.order if self.may_fail_part_way(f)])
 
-    @initialize(key=st.sampled_from(KEYS), rows=st.lists(contact_rows(), min_size=1, max_size=7))
-    def first_upload(self, key, rows):
-        self.pipeline.upload(key, rows)
+    @initialize(data=st.data(), key=st.sampled_from(KEYS), newline=st.booleans())
+    def first_upload(self, data, key, newline):
+        rows = data.draw(
+            st.lists(
+                contact_records() if is_record(key) else contact_rows(), min_size=1, max_size=7
+            )
+        )
+        self.pipeline.upload(key, rows, newline=newline)
 
     @rule(
-        key=st.sampled_from(KEYS),
-        rows=st.lists(contact_rows(), min_size=1, max_size=7),
-        same_moment=st.booleans(),
+        data=st.data(), key=st.sampled_from(KEYS), same_moment=st.booleans(), newline=st.booleans()
     )
-    def upload(self, key, rows, same_moment):
-        self.pipeline.upload(key, rows, same_moment)
+    def upload(self, data, key, same_moment, newline):
+        rows = data.draw(
+            st.lists(
+                contact_records() if is_record(key) else contact_rows(), min_size=1, max_size=7
+            )
+        )
+        self.pipeline.upload(key, rows, same_moment, newline)
 
     @rule(data=st.data(), key=st.sampled_from(KEYS), kind=st.sampled_from(CORRECTIONS))
     def a_correction_is_exported(self, data, key, kind):
+        """A contact delivered again, changed, with a newer, older or equal version: in the
+        format of the file it goes into (any old copy may also be re-uploaded as it was)."""
         exported = [row for upload in self.pipeline.uploads for row in upload.rows]
-        contacts = [row for row in exported if isinstance(row, dict)]
-        if contacts:
-            row = data.draw(st.sampled_from(contacts))
-            self.pipeline.upload(key, [corrected(row, kind, data.draw)])
+        copies = [
+            row
+            for row in exported
+            if isinstance(row, dict) and is_record(key) == ("ContactId" in row)
+        ]
+        if copies:
+            row = data.draw(st.sampled_from(copies))
+            if is_record(key):
+                fixed = with_outcome(row, data.draw) if kind != "re-uploaded" else dict(row)
+                fixed["LastUpdateTimestamp"] = data.draw(st.sampled_from(UPDATED))
+            else:
+                fixed = corrected(row, kind, data.draw)
+            self.pipeline.upload(key, [fixed])
 
     @rule(data=st.data())
     def s3_delivers_an_event_again(self, data):

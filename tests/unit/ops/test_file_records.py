@@ -16,6 +16,7 @@ ROW = {
     "agent_id": "agent-7",
     "started_at": "2026-11-29T10:00:00Z",
     "ended_at": "2026-11-29T10:05:00Z",
+    "updated_at": "2026-11-29T12:00:00Z",
     "disposition": "RESOLVED",
     "wait_seconds": 42,
 }

@@ -1,5 +1,6 @@
-"""Contact files as rows: formats, line numbers, file-level rejections, bounds, resuming after a
-line, and streaming."""
+"""Contact files as rows: Connect's contact records as Firehose writes them and the flat exports,
+recognised from the object; line and record numbers, file-level rejections, bounds, resuming
+after a line or record, and streaming."""
 
 import csv
 import gzip
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from shared import files
-from shared.files import MAX_LINE_BYTES, BadLine, FileRejected, Row, file_format, read_rows
+from shared.files import MAX_LINE_BYTES, MAX_RECORD_BYTES, BadLine, FileRejected, Row, read_rows
 
 HEADER = "contact_id,caller,wait_seconds\n"
 
@@ -90,24 +91,104 @@ def test_a_utf8_bom_is_allowed(name):
     assert result[0].fields == {"contact_id": "ä"}
 
 
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("a.jsonl", (".jsonl", False)),
-        ("a.csv.gz", (".csv", True)),
-        ("dir.csv/a.jsonl.gz", (".jsonl", True)),
-    ],
-)
-def test_file_format_by_suffix(name, expected):
-    assert file_format(name) == expected
+def record(number: int, **extra) -> dict:
+    return {"AWSContactTraceRecordFormatVersion": "2017-03-10", "ContactId": f"c-{number}", **extra}
 
 
-@pytest.mark.parametrize(
-    "name", ["a.json", "a.txt", "a.csv.zip", "a.gz", "a.CSV", "jsonl", "a.jsonl.gz.bak"]
-)
-def test_other_suffixes_are_rejected(name):
-    with pytest.raises(FileRejected, match="must end in"):
-        rows(name, b'{"a": 1}\n')
+def firehose(*records, newline: bool) -> bytes:
+    """Records as Firehose writes them: concatenated, each followed by a newline with the
+    AppendDelimiterToRecord processor."""
+    end = "\n" if newline else ""
+    return "".join(r if isinstance(r, str) else json.dumps(r) + end for r in records).encode()
+
+
+FIREHOSE_KEY = "contact-records/2026/11/30/09/stream-1-2026-11-30-09-15-02-0d5f8c1e-7a2b"
+
+
+@pytest.mark.parametrize("newline", [True, False])
+@pytest.mark.parametrize("name", [FIREHOSE_KEY, FIREHOSE_KEY + ".gz", "records.json"])
+def test_contact_records_are_read_with_or_without_newlines_and_gzip(name, newline):
+    data = firehose(record(1), record(2, Agent=None), record(3), newline=newline)
+    data = gzip.compress(data) if name.endswith(".gz") else data
+    assert rows(name, data) == [
+        Row(1, 1, record(1), text_values=False),
+        Row(2, 2, record(2, Agent=None), text_values=False),
+        Row(3, 3, record(3), text_values=False),
+    ]
+
+
+@pytest.mark.parametrize("name", [FIREHOSE_KEY, "a.jsonl", "a.csv"])
+def test_gzip_is_recognised_by_its_bytes_without_the_suffix(name):
+    plain = firehose(record(1), newline=True) if ".csv" not in name else b"contact_id\nc-1\n"
+    assert rows(name, gzip.compress(plain)) == rows(name, plain)
+
+
+@pytest.mark.parametrize("newline", [True, False])
+def test_a_broken_record_between_good_ones_is_one_bad_record(newline):
+    data = firehose(
+        record(1),
+        "not json at all",
+        record(2),
+        '{"Agent": {"ARN": "x"}, "Queue" 5}',  # nested objects are no record starts
+        record(3),
+        "[1, 2]",
+        record(4),
+        newline=newline,
+    )
+    result = rows(FIREHOSE_KEY, data)
+    assert [r.fields["ContactId"] for r in result if isinstance(r, Row)] == [
+        "c-1",
+        "c-2",
+        "c-3",
+        "c-4",
+    ]
+    assert [(r.line, r.reason) for r in result if isinstance(r, BadLine)] == [
+        (2, "not valid JSON"),
+        (4, "not valid JSON"),
+        (6, "not a JSON object"),
+    ]
+
+
+@pytest.mark.parametrize("newline", [True, False])
+def test_a_truncated_last_record_is_reported_and_the_rest_kept(newline):
+    data = firehose(record(1), record(2), newline=newline) + b'{"ContactId": "c-3", "Agent": {"AR'
+    assert rows(FIREHOSE_KEY, data)[-2:] == [
+        Row(2, 2, record(2), text_values=False),
+        BadLine(3, 3, "the last record is cut off (a truncated object)"),
+    ]
+
+
+def test_a_record_over_the_bound_is_read_past_and_reported():
+    long = record(2, Notes="x" * MAX_RECORD_BYTES)
+    result = rows(FIREHOSE_KEY, firehose(record(1), long, record(3), newline=False))
+    assert [type(r) for r in result] == [Row, BadLine, Row]
+    assert result[1].reason == f"longer than {MAX_RECORD_BYTES} bytes"
+
+
+def test_a_record_longer_than_the_lookahead_is_one_record():
+    long = record(2, Attributes={f"a{n}": "v" * 100 for n in range(1000)})  # ~110 KB
+    assert rows(FIREHOSE_KEY, firehose(record(1), long, newline=False))[1].fields == long
+
+
+@pytest.mark.parametrize("data", [b"\x89PNG\r\n\x1a\n", b"contact_id,caller\n", b"[{}]"])
+def test_an_object_that_is_none_of_the_formats_is_rejected(data):
+    with pytest.raises(FileRejected, match="not a contacts file"):
+        rows(FIREHOSE_KEY, data)
+
+
+@pytest.mark.parametrize("gzipped", [True, False])
+@pytest.mark.parametrize("newline", [True, False])
+def test_contact_records_resumed_after_any_record_give_exactly_the_records_after_it(
+    gzipped, newline
+):
+    data = firehose(record(1), "{broken", record(2), record(3), newline=newline)
+    data = gzip.compress(data) if gzipped else data
+    every = rows(FIREHOSE_KEY, data)
+    assert len(every) == 4
+    for done in every:
+        assert rows(FIREHOSE_KEY, data, after_line=done.end_line) == [
+            r for r in every if r.line > done.end_line
+        ]
 
 
 @pytest.mark.parametrize(
@@ -119,6 +200,9 @@ def test_other_suffixes_are_rejected(name):
         ("f.csv", b"\xef\xbb\xbf"),
         ("f.jsonl.gz", gzip.compress(b"", mtime=0)),
         ("f.csv.gz", b""),
+        (FIREHOSE_KEY, b""),
+        (FIREHOSE_KEY, b" \n\n"),
+        (FIREHOSE_KEY + ".gz", gzip.compress(b"", mtime=0)),
     ],
 )
 def test_empty_files_are_rejected(name, data):
@@ -306,3 +390,14 @@ def test_memory_stays_flat_over_a_large_stream():
         tracemalloc.stop()
     assert count == lines
     assert peak < 4 * 1024 * 1024, f"peak {peak} bytes"  # a fifth of the stream, or less
+
+
+@pytest.mark.parametrize("newline", [True, False])
+def test_a_broken_first_record_is_one_bad_record_and_the_rest_kept(newline):
+    data = firehose("not json", record(1), record(2), newline=newline)
+    assert rows(FIREHOSE_KEY, data) == [
+        BadLine(1, 1, "not valid JSON"),
+        Row(2, 2, record(1), text_values=False),
+        Row(3, 3, record(2), text_values=False),
+    ]
+    assert rows(FIREHOSE_KEY, data, after_line=1) == rows(FIREHOSE_KEY, data)[1:]

@@ -21,6 +21,7 @@ GOOD = {
     "queue": "billing",
     "started_at": "2026-11-29T10:00:00+01:00",
     "ended_at": "2026-11-29T10:05:30.250+01:00",
+    "updated_at": "2026-11-29T10:06:00+01:00",
     "disposition": "RESOLVED",
     "wait_seconds": 42,
     "email": "pat@example.com",
@@ -50,6 +51,8 @@ def test_a_valid_json_row_becomes_a_contact():
         wait_seconds=42,
         email="pat@example.com",
         survey_opt_in=True,
+        updated_at=datetime(2026, 11, 29, 10, 6, tzinfo=timezone(timedelta(hours=1))),
+        interaction_id="c-1_A",
     )
 
 
@@ -269,7 +272,8 @@ def test_every_broken_rule_is_reported_at_once():
         "ended_at": "x",
         "wait_seconds": -1,
     }
-    assert len(reasons(fields)) == 7  # contact_id, caller, disposition, agent_id, 2 times, wait
+    # contact_id, caller, disposition, agent_id, 3 times (updated_at missing), wait
+    assert len(reasons(fields)) == 8
 
 
 def test_to_item_builds_the_contact_item_of_the_contract():
@@ -281,11 +285,14 @@ def test_to_item_builds_the_contact_item_of_the_contract():
         "sk": "CONTACT#2026-11-29T09:05:30.250Z#c-1_A",
         "type": "CONTACT",
         "contact_id": "c-1_A",
+        "interaction_id": "c-1_A",  # a flat row is an interaction of its own
+        "channel": "VOICE",
         "caller": "+4915112345678",
         "agent_id": "agent-7",
         "queue": "billing",
         "started_at": "2026-11-29T09:00:00.000Z",
         "ended_at": "2026-11-29T09:05:30.250Z",
+        "updated_at": "2026-11-29T09:06:00.000Z",
         "disposition": "RESOLVED",
         "wait_seconds": 42,
         "email": "pat@example.com",
@@ -336,10 +343,21 @@ def test_timestamps_out_of_range_are_rejected_never_raised(moment, reason):
 
 
 def test_timestamps_at_the_bounds_are_valid_and_sort_keys_stay_fixed_width():
-    for moment in ("2000-01-01T00:00:00Z", "2026-11-30T12:00:00Z", "2026-11-30T13:00:00+01:00"):
+    remembered = (INGESTED_AT - model.REMEMBERED).isoformat()
+    for moment in (remembered, "2026-11-30T12:00:00Z", "2026-11-30T13:00:00+01:00"):
         fields = GOOD | {"started_at": "2000-01-01T00:00:00Z", "ended_at": moment}
         item = parse_contact(fields, text_values=False, ingested_at=INGESTED_AT).to_item(600)
         assert len(item["sk"]) == len("CONTACT#2026-11-29T09:05:30.250Z#") + len("c-1_A")
+
+
+def test_a_contact_that_ended_before_what_the_table_remembers_is_refused():
+    # Its items may have expired (400 days after it ended): stored again, it would be a new
+    # contact and earn a second survey and gift card.
+    ended = INGESTED_AT - model.REMEMBERED - timedelta(seconds=1)
+    fields = GOOD | {"started_at": "2000-01-01T00:00:00Z", "ended_at": ended.isoformat()}
+    assert reasons(fields) == [
+        "ended_at: more than 399 days before the ingest, past what the table remembers of a contact"
+    ]
 
 
 def test_a_csv_integer_of_thousands_of_digits_is_rejected_never_raised():
@@ -486,6 +504,7 @@ ABANDONED_ROW = {
     "caller": "+4915112345678",
     "started_at": "2026-11-29T10:00:00Z",
     "ended_at": "2026-11-29T10:05:00Z",
+    "updated_at": "2026-11-29T10:06:00Z",
     "disposition": "ABANDONED",
     "wait_seconds": 900,
 }

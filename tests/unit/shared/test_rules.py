@@ -3,7 +3,13 @@
 import pytest
 from shared import rules
 
-BASE = {"contact_id": "c-1", "agent_id": "agent-7", "wait_seconds": 30, "email": "a@example.com"}
+BASE = {
+    "contact_id": "c-1",
+    "caller": "+4915112345678",
+    "agent_id": "agent-7",
+    "wait_seconds": 30,
+    "email": "a@example.com",
+}
 
 
 @pytest.mark.parametrize(
@@ -36,11 +42,19 @@ def test_survey_opt_in_defaults_to_false():
         (rules.RESOLVED, 600, True),  # the threshold itself is a long wait
         (rules.ESCALATED, 601, True),
         (rules.TRANSFERRED, 0, False),
+        (rules.SELF_SERVICE, 0, False),
     ],
 )
 def test_gift_card_when_abandoned_or_waited_at_least_the_threshold(disposition, wait_seconds, due):
     contact = {**BASE, "disposition": disposition, "wait_seconds": wait_seconds}
     assert rules.gift_card_due(contact, rules.DEFAULT_GOODWILL_WAIT_SECONDS) is due
+
+
+def test_no_gift_card_without_a_callers_number_to_send_it_to():
+    contact = {**BASE, "disposition": rules.ABANDONED, "channel": "CHAT"}
+    assert rules.gift_card_due(contact, rules.DEFAULT_GOODWILL_WAIT_SECONDS)
+    del contact["caller"]
+    assert not rules.gift_card_due(contact, rules.DEFAULT_GOODWILL_WAIT_SECONDS)
 
 
 def test_gift_card_threshold_is_the_parameter_and_numbers_may_be_decimal():
@@ -57,18 +71,26 @@ def test_long_wait_boundary():
     assert rules.DEFAULT_GOODWILL_WAIT_SECONDS == 600
 
 
+CALLER = {"caller": "+4915112345678"}
+
+
 @pytest.mark.parametrize(
     ("contact", "sets"),
     [
-        ({"agent_id": "agent-7", "disposition": rules.RESOLVED}, True),
-        ({"agent_id": "agent-7", "disposition": rules.ESCALATED}, True),
-        ({"agent_id": "agent-7", "disposition": rules.TRANSFERRED}, True),
-        ({"agent_id": "agent-7", "disposition": rules.ABANDONED}, False),
-        ({"disposition": rules.RESOLVED}, False),
-        ({"agent_id": "", "disposition": rules.RESOLVED}, False),
+        (CALLER | {"agent_id": "agent-7", "disposition": rules.RESOLVED}, True),
+        (CALLER | {"agent_id": "agent-7", "disposition": rules.ESCALATED}, True),
+        (CALLER | {"agent_id": "agent-7", "disposition": rules.TRANSFERRED}, True),
+        (CALLER | {"agent_id": "agent-7", "disposition": rules.RESOLVED, "channel": "VOICE"}, True),
+        (CALLER | {"agent_id": "agent-7", "disposition": rules.ABANDONED}, False),
+        (CALLER | {"disposition": rules.RESOLVED}, False),
+        (CALLER | {"agent_id": "", "disposition": rules.RESOLVED}, False),
+        # Connect routes voice calls by the caller's number: other channels and contacts
+        # without a number never say who a caller's last agent is.
+        (CALLER | {"agent_id": "agent-7", "disposition": rules.RESOLVED, "channel": "CHAT"}, False),
+        ({"agent_id": "agent-7", "disposition": rules.RESOLVED, "channel": "VOICE"}, False),
     ],
 )
-def test_last_agent_from_contacts_with_an_agent_that_are_not_abandoned(contact, sets):
+def test_last_agent_from_voice_contacts_with_an_agent_that_are_not_abandoned(contact, sets):
     assert rules.sets_last_agent(contact) is sets
 
 

@@ -111,14 +111,6 @@ def test_versions_of_a_key_are_ordered_by_sequencer_padded_with_zeros(earlier, l
     assert first.ordering_sequencer < second.ordering_sequencer
 
 
-def test_exports_are_ordered_by_event_time_then_sequencer():
-    [old] = parse_notification(notification(event_time="2026-11-29T08:00:00Z", sequencer="99"))
-    [new] = parse_notification(notification(event_time="2026-11-29T08:00:01Z", sequencer="11"))
-    [same_ms] = parse_notification(notification(event_time="2026-11-29T08:00:01Z", sequencer="12"))
-    assert old.export_order < new.export_order < same_ms.export_order
-    assert len({len(o.export_order) for o in (old, new, same_ms)}) == 1
-
-
 def test_a_continuation_names_the_same_file_the_line_to_resume_after_and_the_run():
     [s3_object] = parse_notification(body_of("sqs-s3-put.json"))
     for task in (FileTask(s3_object, 4200), FileTask(s3_object, 4200, 3)):

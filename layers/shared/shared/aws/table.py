@@ -56,7 +56,7 @@ TRANSACTION_ACTIONS = 100
 
 @dataclass(frozen=True)
 class ContactWrite:
-    """A valid row to store: its CONTACT item and its export version (keys.export_version)."""
+    """A valid record to store: its CONTACT item and its version (keys.contact_version)."""
 
     item: Mapping[str, Any]
     version: str
@@ -70,14 +70,15 @@ class ContactWrite:
 @dataclass
 class WriteResult:
     applied: list[ContactWrite] = field(default_factory=list)
-    superseded: list[ContactWrite] = field(default_factory=list)  # a newer export is stored
+    superseded: list[ContactWrite] = field(default_factory=list)  # a newer copy is stored
     refused: list[ContactWrite] = field(default_factory=list)  # DynamoDB rejects the item itself
 
 
 def write_contacts(dynamodb, table_name: str, writes: Iterable[ContactWrite]) -> WriteResult:
-    """Store each contact unless a newer export of it is stored already, one item per contact_id.
+    """Store each contact unless a copy of it as new or newer is stored already (an equal version
+    is the same copy), one item per contact_id.
 
-    A contact's CONTACT_REF item (keyed by contact_id) holds the export version stored and the
+    A contact's CONTACT_REF item (keyed by contact_id) holds the version stored and the
     CONTACT item's key; the ref, the new CONTACT item (`first_export` false when it replaces one)
     and the deletion of the older one (when a correction moved its key) are one transaction, so
     a crash leaves either the old contact or the new one, never both or none. Writes are
@@ -88,7 +89,7 @@ def write_contacts(dynamodb, table_name: str, writes: Iterable[ContactWrite]) ->
     """
     latest: dict[str, ContactWrite] = {}
     result = WriteResult()
-    for write in writes:  # a contact twice in one chunk: the later line is the newer export
+    for write in writes:  # a contact twice in one chunk: the newer version wins
         older = latest.get(write.contact_id)
         if older is not None:
             result.superseded.append(min(older, write, key=lambda w: w.version))
@@ -119,7 +120,7 @@ def _transaction_groups(
     for write in writes:
         ref = stored.get(write.contact_id)
         if ref is not None and ref["version"] >= write.version:
-            # Stored already: a newer export, or this very row by an earlier attempt.
+            # Stored already: a newer copy, or this very one (a duplicate, an earlier attempt).
             if ref["version"] > write.version:
                 result.superseded.append(write)
             else:
@@ -144,7 +145,9 @@ def _contact_actions(write: ContactWrite, ref: dict | None) -> list[dict]:
         "version": write.version,
         "item_pk": item["pk"],
         "item_sk": item["sk"],
-        "expires_at": item["expires_at"],  # the ref goes with its contact (TTL)
+        # The ref goes with its contact (TTL), never before the contact's earliest expiry
+        # (a correction that moves the end earlier): the ref is what makes a copy not the first.
+        "expires_at": max(item["expires_at"], int(ref.get("expires_at", 0)) if ref else 0),
     }
     if ref is None:
         condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
