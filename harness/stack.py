@@ -14,8 +14,9 @@ import ipaddress
 import json
 import os
 import re
+import time
 import tomllib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ OUTPUT_NAMES = (
     "StreamFailureQueueUrl",
     "NotificationsTopicArn",
     "RouteFunctionName",
+    "ContactRecordsDeliveryStreamName",
 )
 # The queues of every stack; a pipe or router stack adds a queue and a DLQ per consumer, and a DLQ
 # per consumer for what the fan-out could not deliver to its queue (StackClient.work_queues,
@@ -60,6 +62,11 @@ CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
 # retries of a batch that fails at once, with a margin).
 STREAM_FAILURE_SECONDS = 120
 RETRIES = Config(retries={"max_attempts": 8, "mode": "standard"})
+# What one Firehose PutRecordBatch call takes (the API reference): 500 records, 4 MiB of them.
+FIREHOSE_BATCH_RECORDS = 500
+FIREHOSE_BATCH_BYTES = 4 * 1024 * 1024
+# Rounds of putting again the entries a call reports failed (FailedPutCount), with backoff.
+FIREHOSE_ATTEMPTS = 8
 SAMCONFIG = ROOT / "samconfig.toml"
 
 
@@ -555,6 +562,53 @@ class StackClient:
             }
             for item in items
         }
+
+    # -- Amazon Connect's contact records -------------------------------------------------------
+    @property
+    def delivery_stream(self) -> str:
+        return self.outputs["ContactRecordsDeliveryStreamName"]
+
+    def put_contact_records(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Put contact records into the stack's delivery stream as Amazon Connect does: each
+        record's compact JSON on its own (the stream appends the delimiter), in PutRecordBatch
+        calls of at most FIREHOSE_BATCH_RECORDS records and FIREHOSE_BATCH_BYTES, in order;
+        the entries a call reports failed (FailedPutCount: throttled, service errors) are put
+        again until they are in. Returns the number of calls (the local stack writes one object
+        each; Firehose on AWS buffers them into fewer)."""
+        batch: list[bytes] = []
+        size, calls = 0, 0
+        for record in records:
+            data = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+            if batch and (
+                len(batch) == FIREHOSE_BATCH_RECORDS or size + len(data) > FIREHOSE_BATCH_BYTES
+            ):
+                calls += self._put_record_batch(batch)
+                batch, size = [], 0
+            batch.append(data)
+            size += len(data)
+        if batch:
+            calls += self._put_record_batch(batch)
+        return calls
+
+    def _put_record_batch(self, batch: list[bytes]) -> int:
+        firehose, calls = self.client("firehose"), 0
+        for attempt in range(FIREHOSE_ATTEMPTS):
+            answer = firehose.put_record_batch(
+                DeliveryStreamName=self.delivery_stream, Records=[{"Data": d} for d in batch]
+            )
+            calls += 1
+            if not answer["FailedPutCount"]:
+                return calls
+            batch = [
+                data
+                for data, entry in zip(batch, answer["RequestResponses"], strict=True)
+                if entry.get("ErrorCode")
+            ]
+            time.sleep(min(0.1 * 2**attempt, 5))
+        raise RuntimeError(
+            f"{len(batch)} contact records not accepted by {self.delivery_stream} "
+            f"after {FIREHOSE_ATTEMPTS} calls"
+        )
 
     # -- route -----------------------------------------------------------------------------------
     def route(self, caller: str) -> dict[str, str]:

@@ -108,3 +108,54 @@ def test_a_failing_consumer_keeps_its_queue_settings_on_aws(stack):
 def test_an_ip_address_endpoint_takes_no_host_prefix(endpoint, prefixed):
     """StartSyncExecution goes to sync-<host>: a name takes it, the local stack's address not."""
     assert takes_host_prefix(endpoint) is prefixed
+
+
+class FakeFirehose:
+    """PutRecordBatch that fails the entries ``fail`` names on their first call."""
+
+    def __init__(self, fail: set[bytes] = frozenset()):
+        self.calls: list[list[bytes]] = []
+        self.fail = set(fail)
+
+    def put_record_batch(self, DeliveryStreamName, Records):  # noqa: N803 (boto3's names)
+        assert DeliveryStreamName == "contact-records"
+        data = [record["Data"] for record in Records]
+        self.calls.append(data)
+        failed = [d in self.fail for d in data]
+        self.fail -= set(data)
+        return {
+            "FailedPutCount": sum(failed),
+            "RequestResponses": [
+                {"ErrorCode": "ServiceUnavailableException"} if f else {"RecordId": "r"}
+                for f in failed
+            ],
+        }
+
+
+def firehose_stack(firehose: FakeFirehose) -> StackClient:
+    outputs = {"ContactRecordsDeliveryStreamName": "contact-records"}
+    stack = StackClient("unit", boto3.session.Session(region_name=REGION), outputs, {})
+    stack._clients["firehose"] = firehose
+    return stack
+
+
+def test_contact_records_go_in_batches_of_500_records_or_4_mib_as_connect_sends_them():
+    firehose = FakeFirehose()
+    records = [{"ContactId": f"c-{n}", "Attributes": {"note": "ü"}} for n in range(1203)]
+    assert firehose_stack(firehose).put_contact_records(records) == 3
+    assert [len(call) for call in firehose.calls] == [500, 500, 203]
+    assert firehose.calls[0][0] == '{"ContactId":"c-0","Attributes":{"note":"ü"}}'.encode()
+
+    firehose = FakeFirehose()
+    big = [{"ContactId": f"c-{n}", "blob": "x" * (1024 * 1024)} for n in range(9)]
+    assert firehose_stack(firehose).put_contact_records(big) == 3
+    assert [len(call) for call in firehose.calls] == [3, 3, 3]
+    assert all(sum(map(len, call)) <= 4 * 1024 * 1024 for call in firehose.calls)
+
+
+def test_the_entries_firehose_reports_failed_are_put_again_alone():
+    records = [{"ContactId": f"c-{n}"} for n in range(5)]
+    failing = {b'{"ContactId":"c-1"}', b'{"ContactId":"c-3"}'}
+    firehose = FakeFirehose(failing)
+    assert firehose_stack(firehose).put_contact_records(records) == 2
+    assert firehose.calls[1] == sorted(failing)
