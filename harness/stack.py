@@ -591,14 +591,13 @@ class StackClient:
         return calls
 
     def _put_record_batch(self, batch: list[bytes]) -> int:
-        firehose, calls = self.client("firehose"), 0
+        firehose = self.client("firehose")
         for attempt in range(FIREHOSE_ATTEMPTS):
             answer = firehose.put_record_batch(
                 DeliveryStreamName=self.delivery_stream, Records=[{"Data": d} for d in batch]
             )
-            calls += 1
             if not answer["FailedPutCount"]:
-                return calls
+                return attempt + 1
             batch = [
                 data
                 for data, entry in zip(batch, answer["RequestResponses"], strict=True)

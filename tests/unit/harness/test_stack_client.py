@@ -117,7 +117,7 @@ class FakeFirehose:
         self.calls: list[list[bytes]] = []
         self.fail = set(fail)
 
-    def put_record_batch(self, DeliveryStreamName, Records):  # noqa: N803 (boto3's names)
+    def put_record_batch(self, DeliveryStreamName, Records):
         assert DeliveryStreamName == "contact-records"
         data = [record["Data"] for record in Records]
         self.calls.append(data)
