@@ -3,9 +3,12 @@ files built in each format."""
 
 import io
 import json
+import random
+from datetime import UTC, datetime, timedelta
 
 from shared import files, keys
 
+from harness import connect_records as ctr
 from harness import expected
 from harness.builders import contact, file_body, new_caller
 from harness.metrics import FunctionMetrics
@@ -80,3 +83,25 @@ def test_files_in_every_format_read_back_as_their_rows():
         read = list(files.read_rows(name, io.BytesIO(file_body(name, rows))))
         assert [r.fields["contact_id"] for r in read] == [r["contact_id"] for r in rows], name
         assert all(r.fields["survey_opt_in"] in (True, "true") for r in read), name
+
+
+def test_contact_records_are_expected_per_interaction_and_by_their_own_version():
+    rng = random.Random(7)
+    at = datetime.now(UTC) - timedelta(hours=3)
+    caller = new_caller()
+    legs = ctr.interaction(rng, caller=caller, started=at, kind="transferred_twice")
+    for leg in legs:
+        leg["Attributes"].update(survey_opt_in="true", email="a@example.com")
+        if leg["Queue"]:
+            leg["Queue"]["Duration"] = 5
+    newer = ctr.redelivered(legs[-1], seconds=60)
+    newer["Attributes"]["email"] = "b@example.com"
+    older = ctr.redelivered(legs[-1], seconds=-60)
+    older["Attributes"]["email"] = "c@example.com"
+    rows = [*legs, newer, older, "a broken line"]
+    assert expected.notifications(rows, 600) == {(keys.SURVEY, legs[0]["ContactId"]): 1}
+    stored = expected.stored(rows)
+    assert set(stored) == {leg["ContactId"] for leg in legs}
+    assert stored[legs[-1]["ContactId"]]["email"] == "b@example.com"
+    assert expected.last_agents(rows)[caller]["contact_id"] == legs[-1]["ContactId"]
+    assert expected.rejected(rows) == 1
