@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 from harness.stack import CONSUMERS, StackClient, samconfig_stack_name
 
-from ops import callers, dashboard, files, records, redrive, replay, status, table
+from ops import callers, contacts, dashboard, files, records, redrive, replay, status, table
 from ops.errors import OpsError
 
 # What reads the table's stream, by fan-out mode: the consumers (lambda), RouterFunction (router),
@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="python -m ops",
         description="Operate the stack: status, dashboard, DLQ redrive, stream replay, idempotency "
-        "records, file reprocessing, a caller's history.",
+        "records, file reprocessing, a contact's redrive, a caller's history.",
     )
     top.add_argument("--stack", help="stack name (default: samconfig.toml's stack_name)")
     top.add_argument("--json", action="store_true", help="machine-readable output")
@@ -115,6 +115,22 @@ def parser() -> argparse.ArgumentParser:
         if action == "reprocess":
             command.add_argument("--yes", action="store_true", help="do not ask")
 
+    again = group(commands, "contact", "contacts").add_parser(
+        "redrive",
+        help="send a contact's current state to the consumers again (its version unchanged)",
+    )
+    again.add_argument("contact_id", help="the contact's id (Connect's ContactId)")
+    again.add_argument(
+        "--dry-run", action="store_true", help="say what it would send; send nothing"
+    )
+    again.add_argument(
+        "--resend",
+        action="store_true",
+        help="send a notification the notifier claimed and never recorded (it may have been "
+        "published: the customer may get it twice)",
+    )
+    again.add_argument("--yes", action="store_true", help="do not ask")
+
     show = group(commands, "caller", "callers").add_parser(
         "show", help="last agent and recent contacts (masked)"
     )
@@ -150,6 +166,15 @@ COMMANDS: dict[tuple[str, str | None], Callable[[StackClient, argparse.Namespace
     ("file", "status"): lambda stack, args: Report(*files.status(stack, args.url, args.version_id)),
     ("file", "reprocess"): lambda stack, args: Report(
         *files.reprocess(stack, args.url, args.version_id, None if args.yes else confirm)
+    ),
+    ("contact", "redrive"): lambda stack, args: Report(
+        *contacts.redrive(
+            stack,
+            args.contact_id,
+            dry_run=args.dry_run,
+            resend=args.resend,
+            confirm=None if args.yes else confirm,
+        )
     ),
     ("caller", "show"): lambda stack, args: Report(
         *callers.show(stack, args.number, args.contacts)

@@ -5,6 +5,7 @@ import json
 
 import boto3
 import pytest
+from shared import rules
 
 from harness.in_process import REGION, client
 from harness.stack import StackClient
@@ -29,7 +30,8 @@ def ops_stack(stack, lambda_context) -> StackClient:
         "NotificationQueueUrl": stack.notification_queue_url,
         "StreamFailureQueueUrl": failure_url,
     }
-    return StackClient("unit", boto3.session.Session(region_name=REGION), outputs, {})
+    parameters = {"GoodwillWaitSeconds": str(rules.DEFAULT_GOODWILL_WAIT_SECONDS)}
+    return StackClient("unit", boto3.session.Session(region_name=REGION), outputs, parameters)
 
 
 def args(**values):

@@ -1,0 +1,85 @@
+"""`ops contact redrive` (ops/contacts.py) in process: the change it sends is the stored contact
+shaped as the stream gives it, and what could reach the customer is said before anything moves
+(its delivery to each fan-out mode's readers: tests/integration/test_contact_redrive.py)."""
+
+from datetime import UTC, datetime
+
+import pytest
+from shared import keys, model
+from shared.aws import table
+
+from ops import contacts, records
+from ops.errors import OpsError
+
+SURVEY_DUE = {
+    "contact_id": "c-7",
+    "caller": "+15551234567",
+    "agent_id": "agent-1",
+    "started_at": "2026-11-29T09:00:00Z",
+    "ended_at": "2026-11-29T09:05:00Z",
+    "updated_at": "2026-11-29T09:06:00Z",
+    "disposition": "RESOLVED",
+    "wait_seconds": 5,
+    "email": "a@example.com",
+    "survey_opt_in": True,
+}
+
+
+def store(ops_stack, row: dict) -> dict:
+    contact = model.parse_contact(
+        row, text_values=False, ingested_at=datetime(2026, 11, 30, tzinfo=UTC)
+    )
+    item = contact.to_item(600)
+    write = table.ContactWrite(item, keys.contact_version(item), 1)
+    table.write_contacts(ops_stack.dynamodb, ops_stack.contacts_table, [write])
+    return item
+
+
+def test_a_first_copy_is_sent_as_its_insert_and_a_later_one_as_an_unchanged_modify(ops_stack):
+    store(ops_stack, SURVEY_DUE)
+    first = contacts.stream_record(ops_stack, contacts.current_item(ops_stack, "c-7"))
+    assert first["eventName"] == "INSERT" and "OldImage" not in first["dynamodb"]
+    assert first["dynamodb"]["NewImage"]["first_export"] == {"BOOL": True}
+    assert first["eventSourceARN"].startswith("arn:aws:dynamodb:")
+
+    store(ops_stack, SURVEY_DUE | {"agent_id": "agent-2", "updated_at": "2026-11-29T10:00:00Z"})
+    later = contacts.stream_record(ops_stack, contacts.current_item(ops_stack, "c-7"))
+    assert later["eventName"] == "MODIFY"
+    assert later["dynamodb"]["OldImage"] == later["dynamodb"]["NewImage"]
+    assert later["dynamodb"]["NewImage"]["agent_id"] == {"S": "agent-2"}
+
+
+def test_a_dry_run_says_which_notifications_could_follow_and_sends_nothing(ops_stack):
+    store(ops_stack, SURVEY_DUE)
+    data, text, ok = contacts.redrive(ops_stack, "c-7", dry_run=True, resend=False, confirm=None)
+    assert data["notifications"] == {"SURVEY#c-7": contacts.UNSENT} and ok
+    assert "dry run: nothing sent" in text and SURVEY_DUE["email"] not in text
+
+
+def test_a_notification_claimed_and_never_recorded_is_refused_without_resend(ops_stack):
+    store(ops_stack, SURVEY_DUE)
+    layer = records.persistence(ops_stack, records.CLAIMS["NotifierFunction"])
+    layer.save_inprogress({"notification_id": "SURVEY#c-7"}, remaining_time_in_millis=1000)
+    with pytest.raises(OpsError, match="never recorded"):
+        contacts.redrive(ops_stack, "c-7", dry_run=False, resend=False, confirm=None)
+
+
+def test_the_operator_is_asked_before_an_unsent_notification_goes(ops_stack):
+    store(ops_stack, SURVEY_DUE)
+    asked = []
+
+    def refuse(question: str) -> bool:
+        asked.append(question)
+        return False
+
+    with pytest.raises(OpsError, match="not confirmed"):
+        contacts.redrive(ops_stack, "c-7", dry_run=False, resend=False, confirm=refuse)
+    assert "SURVEY#c-7" in asked[0]
+
+
+@pytest.mark.parametrize(
+    ("contact_id", "message"), [("a b", "not a contact id"), ("c-9", "no contact")]
+)
+def test_an_unknown_contact_is_refused(ops_stack, contact_id, message):
+    with pytest.raises(OpsError, match=message):
+        contacts.current_item(ops_stack, contact_id)
