@@ -72,6 +72,12 @@ def parser() -> argparse.ArgumentParser:
         "move nothing",
     )
     move.add_argument("--yes", action="store_true", help=f"{records.NOTIFICATION_DLQ}: do not ask")
+    move.add_argument(
+        "--resend",
+        action="store_true",
+        help=f"{records.NOTIFICATION_DLQ}: also move notifications claimed and never recorded, "
+        "releasing their claims (they may have been published: the customer may get them twice)",
+    )
 
     stream = group(commands, "stream", "stream consumers")
     again = stream.add_parser("replay", help="replay the batches in StreamFailureQueue")
@@ -190,11 +196,12 @@ def dlq_redrive(stack: StackClient, args: argparse.Namespace) -> tuple[Any, str,
             stack,
             args.rate,
             dry_run=args.dry_run,
+            resend=args.resend,
             confirm=None if args.yes else confirm,
             progress=not args.json,
         )
-    if args.dry_run:
-        raise OpsError(f"--dry-run lists {records.NOTIFICATION_DLQ} only")
+    if args.dry_run or args.resend:
+        raise OpsError(f"--dry-run and --resend are for {records.NOTIFICATION_DLQ} only")
     return redrive.redrive(stack, args.queue, args.rate, progress=not args.json)
 
 

@@ -58,6 +58,9 @@ def redrive(
     to_send = [n for n, state in due.items() if state != PUBLISHED]
     if to_send and confirm is not None and not confirm(f"{listing}\nsend {', '.join(to_send)}"):
         raise OpsError("not confirmed: nothing sent")
+    if claimed:  # --resend: released, or the notifier would refuse them (shared.aws.batch_claims)
+        layer = records.persistence(stack, records.CLAIMS["NotifierFunction"])
+        data["released"] = records.release(layer, [({"notification_id": n}, None) for n in claimed])
     delivered = deliver(stack, stream_record(stack, item))
     data["readers"] = delivered
     ok = all(result["outcome"] in ("replayed", "not admitted") for result in delivered)

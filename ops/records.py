@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -24,12 +25,14 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
 )
 from harness.stack import StackClient
 from shared import idempotency, ingest, keys, model
+from shared.aws import batch_claims
 
 from ops import file_ref, redrive, table
 from ops.errors import Confirm, OpsError
 
 CLAIMS = {"IngestFunction": idempotency.FILE_STEPS, "NotifierFunction": idempotency.NOTIFICATIONS}
 COMPLETED = STATUS_CONSTANTS["COMPLETED"]  # the record of a function that finished
+INPROGRESS = STATUS_CONSTANTS["INPROGRESS"]  # claimed: running, or crashed before its record
 
 
 class Purged(Exception):
@@ -155,12 +158,13 @@ def purge(stack: StackClient, args: argparse.Namespace, confirm: Confirm) -> tup
     if not present:
         return {"target": label, "purged": []}, f"{label}: no idempotency record", True
     published = args.function == "NotifierFunction" and any(
-        record.status == COMPLETED for _, record in present
+        record.status == COMPLETED or may_have_been_published(record) for _, record in present
     )
     if published and not args.resend:
         raise OpsError(
-            f"{label} was published (its record is {COMPLETED}): purging it sends the customer "
-            "this notification again on its next delivery. Purge is for an INPROGRESS record; "
+            f"{label} was published, or may have been (its record is COMPLETED, or claimed more "
+            "than SNS's 5 minutes ago and never recorded): purging it sends the customer this "
+            "notification again on its next delivery. Purge is for a claim younger than that; "
             "pass --resend to send it again on purpose"
         )
     question = f"delete {len(present)} idempotency record(s) of {label}"
@@ -177,10 +181,12 @@ def purge(stack: StackClient, args: argparse.Namespace, confirm: Confirm) -> tup
     return {"target": label, "purged": purged, "resend": published}, text, True
 
 
-def release(layer: DynamoDBPersistenceLayer, found: list[tuple[dict, DataRecord]]) -> list[str]:
+def release(
+    layer: DynamoDBPersistenceLayer, found: list[tuple[dict, DataRecord | None]]
+) -> list[str]:
     for data, _ in found:
         layer.delete_record(data, Purged())
-    return [record.idempotency_key for _, record in found]
+    return [record.idempotency_key if record else json.dumps(data) for data, record in found]
 
 
 NOTIFICATION_DLQ = "NotificationDeadLetterQueue"
@@ -212,7 +218,9 @@ def dead_letter_notifications(stack: StackClient) -> list[dict[str, Any]]:
 
 
 def publication(layer: DynamoDBPersistenceLayer, body: str) -> dict[str, Any]:
-    """A notification message's id and what the notifier's record says of it."""
+    """A notification message's id and what the notifier's record says of it: published
+    (COMPLETED), or claimed and never recorded (INPROGRESS: a publish may have happened after
+    `claimed_at`), or nothing."""
     try:
         notification_id = json.loads(body)["notification_id"]
     except (ValueError, KeyError, TypeError):
@@ -221,25 +229,55 @@ def publication(layer: DynamoDBPersistenceLayer, body: str) -> dict[str, Any]:
         return {"notification_id": None, "record": None, "published": False}
     record = lookup(layer, {"notification_id": notification_id})
     status = record.status if record is not None else None
-    return {"notification_id": notification_id, "record": status, "published": status == COMPLETED}
+    found = {"notification_id": notification_id, "record": status, "published": status == COMPLETED}
+    if status == INPROGRESS:
+        found["claimed_at"] = table.utc(claimed_at(record))
+    return found
+
+
+def claimed_at(record: DataRecord) -> float:
+    return batch_claims.claim_time(record, idempotency.NOTIFICATIONS.expires_after_seconds)
+
+
+def may_have_been_published(record: DataRecord) -> bool:
+    """A notifier claim never recorded and older than SNS FIFO's deduplication: the notifier will
+    not publish it again (shared.aws.batch_claims); sending it takes --resend."""
+    age = time.time() - claimed_at(record)
+    return record.status == INPROGRESS and age >= idempotency.REPUBLISH_WINDOW_SECONDS
 
 
 def redrive_notifications(
-    stack: StackClient, rate: int | None, *, dry_run: bool, confirm: Confirm, progress: bool
+    stack: StackClient,
+    rate: int | None,
+    *,
+    dry_run: bool,
+    resend: bool,
+    confirm: Confirm,
+    progress: bool,
 ) -> tuple[Any, str, bool]:
     """`ops dlq redrive NotificationDeadLetterQueue`: which messages' notifications were already
-    published, said before anything moves (a dry run stops there), then SQS's redrive."""
+    published, or claimed and never recorded (they may have been), said before anything moves (a
+    dry run stops there); those claimed are refused unless --resend, which releases their claims
+    so that they are published again; then SQS's redrive."""
     listed = dead_letter_notifications(stack)
     published = [m for m in listed if m["published"]]
+    claimed = [m for m in listed if m["record"] == INPROGRESS]
     rows = [
         (
             m["message_id"],
             m["notification_id"] or "(not a notification)",
-            "already published" if m["published"] else (m["record"] or "no record"),
+            "already published"
+            if m["published"]
+            else f"claimed {m['claimed_at']}, never recorded: may have been published"
+            if m["record"] == INPROGRESS
+            else (m["record"] or "no record"),
         )
         for m in listed
     ]
-    listing = f"{NOTIFICATION_DLQ}: {len(listed)} message(s), {len(published)} already published"
+    listing = (
+        f"{NOTIFICATION_DLQ}: {len(listed)} message(s), {len(published)} already published, "
+        f"{len(claimed)} claimed and never recorded"
+    )
     if rows:
         listing += "\n" + table.render(("MESSAGE", "NOTIFICATION", "NOTIFIER'S RECORD"), rows)
     if published:
@@ -251,9 +289,24 @@ def redrive_notifications(
     if dry_run or not listed:
         heading = "dry run: nothing moved\n" if dry_run else ""
         return data, heading + listing, True
-    if confirm is not None and not confirm(
-        f"{listing}\nmove these {len(listed)} message(s) back to NotificationQueue"
-    ):
+    if claimed and not resend:
+        raise OpsError(
+            f"{listing}\nrefused: {len(claimed)} notification(s) were claimed and never recorded, "
+            "so they may have been published; the notifier will not publish them again. "
+            "--resend releases their claims and sends them again (the customer may get them "
+            "twice)"
+        )
+    question = f"move these {len(listed)} message(s) back to NotificationQueue"
+    if claimed:
+        question = (
+            f"{len(claimed)} may have been published: the customer may get them AGAIN; {question}"
+        )
+    if confirm is not None and not confirm(f"{listing}\n{question}"):
         raise OpsError("not confirmed: nothing moved")
+    layer = persistence(stack, CLAIMS["NotifierFunction"])
+    released = release(layer, [({"notification_id": m["notification_id"]}, None) for m in claimed])
     moved, text, ok = redrive.redrive(stack, NOTIFICATION_DLQ, rate, progress=progress)
-    return data | moved, f"{listing}\n{text}", ok
+    data |= moved | {"released": released}
+    if released:
+        text = f"{len(released)} claim(s) released, to be published again\n{text}"
+    return data, f"{listing}\n{text}", ok

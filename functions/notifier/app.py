@@ -2,12 +2,14 @@
 notifications in one PublishBatch.
 
 Two guards, because a publish and the record of it can never be one atomic step: the Powertools
-claim on the notification_id (a duplicate message finds it completed, or in progress and is
-retried after the visibility timeout), and the FIFO topic's deduplication on the same id (a crash
-or a throttled completion between the publish and the record makes the retry publish again; SNS
-accepts it and delivers nothing within 5 minutes of the first publish). docs/design.md states the
-horizon this gives. The claims of a batch are all taken before its one publish, and each is
-recorded, or released, by its own entry's outcome (shared.aws.batch_claims).
+claim on the notification_id (a duplicate message finds it completed), and the FIFO topic's
+deduplication on the same id (a crash or a throttled completion between the publish and the
+record makes the retry publish again under the same claim; SNS accepts it and delivers nothing
+within 5 minutes of the first publish). A claim never recorded and older than that window may
+have been published: it is not published again (CallMayHaveHappened, logged with the claim's
+time), and its message ends in the DLQ, where `ops dlq redrive` says so and asks for --resend.
+docs/design.md states the horizon this gives. The claims of a batch are all taken before its one
+publish, and each is recorded, or released, by its own entry's outcome (shared.aws.batch_claims).
 
 A message that is not a valid notification fails its record every time, so after the queue's
 maxReceiveCount it ends in the DLQ; the rest of the batch is unaffected.
@@ -37,6 +39,7 @@ claims = BatchClaims(
     config,
     key_prefix=idempotency.NOTIFICATIONS.key_prefix,
     result=lambda notification: {"notification_id": notification["notification_id"]},
+    adopt_within=idempotency.REPUBLISH_WINDOW_SECONDS,
 )
 
 
@@ -90,7 +93,6 @@ processor = BatchSends(EventType.SQS, publish_batch)
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    config.register_lambda_context(context)
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

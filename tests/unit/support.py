@@ -48,6 +48,17 @@ class Stack(Resources):
         """Bodies of the messages that reached NotificationsTopic."""
         return [json.loads(m["Body"]) for m in self.drain(self.topic_capture_url)]
 
+    def age_idempotency_records(self, seconds: int) -> None:
+        """Every idempotency record as if claimed `seconds` earlier (Powertools dates a record's
+        expiry from its claim): time passing, for the claims that depend on it."""
+        for item in self.dynamodb.scan(TableName=self.idempotency_table)["Items"]:
+            self.dynamodb.update_item(
+                TableName=self.idempotency_table,
+                Key={"id": item["id"]},
+                UpdateExpression="SET expiration = expiration - :seconds",
+                ExpressionAttributeValues={":seconds": {"N": str(seconds)}},
+            )
+
 
 @contextlib.contextmanager
 def moto_stack(monkeypatch) -> Iterator[Stack]:

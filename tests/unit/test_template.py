@@ -11,7 +11,7 @@ import pytest
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 from samtranslator.internal.managed_policies import get_bundled_managed_policy_map
 from samtranslator.translator.transform import transform
-from shared import keys, model
+from shared import idempotency, keys, model
 from shared.aws import table as contacts_store
 
 from emulator.stack import DeployError, check_rules, chosen, template_conditions
@@ -1091,20 +1091,19 @@ def test_overrides_name_real_parameters_with_allowed_values(parameter_set):
             assert number <= spec.get("MaxValue", number), name
 
 
-SNS_FIFO_DEDUPLICATION_SECONDS = 300
-
-
 @pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))
 def test_notifier_retries_stay_inside_the_topics_deduplication_interval(parameter_set):
     """A publish repeated by a retry (a crash or a throttled completion after the publish) is
-    deduplicated only within 5 minutes of the first: every receive of a message must fall there.
-    Receives are a visibility timeout apart; the last one may run a whole function timeout."""
+    deduplicated only within 5 minutes of the first, and the notifier publishes a claim never
+    recorded again only within idempotency.REPUBLISH_WINDOW_SECONDS of it: every receive of a
+    message must fall there, or a crash's retries end in the DLQ rather than publish. Receives
+    are a visibility timeout apart; the last one may run a whole function timeout."""
     overrides = PARAMETER_SETS[parameter_set]
     queue = RESOURCES["NotificationQueue"]["Properties"]
     receives = int(queue["RedrivePolicy"]["maxReceiveCount"])
     visibility = resolve_number(queue["VisibilityTimeout"], overrides)
     timeout = resolve_number(function_property("NotifierFunction", "Timeout"), overrides)
-    assert (receives - 1) * visibility + timeout < SNS_FIFO_DEDUPLICATION_SECONDS
+    assert (receives - 1) * visibility + timeout < idempotency.REPUBLISH_WINDOW_SECONDS
 
 
 def test_notifications_topic_is_fifo_and_deduplicates_by_id_per_contact():

@@ -1,9 +1,11 @@
 """The one Powertools idempotency configuration of the application.
 
 Records live in IdempotencyTable (partition key `id`, TTL on `expiration`, the Powertools
-defaults). Each handler builds its persistence layer and config once at module level and
-registers the Lambda context per call, so an in-progress record left by a crashed or timed-out
-invocation expires with that invocation and a retry can run.
+defaults). Each handler builds its persistence layer and config once at module level. The
+ingest registers the Lambda context per call, so an in-progress record left by a crashed or
+timed-out invocation expires with that invocation and a retry can run (a file step's writes are
+versioned: running it again is harmless). A notification's claim never expires that way: a
+publish cannot be taken back (REPUBLISH_WINDOW_SECONDS).
 """
 
 import os
@@ -46,6 +48,12 @@ class Claims:
 FILE_STEPS = Claims("ingest-file", "[s3_object.file_id, run, after_line]", ONCE_PER_FILE_SECONDS)
 # NotifierFunction: one claim per notification.
 NOTIFICATIONS = Claims("NotifierFunction", "notification_id", ONCE_PER_NOTIFICATION_SECONDS)
+# SNS FIFO deduplicates a MessageDeduplicationId for 5 minutes after its first publish, and a
+# notification is claimed before it is published: published again within this long of its claim,
+# it is deduplicated (30 s less, for the clocks of Lambda's hosts and of SNS). A claim never
+# recorded and older than this may have been published: the notifier does not publish it again
+# (shared.aws.batch_claims) and the operator is told (ops).
+REPUBLISH_WINDOW_SECONDS = 270
 
 
 def persistence_layer(dynamodb_client=None) -> DynamoDBPersistenceLayer:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from shared import notifications
+from shared import idempotency, notifications
 from shared.aws import messaging
 
 from harness.events import contact, failed_ids, sqs_bodies_event, sqs_event
@@ -247,3 +247,40 @@ def test_a_completion_throttled_past_the_retries_then_the_retry_reaches_subscrib
 
     assert failed_ids(first.lambda_handler(event, ShrinkingClock())) == []
     assert stack.published() == [SURVEY]
+
+
+def test_a_publish_never_recorded_is_not_published_again_once_sns_would_deliver_it_twice(
+    stack, monkeypatch
+):
+    """The notifier published SURVEY#c-1 and its save of the COMPLETED record was throttled: the
+    claim stays INPROGRESS. Redelivered within SNS FIFO's 5 minutes, the retry publishes again
+    under the same claim (deduplicated); an hour later (a DLQ redrive) a publish would reach the
+    customer twice, so the claim's time says it may have been published, and it is not."""
+    event = queued_event(stack, SURVEY)
+    first = cold_start("notifier", monkeypatch)
+    throttle(first, "dynamodb:UpdateItem", times=1)
+    with pytest.raises(BatchProcessingError):
+        first.lambda_handler(event, ShrinkingClock())
+    assert claim_states(stack) == ["INPROGRESS"]
+
+    stack.age_idempotency_records(3600)
+    later = cold_start("notifier", monkeypatch)
+    calls = record_calls(later)
+    with pytest.raises(BatchProcessingError):
+        later.lambda_handler(event, ShrinkingClock())
+    assert "sns:PublishBatch" not in calls.calls
+    assert claim_states(stack) == ["INPROGRESS"]  # what the operator decides from
+    assert stack.published() == [SURVEY]
+
+
+def test_a_claim_is_adopted_only_within_the_window_sns_deduplicates_in(stack, monkeypatch):
+    event = queued_event(stack, SURVEY)
+    crashing = cold_start("notifier", monkeypatch)
+    record_calls(crashing, crash_after=1)  # claimed, then the environment died
+    with pytest.raises(Crash):
+        crashing.lambda_handler(event, ShrinkingClock())
+
+    stack.age_idempotency_records(idempotency.REPUBLISH_WINDOW_SECONDS - 30)
+    retry = cold_start("notifier", monkeypatch)
+    assert failed_ids(retry.lambda_handler(event, ShrinkingClock())) == []
+    assert stack.published() == [SURVEY] and claim_states(stack) == ["COMPLETED"]

@@ -51,7 +51,7 @@ def test_a_published_notification_is_not_purged_without_resend(
     assert len(notify(stack, monkeypatch, lambda_context, survey("c-42"))) == 1
     target = args(function="NotifierFunction", kind=keys.SURVEY, contact_id="c-42")
 
-    with pytest.raises(OpsError, match=r"was published .*COMPLETED.*--resend"):
+    with pytest.raises(OpsError, match=r"was published, or may have been .*COMPLETED.*--resend"):
         records.purge(ops_stack, target, None)
     declined = Asked(False)
     target.resend = True
@@ -135,10 +135,60 @@ def test_a_notification_dlq_redrive_says_which_were_published_before_it_moves_th
     assert dlq_stack.queue_depth("NotificationDeadLetterQueueUrl") == 3
 
     data, text, ok = records.redrive_notifications(
-        dlq_stack, None, dry_run=False, confirm=Asked(True), progress=False
+        dlq_stack, None, dry_run=False, resend=False, confirm=Asked(True), progress=False
     )
     assert "1 already published" in text and "3 of 3 messages moved back" in text
     assert ok and data["status"] == "COMPLETED" and data["moved"] == 3
     assert [m["published"] for m in data["messages"]].count(True) == 1
     assert dlq_stack.queue_depth("NotificationDeadLetterQueueUrl") == 0
     assert dlq_stack.queue_depth("NotificationQueueUrl") == 3
+
+
+def test_a_dead_lettered_notification_claimed_and_never_recorded_takes_resend(
+    dlq_stack, stack, monkeypatch, lambda_context
+):
+    """Issue 42: the notifier published SURVEY#c-77, its save of the record failed, and the
+    message was dead-lettered; an hour later the redrive once listed it as not published and
+    sent it again. Now it says the notification may have been published, and refuses it unless
+    --resend, which releases the claim so the notifier publishes it again, said and asked."""
+    layer = records.persistence(dlq_stack, idempotency.NOTIFICATIONS)
+    layer.save_inprogress({"notification_id": "SURVEY#c-77"}, remaining_time_in_millis=1)
+    stack.age_idempotency_records(3600)
+    dlq = dlq_stack.outputs["NotificationDeadLetterQueueUrl"]
+    stack.sqs.send_message(QueueUrl=dlq, MessageBody=json.dumps(survey("c-77")))
+
+    data, text, _ = records.redrive_notifications(
+        dlq_stack, None, dry_run=True, resend=False, confirm=None, progress=False
+    )
+    [message] = data["messages"]
+    assert message["record"] == "INPROGRESS" and not message["published"]
+    assert "claimed and never recorded" in text and "may have been published" in text
+    with pytest.raises(OpsError, match=r"may have been published.*--resend"):
+        records.redrive_notifications(
+            dlq_stack, None, dry_run=False, resend=False, confirm=None, progress=False
+        )
+    assert dlq_stack.queue_depth("NotificationDeadLetterQueueUrl") == 1
+
+    asked = Asked(True)
+    data, text, ok = records.redrive_notifications(
+        dlq_stack, None, dry_run=False, resend=True, confirm=asked, progress=False
+    )
+    assert "may get them AGAIN" in asked.questions[0]
+    assert ok and len(data["released"]) == 1 and "1 claim(s) released" in text
+    assert lookup_status(dlq_stack, "SURVEY#c-77") is None
+    assert dlq_stack.queue_depth("NotificationQueueUrl") == 1
+
+
+def test_purging_a_claim_older_than_the_deduplication_window_takes_resend(ops_stack, stack):
+    layer = records.persistence(ops_stack, idempotency.NOTIFICATIONS)
+    layer.save_inprogress({"notification_id": "SURVEY#c-78"}, remaining_time_in_millis=1)
+    stack.age_idempotency_records(idempotency.REPUBLISH_WINDOW_SECONDS)
+    target = args(function="NotifierFunction", notification_id="SURVEY#c-78")
+    with pytest.raises(OpsError, match=r"may have been.*--resend"):
+        records.purge(ops_stack, target, None)
+
+
+def lookup_status(stack, notification_id: str) -> str | None:
+    layer = records.persistence(stack, idempotency.NOTIFICATIONS)
+    record = records.lookup(layer, {"notification_id": notification_id})
+    return record.status if record else None

@@ -4,14 +4,22 @@ failed), done per item around a single call for all of them (SNS PublishBatch), 
 records: the same persistence layer, config and key prefix, so `ops idempotency` and a later
 idempotent_function see the same keys.
 
-An item another invocation completed is not called again; one another invocation holds in
-progress fails (its record is retried after the visibility timeout, as with
-idempotent_function); one repeating an earlier item's key in the same batch shares that item's
-outcome. An item whose call failed is never recorded COMPLETED.
+An item another invocation completed is not called again; one repeating an earlier item's key in
+the same batch shares that item's outcome. An item whose call failed is never recorded COMPLETED.
+
+A claim whose call succeeded but was never recorded (a crash, or a throttled save, after the
+call) cannot tell whether the call happened. So a claim is never taken over by time as
+idempotent_function's are (its in-progress expiry is the record's own): an item found claimed is
+called again under that claim, keeping its claim time, only while the claim is younger than
+`adopt_within` (the window in which the callee itself absorbs a repeated call: SNS FIFO's
+deduplication), and fails with CallMayHaveHappened, naming when, once it is older. Its message then
+ends in its DLQ, where the operator decides (ops dlq redrive says so and asks for --resend).
 """
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import (
@@ -19,12 +27,26 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
 )
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
     IdempotencyItemAlreadyExistsError,
 )
-from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
+    STATUS_CONSTANTS,
+    DataRecord,
+)
 
 BatchCall = Callable[[list[dict]], Mapping[int, Exception]]
+
+
+class CallMayHaveHappened(Exception):
+    """The item was claimed at `claimed_at` (epoch seconds) and never recorded: its call may have
+    happened, too long ago for a repeat to be absorbed. Not called again."""
+
+    def __init__(self, key: str, claimed_at: float):
+        super().__init__(
+            f"claimed at {datetime.fromtimestamp(claimed_at, UTC).isoformat(timespec='seconds')} "
+            f"and never recorded: it may have been done; not done again ({key})"
+        )
+        self.claimed_at = claimed_at
 
 
 @dataclass
@@ -38,8 +60,7 @@ class Outcomes:
 
 
 class BatchClaims:
-    """Build once per execution environment; `config.register_lambda_context` per invocation, so
-    a claim a crashed invocation left expires with that invocation."""
+    """Build once per execution environment."""
 
     def __init__(
         self,
@@ -47,12 +68,14 @@ class BatchClaims:
         config: IdempotencyConfig,
         key_prefix: str,
         result: Callable[[dict], dict],
+        adopt_within: float,
     ):
         persistence.configure(config=config, key_prefix=key_prefix)
         self._store = persistence
         self._config = config
         self._key = persistence.event_key_compiled_jmespath  # the key Powertools hashes
         self._result = result  # what the record of a completed item stores
+        self._adopt_within = adopt_within
 
     def around(self, items: list[dict], call: BatchCall) -> Outcomes:
         """`call` the items not completed before, each under its claim (a failed claim fails its
@@ -105,20 +128,22 @@ class BatchClaims:
                 outcomes.failed.setdefault(position, record_error)
 
     def _claim(self, item: dict) -> bool:
-        """True: claimed now; False: completed before. Raises while another invocation holds it."""
-        context = self._config.lambda_context
+        """True: claimed now, or a claim young enough adopted; False: completed before. Raises
+        CallMayHaveHappened for an older claim never recorded."""
+        life = self._config.expires_after_seconds
         try:
-            self._store.save_inprogress(
-                data=item,
-                remaining_time_in_millis=context.get_remaining_time_in_millis()
-                if context
-                else None,
-            )
+            # Held for the record's whole life: only this class decides to adopt a claim.
+            self._store.save_inprogress(data=item, remaining_time_in_millis=life * 1000)
         except IdempotencyItemAlreadyExistsError as exists:
             record = exists.old_data_record or self._store.get_record(data=item)
             if record.status == STATUS_CONSTANTS["COMPLETED"]:
                 return False
-            raise IdempotencyAlreadyInProgressError(
-                f"already in progress: {self._config.event_key_jmespath}={record.idempotency_key}"
-            ) from None
+            claimed_at = claim_time(record, life)
+            if time.time() - claimed_at >= self._adopt_within:
+                raise CallMayHaveHappened(record.idempotency_key, claimed_at) from None
         return True
+
+
+def claim_time(record: DataRecord, expires_after_seconds: int) -> float:
+    """When a record was claimed (epoch seconds): Powertools sets its expiry from that moment."""
+    return int(record.expiry_timestamp) - expires_after_seconds
