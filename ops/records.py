@@ -135,15 +135,22 @@ def describe(record: DataRecord) -> dict[str, Any]:
 
 
 def show(stack: StackClient, args: argparse.Namespace) -> tuple[Any, str, bool]:
-    label, _, found = targets(stack, args)
-    described = [describe(record) for _, record in found if record is not None]
+    label, layer, found = targets(stack, args)
+    described = [
+        describe(record)
+        | {"claimed": table.utc(record.expiry_timestamp - layer.expires_after_seconds)}
+        for _, record in found
+        if record is not None
+    ]
     if not described:
         return {"target": label, "records": []}, f"{label}: no idempotency record", True
     lines = [f"{label}:"]
     for record in described:
         line = f"  {record['key']}  {record['status']}  expires {record['expires']}"
-        if record["status"] == "INPROGRESS":
-            line += f"  in progress until {record['in_progress_until']}"
+        if record["status"] == INPROGRESS:
+            line += (
+                f"  claimed {record['claimed']}, in progress until {record['in_progress_until']}"
+            )
         lines.append(f"{line}\n    result: {record['result']}")
     return {"target": label, "records": described}, "\n".join(lines), True
 
