@@ -9,8 +9,9 @@ Arithmetic only, no AWS calls. Its inputs:
   Survey, Goodwill and the notifier); LastAgentFunction's, which results.json does not carry, are
   measured here the way P3 measures the others (its handler in process under moto, one stream
   batch of contacts, every DynamoDB call counted);
-- the share of contacts each consumer acts on, from the bench's own generated workload
-  (bench.inprocess.generate_contacts) and the consumers' rules (shared.rules);
+- the share of contacts each consumer acts on, from the bench's own generated workload (Amazon
+  Connect's contact records, bench.inprocess.contact_records, one contact per record, as the
+  ingest stores them) and the consumers' rules (shared.rules);
 - the settings in template.yaml (batch sizes, MaximumConcurrency, ParallelizationFactor, the FIFO
   topic's FifoThroughputScope);
 - AWS's documented quotas and us-east-1 list prices, each with the page it comes from (QUOTAS,
@@ -38,11 +39,12 @@ from bench.exactly_once_cost import _stream_event
 from bench.inprocess import (
     RequestCounter,
     aws_in_process,
-    generate_contacts,
+    contact_records,
     import_shared,
     lambda_environment,
     load_handler,
     quiet,
+    stored_contacts,
 )
 from emulator.stack import load_template
 from harness.in_process import FakeLambdaContext, create_resources
@@ -52,7 +54,7 @@ TEMPLATE = ROOT / "template.yaml"
 MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
 PIPE_MODES = ("pipe", "pipe-topic", "pipe-sfn")  # ChangePipe reads the stream
 DOC_RATES = (50, 500, 5_000)
-WORKLOAD_CONTACTS = 20_000  # P5's load: the bench's generated contacts
+WORKLOAD_CONTACTS = 20_000  # P5's load: the bench's generated contact records
 LAST_AGENT_CONTACTS = 20
 MILLION = 1_000_000
 
@@ -279,11 +281,11 @@ def _number(pattern: str, text: str, what: str) -> float:
 
 
 def ingest_counts(figures: list[dict]) -> dict[str, float]:
-    """P2's detail: "N requests for R rows ... contacts table TransactWriteItems T, PutItem 3,
+    """P2's detail: "N requests for R records ... contacts table TransactWriteItems T, PutItem 3,
     GetItem 1 (I items per transaction ...); idempotency table ..."."""
-    rows_figure = _figure(figures, "ingest DynamoDB requests per row")
+    rows_figure = _figure(figures, "ingest DynamoDB requests per contact record")
     detail = rows_figure["detail"]
-    rows = _number(r"for (\d+) rows", detail, "rows")
+    rows = _number(r"for (\d+) records", detail, "records")
     contacts_ops = re.search(r"contacts table ([A-Za-z]+ \d+(?:, [A-Za-z]+ \d+)*)", detail)
     if contacts_ops is None:
         raise ValueError(f"cannot read the contacts table's requests from {detail!r}")
@@ -324,10 +326,11 @@ def read_results(path: Path = RESULTS) -> list[dict]:
 
 def measure_last_agent(contacts: int = LAST_AGENT_CONTACTS) -> dict[str, float]:
     """LastAgentFunction, cold, in process under moto: one stream batch of `contacts` INSERTs of
-    contacts that reached an agent (P3's batch builder), their CONTACT items stored first as the
-    ingest leaves them; every DynamoDB call of the handler counted."""
+    voice contacts that reached an agent, each of a caller of its own (P3's batch builder: the
+    items the ingest stores of contact records), stored first as the ingest leaves them; every
+    DynamoDB call of the handler counted."""
     counter = RequestCounter()
-    event = _stream_event(["dynamodb-insert-contact-resolved-optin.json"], contacts)
+    event = _stream_event("last_agent", contacts)
     with aws_in_process(), counter.installed():
         resources = create_resources("capacity-")
         dynamodb = boto3.client("dynamodb", region_name=REGION)
@@ -353,12 +356,13 @@ def measure_last_agent(contacts: int = LAST_AGENT_CONTACTS) -> dict[str, float]:
 
 
 def workload_shares(contacts: int = WORKLOAD_CONTACTS) -> dict[str, float]:
-    """Of the bench's generated contacts, the share each consumer acts on (shared.rules)."""
+    """Of the bench's generated contact records (P5's), as the ingest stores them, the share each
+    consumer acts on (shared.rules)."""
     import_shared()
     from shared import rules  # noqa: PLC0415 (the layer is on sys.path now)
 
     wait = rules.DEFAULT_GOODWILL_WAIT_SECONDS
-    generated = list(generate_contacts(contacts))
+    generated = stored_contacts(list(contact_records(contacts, seed=23)), wait)
     last_agent = [rules.sets_last_agent(c) for c in generated]
     survey = [rules.survey_due(c) for c in generated]
     goodwill = [rules.gift_card_due(c, wait) for c in generated]
@@ -1064,18 +1068,26 @@ def markdown(counts: Counts, settings: Settings, contacts_per_file: int) -> str:
 
 
 def _measured_at() -> str:
-    return json.loads(RESULTS.read_text())["measured_at"][:10]
+    """When P2 and P3 (the calls per contact) were measured: the whole run's date, or a later
+    run of their sections alone (results.json's reruns)."""
+    results = json.loads(RESULTS.read_text())
+    dates = [results["measured_at"]] + [
+        rerun["at"]
+        for rerun in results.get("reruns", [])
+        if {"ingest_cost", "exactly_once_cost"} & set(rerun["sections"])
+    ]
+    return max(dates)[:10]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.ingest_cost import ROWS  # noqa: PLC0415 (P2's file size: the default)
+    from bench.ingest_cost import RECORDS  # noqa: PLC0415 (P2's object size: the default)
 
     parser = argparse.ArgumentParser(
         prog="python -m bench.capacity", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--contacts-per-second", type=float)
     parser.add_argument("--fan-out", choices=MODES, default="lambda")
-    parser.add_argument("--contacts-per-file", type=int, default=ROWS)
+    parser.add_argument("--contacts-per-file", type=int, default=RECORDS)
     parser.add_argument("--markdown", action="store_true", help="the table for docs/performance.md")
     args = parser.parse_args(argv)
     if not args.markdown and args.contacts_per_second is None:

@@ -2,8 +2,11 @@
 duplicate, for SurveyFunction, GoodwillFunction and NotifierFunction.
 
 In-process under moto (mock_aws), each handler loaded cold and invoked with one batch of
-NOTIFICATIONS records shaped as the events/ samples (stream INSERT records of CONTACT items;
-NotificationQueue messages), then with the same batch again (a duplicate delivery).
+NOTIFICATIONS records, then with the same batch again (a duplicate delivery): for the consumers,
+stream INSERT records of the CONTACT items the ingest stores of Amazon Connect's contact records
+(generated records, mapped by shared.model; one per customer interaction, since surveys and gift
+cards are per interaction) in the envelope of the events/ samples; for the notifier,
+NotificationQueue messages.
 
 First delivery counts writes to the idempotency table: the exactly-once bookkeeping. Only the
 notifier keeps any (claim, then completion): the consumers' effects carry deterministic ids, so a
@@ -18,6 +21,7 @@ import json
 from collections.abc import Callable
 
 import boto3
+from boto3.dynamodb.types import TypeSerializer
 
 from bench.common import REGION, Figure
 from bench.inprocess import (
@@ -25,12 +29,14 @@ from bench.inprocess import (
     aws_in_process,
     breakdown,
     by_operation,
+    contact_records,
     event_sample,
     import_shared,
     lambda_environment,
     load_handler,
     quiet,
     sqs_event,
+    stored_contacts,
 )
 from harness.in_process import FakeLambdaContext, Resources, create_resources
 
@@ -39,17 +45,41 @@ BUDGET_FIRST_WRITES = 2
 BUDGET_DUPLICATE_REQUESTS = 1
 
 
-def _stream_event(samples: list[str], count: int) -> dict:
-    """`count` INSERT records of distinct contacts, each a copy of a sample (in turn) with its
-    own contact_id, sort key, event id and sequence number."""
+def _stream_event(due: str, count: int) -> dict:
+    """`count` INSERT records of CONTACT items as the ingest stores them from Amazon Connect's
+    contact records (bench.inprocess.contact_records, mapped by shared.model), of contacts for
+    which `due` holds ("survey", "gift_card" or "last_agent", by shared.rules), each of an
+    interaction and a caller of its own, in the envelope of an events/ sample, each with its own
+    event id and sequence number."""
+    import_shared()
+    from shared import keys, rules  # noqa: PLC0415 (the layer is on sys.path now)
+
+    wait = rules.DEFAULT_GOODWILL_WAIT_SECONDS
+    test = {
+        "survey": rules.survey_due,
+        "gift_card": lambda contact: rules.gift_card_due(contact, wait),
+        "last_agent": rules.sets_last_agent,
+    }[due]
+    chosen: list[dict] = []
+    seen: set[str] = set()
+    for item in stored_contacts(list(contact_records(count * 50, seed=31)), wait):
+        ours = {keys.interaction_id(item), item.get("caller") or item["contact_id"]}
+        if test(item) and not ours & seen:
+            chosen.append(item)
+            seen |= ours
+        if len(chosen) == count:
+            break
+    else:
+        raise RuntimeError(f"fewer than {count} generated contacts are {due} due")
+    envelope = event_sample("dynamodb-insert-contact-resolved-optin.json")["Records"][0]
+    serialize = TypeSerializer().serialize
     records = []
-    for index in range(count):
-        record = copy.deepcopy(event_sample(samples[index % len(samples)])["Records"][0])
-        image = record["dynamodb"]["NewImage"]
-        contact_id = f"c-bench-{index:05d}"
-        sk = f"CONTACT#{image['ended_at']['S']}#{contact_id}"
-        image["contact_id"]["S"] = contact_id
-        image["sk"]["S"] = record["dynamodb"]["Keys"]["sk"]["S"] = sk
+    for index, item in enumerate(chosen):
+        record = copy.deepcopy(envelope)
+        # the first copy of the contact, as the ingest's transaction puts it (shared.aws.table)
+        image = {name: serialize(value) for name, value in (item | {"first_export": True}).items()}
+        record["dynamodb"]["NewImage"] = image
+        record["dynamodb"]["Keys"] = {"pk": image["pk"], "sk": image["sk"]}
         record["eventID"] = f"{index:032x}"
         record["dynamodb"]["SequenceNumber"] = f"{4421584500000000017450439092 + index}"
         records.append(record)
@@ -94,18 +124,12 @@ def _queued(resources: Resources, url: str) -> int:
 # there (the consumers re-enqueue, for the notifier to suppress; the notifier sends none).
 CASES: dict[str, tuple[Callable[[], dict], Callable[[Resources], str], int]] = {
     "SurveyFunction": (
-        lambda: _stream_event(["dynamodb-insert-contact-resolved-optin.json"], NOTIFICATIONS),
+        lambda: _stream_event("survey", NOTIFICATIONS),
         lambda r: r.notification_queue_url,
         NOTIFICATIONS,
     ),
     "GoodwillFunction": (
-        lambda: _stream_event(
-            [
-                "dynamodb-insert-contact-abandoned.json",
-                "dynamodb-insert-contact-long-wait.json",
-            ],
-            NOTIFICATIONS,
-        ),
+        lambda: _stream_event("gift_card", NOTIFICATIONS),
         lambda r: r.notification_queue_url,
         NOTIFICATIONS,
     ),

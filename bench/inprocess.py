@@ -1,5 +1,6 @@
-"""What the figures that run handlers share: generated contacts, events shaped as AWS sends them,
-a DynamoDB request counter, and a handler loaded cold into a Lambda-like environment.
+"""What the figures that run handlers share: generated contacts (Amazon Connect's contact records
+as Firehose writes them, and the flat export's rows), events shaped as AWS sends them, a DynamoDB
+request counter, and a handler loaded cold into a Lambda-like environment.
 
 The counter wraps botocore.session.Session.create_client, so every client built while it is
 active (the handler's own, and any a library such as Powertools builds for itself) has a
@@ -25,7 +26,7 @@ from moto import mock_aws
 
 from bench.common import FUNCTIONS, REGION, ROOT, function_env, layer_path
 from emulator.services import moto_patches
-from harness import events, in_process
+from harness import connect_records, events, in_process
 
 ACCOUNT = "123456789012"
 WRITE_OPERATIONS = frozenset(
@@ -87,12 +88,14 @@ def generate_contacts(
         )
         wait = int(rng.expovariate(1 / 120)) if rng.random() > 0.05 else rng.randrange(600, 1800)
         ended = started + timedelta(seconds=wait + rng.randrange(30, 1500))
+        updated = ended + timedelta(seconds=rng.randrange(20, 120))  # the export's own version
         contact: dict[str, Any] = {
             "contact_id": f"c-20261129-{index:07d}",
             "caller": caller,
             "queue": rng.choice(QUEUES),
             "started_at": started.isoformat().replace("+00:00", "Z"),
             "ended_at": ended.isoformat().replace("+00:00", "Z"),
+            "updated_at": updated.isoformat().replace("+00:00", "Z"),
             "disposition": disposition,
             "wait_seconds": wait,
         }
@@ -139,6 +142,103 @@ def _export_fields(rng: random.Random, index: int, size: int) -> dict[str, Any]:
 def jsonl_lines(contacts: Iterator[dict[str, Any]]) -> Iterator[bytes]:
     for contact in contacts:
         yield json.dumps(contact, separators=(",", ":")).encode() + b"\n"
+
+
+# ---- Amazon Connect's contact records, as Firehose writes them -----------------------------------
+
+# Connect's records start here: ~30 s apart (harness.connect_records.records), so P4's ~47,000
+# interactions span ~16 days, all ended before any run of the bench and within what the table
+# remembers (shared.model refuses contacts ended more than 399 days before the ingest).
+RECORDS_START = datetime(2026, 10, 1, 7, 0, tzinfo=UTC)
+_INTERACTIONS_PER_CHUNK = 500
+MAX_CALLERS = 20_000
+FIREHOSE_STREAM = connect_records.SAMPLE_STREAM  # template.yaml: ${AWS::StackName}-contact-records
+
+
+def contact_records(
+    count: int,
+    *,
+    seed: int = 7,
+    callers: list[str] | None = None,
+    start: datetime = RECORDS_START,
+) -> Iterator[dict[str, Any]]:
+    """`count` contact records (one per leg, ~3.5 KB of JSON each, every field present) as
+    Amazon Connect streams them (harness.connect_records: its mix of handled, abandoned,
+    transferred, callback, outbound calls, chats and tasks), generated in chunks (never all in
+    memory) from one pool of callers (`callers`, or count/5 drawn from the seed, at most
+    MAX_CALLERS), so callers call again and several contacts race for one LAST_AGENT item. The
+    last interaction may be cut short to make `count`: its earlier legs are records all the
+    same."""
+    rng = random.Random(seed)
+    drawn = min(MAX_CALLERS, max(1, count // 5))
+    pool = callers or [connect_records.new_caller(rng) for _ in range(drawn)]
+    at, left = start, count
+    while left > 0:
+        chunk = connect_records.records(rng, _INTERACTIONS_PER_CHUNK, start=at, callers=pool)
+        yield from chunk[:left]
+        left -= len(chunk[:left])
+        at += timedelta(seconds=30 * _INTERACTIONS_PER_CHUNK)
+
+
+def firehose_lines(records: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    """Each record as Firehose writes it with template.yaml's AppendDelimiterToRecord: compact
+    JSON and a newline (harness.connect_records.firehose_object, one record at a time)."""
+    for record in records:
+        yield connect_records.firehose_object([record], newline=True, gzip=False)
+
+
+def firehose_object(records: Iterator[dict[str, Any]]) -> bytes:
+    """An object as template.yaml's delivery stream writes it: records newline-delimited, GZIP."""
+    return connect_records.firehose_object(records, newline=True, gzip=True)
+
+
+def firehose_key(index: int, when: datetime = RECORDS_START) -> str:
+    """A key under contact-records/ as Firehose names its objects (`.gz`), unique by `index`."""
+    return connect_records.firehose_key(
+        FIREHOSE_STREAM,
+        when + timedelta(seconds=index),
+        gzip=True,
+        object_id=uuid.UUID(int=index + 1, version=4),
+    )
+
+
+def stored_contacts(
+    records: list[dict[str, Any]], goodwill_wait_seconds: int
+) -> list[dict[str, Any]]:
+    """The CONTACT items (as Python values) the ingest stores of `records`, by the layer's own
+    mapping (shared.model.parse_contact_record): what the consumers' rules read. Raises when a
+    record would be rejected: the bench's records must all be good."""
+    import_shared()
+    from shared import model  # noqa: PLC0415 (the layer is on sys.path now)
+
+    now = datetime.now(UTC)
+    items = []
+    for record in records:
+        contact = model.parse_contact_record(
+            record, ingested_at=now, survey_attributes=model.SurveyAttributes()
+        )
+        if isinstance(contact, list):
+            raise ValueError(f"record {record.get('ContactId')} rejected: {contact}")
+        items.append(contact.to_item(goodwill_wait_seconds))
+    return items
+
+
+def notifications_due(
+    contacts: list[dict[str, Any]], goodwill_wait_seconds: int
+) -> dict[tuple[str, str], int]:
+    """(kind, interaction id) -> the index in `contacts` of the first contact that makes it due
+    (shared.rules): surveys and gift cards are per interaction, whichever leg makes them due."""
+    import_shared()
+    from shared import keys, rules  # noqa: PLC0415 (the layer is on sys.path now)
+
+    due: dict[tuple[str, str], int] = {}
+    for index, contact in enumerate(contacts):
+        interaction = keys.interaction_id(contact)
+        if rules.survey_due(contact):
+            due.setdefault((keys.SURVEY, interaction), index)
+        if rules.gift_card_due(contact, goodwill_wait_seconds):
+            due.setdefault((keys.GIFT_CARD, interaction), index)
+    return due
 
 
 # ---- events as AWS sends them --------------------------------------------------------------------
