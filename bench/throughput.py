@@ -2,11 +2,16 @@
 its notifications reaching NotificationsTopic.
 
 `python -m emulator up` runs as a subprocess on a free bench port; once it prints `ready`, a
-capture queue is subscribed to NotificationsTopic (raw delivery) and FILES .jsonl files of
-ROWS_PER_FILE generated contacts are put under incoming/, back to back. Done means all three:
-every file's PROCESSING_LOG item counts all its rows in, every LAST_AGENT item is the one the data
-says (newest contact with an agent per caller, by shared.rules), and every SURVEY and GIFT_CARD
-notification the data calls for (shared.rules) reached the topic. No scans while it runs: they
+capture queue is subscribed to NotificationsTopic (raw delivery) and FILES objects of
+RECORDS_PER_FILE of Amazon Connect's contact records (bench.inprocess.contact_records: one contact
+per record, ~3.5 KB each) are put under contact-records/, back to back, as template.yaml's
+Firehose delivery stream writes them (newline-delimited, GZIP, `.gz` keys; the local stack's
+delivery stream writes one object per PutRecordBatch, so the objects are put into the bucket
+directly, which is what S3 then notifies either way). Done means all three: every object's
+PROCESSING_LOG item counts all its records in, every LAST_AGENT item is the one the data says
+(newest voice contact with an agent per caller, by shared.rules over the contacts as
+shared.model maps the records), and every SURVEY and GIFT_CARD notification the data calls for
+(shared.rules, one per interaction) reached the topic. No scans while it runs: they
 would load the local stack they measure. Throughput is contacts over the time from the first put
 to the poll that saw done (polls are ~1 s apart); latency is each notification's receive time
 against its file's put time. The wait is bounded (DONE_WITHIN_SECONDS); the stack is stopped at
@@ -15,13 +20,14 @@ the end either way.
 Per fan-out mode: BENCH_P5_MODES (`make bench`: "lambda pipe router") runs all of it once per
 mode, each on a stack of its own deployed in that mode (`--parameter-overrides FanOut=<mode>`),
 its figures named and tagged with the mode; unset, once on samconfig's. Before the load, each run
-also measures the latency of single contacts on the idle stack (PROBES files of one abandoned
-contact, one after another, each until its gift card notification arrives): the path without
-any backlog, where the fan-out's own added latency shows; then warms the pools: a file of
-WARM_UP_ROWS contacts of other callers, until the stack is idle, so the load meets the workers it
-would meet in steady use (their cold starts are not the load's CPU).
+also measures the latency of single contacts on the idle stack (PROBES objects of one abandoned
+call's record, one after another, each until its gift card notification arrives): the path
+without any backlog, where the fan-out's own added latency shows; then warms the pools: an object
+of WARM_UP_RECORDS records of other callers, until the stack is idle, so the load meets the
+workers it would meet in steady use (their cold starts are not the load's CPU).
 
-The budgets (issue 23, two cores): in mode lambda (BUDGET_MODE), at least RATE_BUDGET contacts/s
+The budgets (issue 23, two cores; the rate issue 41's): in mode lambda (BUDGET_MODE), at least
+RATE_BUDGET contacts/s
 end to end, and per contact at most STACK_MS_BUDGET ms of the local stack's CPU and
 WORKERS_MS_BUDGET ms of the function workers'; the other modes are reported against none. The
 CPU counts from the first put to done, the bench's own calls included (a poll a second: a
@@ -30,37 +36,45 @@ the load's tens of thousands).
 """
 
 import os
+import random
 import statistics
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from bench.common import ROOT, Figure, percentile
-from bench.inprocess import generate_contacts, jsonl_lines
+from bench.inprocess import (
+    RECORDS_START,
+    contact_records,
+    firehose_key,
+    firehose_object,
+    notifications_due,
+    stored_contacts,
+)
 from emulator.process import LocalStackProcess, describe_failures, fan_out_args, free_port
-from harness import expected
-from harness.builders import contact, jsonl, new_caller
+from harness import connect_records, expected
 from harness.stack import StackClient
 from harness.topic import TopicCapture
 
 FILES = int(os.environ.get("BENCH_P5_FILES", "20"))
-ROWS_PER_FILE = 1_000
-CONTACTS = FILES * ROWS_PER_FILE
+RECORDS_PER_FILE = 1_000  # contact records (one contact each) per Firehose object
+CONTACTS = FILES * RECORDS_PER_FILE
+CALLERS = 5_000
 READY_WITHIN_SECONDS = 90
 DONE_WITHIN_SECONDS = int(os.environ.get("BENCH_P5_TIMEOUT", "240"))
 PORTS = range(4950, 5000)
 IDLE_SECONDS = 10
 # An experiment's samconfig (e.g. other local timeouts); `make bench` uses the repository's.
 CONFIG_FILE = os.environ.get("BENCH_P5_SAMCONFIG")
-PREFIX = "incoming/bench/"
 LOG = ROOT / "bench" / "out" / "p5-local-stack.log"  # the stack's output, for a post-mortem
 MODES = os.environ.get("BENCH_P5_MODES", "").split()  # fan-out modes; none: samconfig's
 PROBES = 5  # single contacts on the idle stack, before the load
 PROBE_WITHIN_SECONDS = 60
-WARM_UP_ROWS = 1_000
+WARM_UP_RECORDS = 1_000
 WARM_UP_WITHIN_SECONDS = 120
 BUDGET_MODE = "lambda"  # the mode the budgets hold for; the others are reported
-RATE_BUDGET = 150  # contacts/s end to end over CONTACTS
+RATE_BUDGET = 200  # contacts/s end to end over CONTACTS (issue 41; issue 23's was 150)
 STACK_MS_BUDGET = 7.0  # CPU per contact: the local stack's process
 WORKERS_MS_BUDGET = 4.5  # CPU per contact: the function workers
 
@@ -113,18 +127,23 @@ class Collector(threading.Thread):
 
 
 def _probe_latencies(stack: StackClient, collector: Collector) -> tuple[list[float], set]:
-    """Put-to-notification seconds of PROBES single abandoned contacts (a gift card each), one
+    """Put-to-notification seconds of PROBES single abandoned calls (a gift card each), one
     at a time on the idle stack; and their notifications' keys (not the load's)."""
-    from shared import keys  # noqa: PLC0415 (the layer is on sys.path: harness put it there)
-
+    rng = random.Random("p5-probes")
     latencies, probes = [], set()
     for index in range(PROBES):
-        row = contact(new_caller(), disposition="ABANDONED", agent_id=None)
-        key = (keys.GIFT_CARD, row["contact_id"])
+        legs = connect_records.interaction(
+            rng,
+            caller=f"+1404555{index:04d}",  # callers of their own
+            started=RECORDS_START - timedelta(days=1, minutes=index),
+            kind="abandoned",
+        )
+        wait = stack.goodwill_wait_seconds
+        (key,) = notifications_due(stored_contacts(legs, wait), wait)
         probes.add(key)
         put = time.monotonic()
         stack.s3.put_object(
-            Bucket=stack.bucket, Key=f"{PREFIX}probe-{index}.jsonl", Body=jsonl([row])
+            Bucket=stack.bucket, Key=firehose_key(FILES + index), Body=firehose_object(iter(legs))
         )
         while time.monotonic() - put < PROBE_WITHIN_SECONDS:
             if key in (arrived := collector.received()[0]):
@@ -135,16 +154,17 @@ def _probe_latencies(stack: StackClient, collector: Collector) -> tuple[list[flo
 
 
 def _warm_up(stack: StackClient, collector: Collector) -> set:
-    """A file of WARM_UP_ROWS contacts of callers the load does not have, until the stack is idle
-    and their notifications arrived: every pool at the size the load will use. Their
-    notifications' keys (not the load's)."""
-    rows = [
-        row | {"caller": "+1303" + row["caller"][len("+1202") :]}  # callers of their own
-        for row in generate_contacts(WARM_UP_ROWS, seed=29, first=CONTACTS, callers=500)
-    ]
-    notified = set(expected.notifications(rows, stack.goodwill_wait_seconds))
+    """An object of WARM_UP_RECORDS contact records of callers the load does not have, until the
+    stack is idle and their notifications arrived: every pool at the size the load will use.
+    Their notifications' keys (not the load's)."""
+    callers = [f"+1303555{n:04d}" for n in range(500)]  # callers of their own
+    records = list(contact_records(WARM_UP_RECORDS, seed=29, callers=callers))
+    wait = stack.goodwill_wait_seconds
+    notified = set(notifications_due(stored_contacts(records, wait), wait))
     stack.s3.put_object(
-        Bucket=stack.bucket, Key=f"{PREFIX}warm-up.jsonl", Body=b"".join(jsonl_lines(iter(rows)))
+        Bucket=stack.bucket,
+        Key=firehose_key(FILES + PROBES),
+        Body=firehose_object(iter(records)),
     )
     deadline = time.monotonic() + WARM_UP_WITHIN_SECONDS
     while time.monotonic() < deadline:
@@ -195,15 +215,20 @@ def run_mode(mode: str | None) -> list[Figure]:
 def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
     """The figures of one run; ``budgeted``: the mode the budgets hold for."""
     stack = StackClient.local_stack(process)
-    files = [
-        list(generate_contacts(ROWS_PER_FILE, seed=23, first=i * ROWS_PER_FILE, callers=5_000))
+    rng = random.Random("p5-callers")
+    callers = [connect_records.new_caller(rng) for _ in range(CALLERS)]
+    records = list(contact_records(CONTACTS, seed=23, callers=callers))
+    contacts = stored_contacts(records, stack.goodwill_wait_seconds)
+    want_last_agents = expected.last_agents(contacts)
+    # notification -> the index of the object whose record first makes it due
+    want = {
+        key: index // RECORDS_PER_FILE
+        for key, index in notifications_due(contacts, stack.goodwill_wait_seconds).items()
+    }
+    bodies = [
+        firehose_object(iter(records[i * RECORDS_PER_FILE : (i + 1) * RECORDS_PER_FILE]))
         for i in range(FILES)
     ]
-    want_last_agents = expected.last_agents(row for rows in files for row in rows)
-    want: dict[tuple[str, str], int] = {}  # notification -> the index of its file
-    for index, rows in enumerate(files):
-        want |= dict.fromkeys(expected.notifications(rows, stack.goodwill_wait_seconds), index)
-    bodies = [b"".join(jsonl_lines(iter(contacts))) for contacts in files]
     collector = Collector(TopicCapture(stack, "bench-topic-capture"))
     collector.start()
     probe_latencies, probes = _probe_latencies(stack, collector)
@@ -214,7 +239,7 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
     started = time.monotonic()
     for index, body in enumerate(bodies):
         put_times.append(time.monotonic())
-        key = f"{PREFIX}file-{index:03d}.jsonl"
+        key = firehose_key(index)
         put = stack.s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
         file_ids.append(f"{stack.bucket}/{key}#{put.get('VersionId')}")
     put_seconds = time.monotonic() - started
@@ -318,7 +343,9 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
             rate_budget,
             False if extra else (rate >= RATE_BUDGET if budgeted else None),
             (
-                f"{FILES} files x {ROWS_PER_FILE} contacts put in {put_seconds:.1f} s, all done "
+                f"{FILES} Firehose objects x {RECORDS_PER_FILE} contact records (one contact "
+                f"each; {sum(map(len, bodies)) / 1e6:.1f} MB gzipped) put in {put_seconds:.1f} s, "
+                f"all done "
                 f"in {elapsed:.1f} s (first put to done, polled ~1 s): {progress}; "
                 f"{extra} unexpected or duplicate notifications; invocations not ok: "
                 f"{describe_failures(stack.failures())}; {load}"
@@ -336,7 +363,7 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
             "ms",
             f"<= {budget}" if budgeted else "-",
             (seconds * 1000 / contacts <= budget) if budgeted else None,
-            f"{seconds:.1f} s of CPU {per_contact}, pools warmed ({WARM_UP_ROWS} contacts) first",
+            f"{seconds:.1f} s of CPU {per_contact}, pools warmed ({WARM_UP_RECORDS} records) first",
         )
         for side, seconds, budget in (
             ("local stack process", own_cpu, STACK_MS_BUDGET),
@@ -357,7 +384,7 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
                     (
                         f"{len(latencies)} notifications ({want_n} expected), receive time at a "
                         f"capture queue subscribed to NotificationsTopic minus the put of the "
-                        f"contact's file; max {max(latencies):.1f} s"
+                        f"object of the record that made it due; max {max(latencies):.1f} s"
                     ),
                 )
             )
@@ -368,8 +395,9 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
 
 def _probe_figure(latencies: list[float]) -> Figure:
     detail = (
-        f"{len(latencies)} of {PROBES} single abandoned contacts, put one at a time on the idle "
-        f"stack before the load, to their gift card notification at the capture queue"
+        f"{len(latencies)} of {PROBES} single abandoned calls (one contact record each), put one "
+        f"at a time on the idle stack before the load, to their gift card notification at the "
+        f"capture queue"
     )
     if not latencies:
         return Figure("P5", "put-to-notification latency, idle", 0, "s", "-", None, detail)
