@@ -262,7 +262,9 @@ def test_one_package_per_stage_then_deploy_of_that_package(stage_deploys):
 
 def test_test_then_integration_tests_then_prod(pipeline, stage_deploys, release):
     [test_job] = deploy_jobs(pipeline)
-    [integration] = [name for name, job in pipeline.items() if commands(job, "make integration")]
+    [integration] = [
+        name for name, job in pipeline.items() if commands(job, "pytest tests/integration")
+    ]
     assert test_job in ancestors(pipeline, integration)
     job = pipeline[integration]
     env = job["env"]
@@ -1125,3 +1127,114 @@ def test_jobs_that_hold_a_role_install_only_hash_locked_tools():
                     assert line.startswith(".tools/deploy/bin/sam "), (name, line)
     target = re.search(r"^deploy-tools:.*\n((?:\t.*\n)+)", MAKEFILE.read_text(), re.MULTILINE)
     assert "--require-hashes" in target[1] and "-r pipeline/deploy-tools.txt" in target[1]
+
+
+# Where an install resolves at run time what it installs: no lock, or a lock without hashes.
+UNLOCKED_INSTALLS = (
+    (re.compile(r"\bpip install\b"), ("--require-hashes",)),  # pip and uv pip, the same rule
+    (re.compile(r"\buv sync\b"), ("--frozen", "--locked")),  # uv.lock's hashes, unchanged
+    (re.compile(r"\buv run\b"), ("--no-sync", "--frozen", "--locked")),  # else it may sync
+    (re.compile(r"\b(?:uv tool install|uvx|pipx)\b"), None),  # a tool by its top-level pin
+)
+INSTALLS = re.compile(r"\b(?:pip install|uv sync|uv pip|uv tool|uvx|pipx|make)\b")
+
+
+def make_prerequisites() -> dict[str, set[str]]:
+    """The Makefile's rules: target -> its prerequisites (static pattern rules: the targets'
+    own prerequisites, the pattern dropped)."""
+    rules: dict[str, set[str]] = {}
+    for line in MAKEFILE.read_text().splitlines():
+        match = re.match(r"^([a-z][\w% .-]*):(?!=)([^#]*)", line)
+        if not match:
+            continue
+        parts = match[2].split(":")
+        prerequisites = {p for p in parts[-1].split() if "%" not in p}
+        for target in match[1].split():
+            rules.setdefault(target, set()).update(prerequisites)
+    return rules
+
+
+def needs_setup(target: str, rules: dict[str, set[str]]) -> bool:
+    """`setup` is the target or among its prerequisites, at any depth."""
+    seen, todo = set(), [target]
+    while todo:
+        current = todo.pop()
+        if current == "setup":
+            return True
+        if current not in seen:
+            seen.add(current)
+            todo.extend(rules.get(current, ()))
+    return False
+
+
+def unlocked_installs(script: str, rules: dict[str, set[str]]) -> list[str]:
+    """The command lines of a step's script that install something not locked with hashes:
+    `make setup` or a make target that depends on it, pip/uv pip without --require-hashes,
+    uv sync or uv run that may resolve, uv tool install, uvx, pipx."""
+    found = []
+    for line in script.replace("\\\n", " ").splitlines():
+        for pattern, locked_by in UNLOCKED_INSTALLS:
+            if pattern.search(line) and (
+                locked_by is None or not any(option in line for option in locked_by)
+            ):
+                found.append(line.strip())
+        for invocation in re.findall(r"\bmake\b([^;&|]*)", line):
+            targets = [w for w in invocation.split() if not w.startswith("-") and "=" not in w]
+            if any(needs_setup(t, rules) for t in targets or ["help"]):
+                found.append(line.strip())
+    return found
+
+
+def uploads_the_build(job: dict[str, Any]) -> bool:
+    return any(
+        step.get("uses", "").startswith("actions/upload-artifact@")
+        and step.get("with", {}).get("path") == ".aws-sam/build"
+        for step in steps(job)
+    )
+
+
+def test_make_targets_that_install_by_version_are_known():
+    # the rule below reads the Makefile: these depend on setup, these do not
+    rules = make_prerequisites()
+    for target in ("setup", "build", "integration", "test", "lint", "deploy-rehearsal"):
+        assert needs_setup(target, rules), target
+    for target in ("deploy-tools", "locks", "help"):
+        assert not needs_setup(target, rules), target
+    assert unlocked_installs("python -m pip install --quiet uv==0.13.8", rules)
+    assert unlocked_installs("uv pip install -r pipeline/deploy-tools.txt", rules)
+    assert unlocked_installs("uv tool install checkov==3.3.30", rules)
+    assert unlocked_installs("make build", rules)
+    assert unlocked_installs("make -C . integration", rules)
+    assert unlocked_installs("uv sync", rules)
+    assert unlocked_installs("uv run pytest", rules)
+    assert not unlocked_installs("pip install --require-hashes --no-deps -r pipeline/uv.txt", rules)
+    assert not unlocked_installs("make deploy-tools", rules)
+    assert not unlocked_installs("uv sync --frozen --python 3.13", rules)
+    assert not unlocked_installs("uv run --no-sync pytest tests/integration", rules)
+
+
+def test_jobs_that_hold_a_role_or_build_what_ships_install_only_what_is_locked():
+    # Issue 43, item 1: the build that test and prod run, and every job with a role's
+    # credentials, install nothing by a top-level pin; a role's job installs before it
+    # assumes the role, and nothing after.
+    rules = make_prerequisites()
+    checked = []
+    for name, workflow in all_workflows().items():
+        for job_name, job in workflow["jobs"].items():
+            holds_a_role = job.get("permissions", {}).get("id-token") == "write"
+            if not (holds_a_role or uploads_the_build(job)):
+                continue
+            checked.append((name, job_name))
+            for step in steps(job):
+                assert not unlocked_installs(step.get("run", ""), rules), (name, job_name, step)
+            if not assumes_role(job):
+                continue
+            names = [s.get("uses", "") for s in steps(job)]
+            [credentials] = [i for i, ref in enumerate(names) if ref.startswith(CONFIGURE_AWS)]
+            for step in steps(job)[credentials:]:
+                assert not INSTALLS.search(step.get("run", "").replace("uv run --no-sync", "")), (
+                    f"{name} {job_name}: installs after assuming the role: {step.get('run')}"
+                )
+    assert ("pipeline.yaml", "build") in checked
+    assert ("pipeline.yaml", "integration-test") in checked
+    assert ("release-prod.yaml", "deploy-prod") in checked
