@@ -495,10 +495,12 @@ def test_pipeline_role_permissions_are_scoped(bootstrap):
             "cloudformation:RoleArn": {"Fn::GetAtt": ["CloudFormationExecutionRole", "Arn"]}
         }
     }
-    granted = [a for s in policy for a in as_list(s["Action"])]
+    granted = [a for s in policy if s["Effect"] == "Allow" for a in as_list(s["Action"])]
     assert granted.count("cloudformation:CreateChangeSet") == 1
     for statement in policy:
-        assert statement["Effect"] == "Allow"
+        if statement["Effect"] == "Deny":
+            assert statement["Sid"] == "NoImports"
+            continue
         assert "*" not in as_list(statement["Action"])
         assert "*" not in as_list(statement["Resource"])
 
@@ -690,6 +692,9 @@ def allowed(policies: list[Policy], action: str, resource: str, **context: str) 
     return evaluate(policies, request).allowed
 
 
+# The tag the stack's tags put on every role the execution role creates (sam deploy --tags).
+BOUNDARY_TAG = "permissions-boundary"
+TAGGED = {f"aws_ResourceTag/{BOUNDARY_TAG}": "last-agent-routing-test-permissions-boundary"}
 ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
 SAM_LOGS = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 
@@ -733,8 +738,12 @@ def test_the_execution_role_manages_the_stages_state_machine_only(execution_role
     assert not allowed(execution_role, "states:StartExecution", machine)  # the stack runs it
     role = f"arn:aws:iam::{ACCOUNT}:role/{stage}-ChangeMachineRole-X"
     passed_to = "iam_PassedToService"
-    assert allowed(execution_role, "iam:PassRole", role, **{passed_to: "states.amazonaws.com"})
-    assert not allowed(execution_role, "iam:PassRole", role, **{passed_to: "ec2.amazonaws.com"})
+    assert allowed(
+        execution_role, "iam:PassRole", role, **{passed_to: "states.amazonaws.com"}, **TAGGED
+    )
+    assert not allowed(
+        execution_role, "iam:PassRole", role, **{passed_to: "ec2.amazonaws.com"}, **TAGGED
+    )
 
 
 STAGE = "last-agent-routing-test"
@@ -796,8 +805,12 @@ def test_the_execution_role_deploys_the_delivery_stream_of_the_stage_only(execut
     assert not allowed(execution_role, "firehose:PutRecord", stream)  # Connect puts, not CFN
     role = f"arn:aws:iam::{ACCOUNT}:role/{STAGE}-ContactRecordsDeliveryRole-X"
     passed_to = "iam_PassedToService"
-    assert allowed(execution_role, "iam:PassRole", role, **{passed_to: "firehose.amazonaws.com"})
-    assert not allowed(execution_role, "iam:PassRole", role, **{passed_to: "ec2.amazonaws.com"})
+    assert allowed(
+        execution_role, "iam:PassRole", role, **{passed_to: "firehose.amazonaws.com"}, **TAGGED
+    )
+    assert not allowed(
+        execution_role, "iam:PassRole", role, **{passed_to: "ec2.amazonaws.com"}, **TAGGED
+    )
     group = f"{FIREHOSE_LOGS}/{STAGE}-contact-records"
     assert allowed(execution_role, "logs:CreateLogGroup", group)
     assert allowed(
@@ -837,9 +850,12 @@ def test_the_execution_role_configures_connect_for_contact_records_and_flows(exe
             "firehose:DescribeDeliveryStream",
             f"arn:aws:firehose:eu-west-1:{ACCOUNT}:deliverystream/{STAGE}-contact-records",
         ),
-        ("lambda:AddPermission", f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:{STAGE}-Route-X"),
         ("lambda:RemovePermission", f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:{STAGE}-Route-X"),
     ]
+    route = f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:{STAGE}-Route-X"
+    assert allowed(
+        execution_role, "lambda:AddPermission", route, lambda_Principal="connect.amazonaws.com"
+    )
     refused = [
         ("connect:DeleteInstance", INSTANCE),
         ("connect:UpdateInstanceAttribute", INSTANCE),
@@ -974,12 +990,195 @@ def test_the_execution_role_is_assumed_for_the_stages_stacks_only(bootstrap):
     assert trust["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Sub"].endswith(
         ":stack/${AppName}-${Stage}*/*"
     )
-    # the bootstrap's roles sit under /pipeline/: the application's topic policies let only
-    # them subscribe or change a topic, and role/<AppName>-<Stage>* never matches them
+    # the bootstrap's roles sit under /pipeline/: role/<AppName>-<Stage>* never matches them
     for name in ("PipelineRole", "CloudFormationExecutionRole"):
         assert bootstrap["Resources"][name]["Properties"]["Path"] == "/pipeline/"
-    text = TEMPLATE.read_text()
-    assert "role/pipeline/*" in text
+
+
+# Issue 43, item 6: trusted by name, never by path (anyone who may create a role may create one
+# under /pipeline/).
+BOOTSTRAP_ROLES = {
+    "PipelineRole": "${AppName}-pipeline-${Stage}-PipelineRole",
+    "CloudFormationExecutionRole": "${AppName}-pipeline-${Stage}-CloudFormationExecutionRole",
+}
+
+
+def test_the_bootstraps_two_roles_have_names_and_nothing_trusts_a_path(bootstrap):
+    for logical_id, name in BOOTSTRAP_ROLES.items():
+        role = bootstrap["Resources"][logical_id]["Properties"]
+        assert role["RoleName"] == {"Fn::Sub": name}, logical_id
+        # at most 64 characters with the longest AppName (19) and Stage (6)
+        assert len(name.replace("${AppName}", "a" * 19).replace("${Stage}", "s" * 6)) <= 64
+        # never the application's role/<AppName>-<Stage>* names
+        assert not name.startswith("${AppName}-${Stage}")
+    texts = [BOOTSTRAP.read_text()] + [p.read_text() for p in sorted(WORKFLOWS.glob("*.yaml"))]
+    for text in texts:
+        assert not re.search(r"role/pipeline/\*", text)
+    # the docs deploy the bootstrap with the capability a role name takes
+    for doc in (ROOT / "docs" / "deploy.md", ROOT / "pipeline" / "README.md"):
+        for command in re.findall(
+            r"--template-file pipeline/bootstrap.yaml[^`]*?--capabilities \S+", doc.read_text()
+        ):
+            assert command.endswith("CAPABILITY_NAMED_IAM"), (doc, command)
+
+
+def topic_policy_pipeline_principals(template: dict[str, Any]) -> list[Any]:
+    found = []
+    for resource in template["Resources"].values():
+        if resource["Type"] != "AWS::SNS::TopicPolicy":
+            continue
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            if statement.get("Sid") == "OnlyThePipelineSubscribesAndConfigures":
+                found.append(statement["Condition"])
+    return found
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="template.yaml's topic policies still trust role/pipeline/*: the change is described "
+    "in issue 43 (item 6) for template.yaml's owner, who removes this mark with it",
+)
+def test_the_topic_policies_name_the_bootstraps_two_roles(template):
+    conditions = topic_policy_pipeline_principals(template)
+    assert len(conditions) == 2
+    prefix = "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/pipeline/"
+    wanted = {prefix + name for name in BOOTSTRAP_ROLES.values()}
+    for condition in conditions:
+        assert set(condition) == {"ArnNotEquals"}, condition
+        named = {arn["Fn::Sub"] for arn in as_list(condition["ArnNotEquals"]["aws:PrincipalArn"])}
+        assert named == wanted
+    assert {"AppName", "Stage"} <= set(template["Parameters"])
+
+
+# Issue 43, item 7: a role is passed only while it carries the tag the stack's tags put on the
+# roles the execution role creates with the boundary.
+def test_roles_are_passed_only_with_the_boundary_tag(execution_role):
+    role = f"arn:aws:iam::{ACCOUNT}:role/{STAGE}-IngestFunctionRole-X"
+    other_value = {f"aws_ResourceTag/{BOUNDARY_TAG}": "anything-goes"}
+    for service in ("lambda", "pipes", "states", "firehose"):
+        passed = {"iam_PassedToService": f"{service}.amazonaws.com"}
+        assert allowed(execution_role, "iam:PassRole", role, **passed, **TAGGED), service
+        # a role of the stage's name someone else made: no tag, or another value
+        assert not allowed(execution_role, "iam:PassRole", role, **passed), service
+        assert not allowed(execution_role, "iam:PassRole", role, **passed, **other_value)
+    # the execution role tags roles with it only naming its own boundary
+    keys = {"aws_TagKeys": BOUNDARY_TAG}
+    value = {f"aws_RequestTag/{BOUNDARY_TAG}": "last-agent-routing-test-permissions-boundary"}
+    assert allowed(execution_role, "iam:TagRole", role, **keys, **value)
+    assert allowed(execution_role, "iam:TagRole", role, aws_TagKeys="team")
+    wrong = {f"aws_RequestTag/{BOUNDARY_TAG}": "anything-goes"}
+    assert not allowed(execution_role, "iam:TagRole", role, **keys, **wrong)
+    assert not allowed(
+        execution_role, "iam:CreateRole", role, iam_PermissionsBoundary=BOUNDARY, **keys, **wrong
+    )
+
+
+def test_the_deploys_tag_the_stack_with_the_stages_boundary(stage_deploys):
+    samconfig = (ROOT / "samconfig.toml").read_text()
+    for stage, job in {**stage_deploys, "feature": load_workflow("feature.yaml")}.items():
+        if stage == "feature":
+            [job] = job["jobs"].values()
+        [deploy] = commands(job, "sam deploy")
+        env = flag(deploy, "--config-env")
+        [overrides] = re.findall(
+            rf"^\[{env}\.deploy\.parameters\][^\[]*?parameter_overrides = \"([^\"]*)\"",
+            samconfig,
+            re.MULTILINE | re.DOTALL,
+        )
+        [boundary] = re.findall(r"PermissionsBoundary=(\S+)", overrides)
+        assert f"--tags {BOUNDARY_TAG}={boundary}" in deploy, (stage, deploy)
+
+
+def test_the_pipeline_role_imports_nothing(bootstrap):
+    resources = {
+        "ArtifactsBucket.Arn": "arn:aws:s3:::artifacts",
+        "CloudFormationExecutionRole.Arn": f"arn:aws:iam::{ACCOUNT}:role/pipeline/exec",
+    }
+    document = bootstrap["Resources"]["PipelineRolePolicy"]["Properties"]["PolicyDocument"]
+    policy = [Policy.parse("pipeline", resolved(document, resources))]
+    stack = f"arn:aws:cloudformation:eu-west-1:{ACCOUNT}:stack/{STAGE}/1"
+    role_arn = {"cloudformation_RoleArn": resources["CloudFormationExecutionRole.Arn"]}
+    assert allowed(policy, "cloudformation:CreateChangeSet", stack, **role_arn)
+    importing = {"cloudformation_ImportResourceTypes": "AWS::IAM::Role"}
+    assert not allowed(policy, "cloudformation:CreateChangeSet", stack, **role_arn, **importing)
+
+
+def test_the_execution_role_tags_and_describes_only_the_stages_keys(execution_role):
+    key = f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    own = {"aws_ResourceTag/aws:cloudformation:stack-name": STAGE}
+    other = {"aws_ResourceTag/aws:cloudformation:stack-name": "another-app"}
+    for action in ("kms:TagResource", "kms:UntagResource", "kms:UpdateKeyDescription"):
+        assert allowed(execution_role, action, key, **own), action
+        assert not allowed(execution_role, action, key, **other), action
+        assert not allowed(execution_role, action, key), action  # a key of no stack
+    # CreateKey's tags: the new key carries none yet; the request names the stage's stack
+    creating = {"aws_RequestTag/aws:cloudformation:stack-name": STAGE}
+    assert allowed(execution_role, "kms:TagResource", key, **creating)
+    elsewhere = {"aws_RequestTag/aws:cloudformation:stack-name": "another-app"}
+    assert not allowed(execution_role, "kms:TagResource", key, **elsewhere)
+
+
+# Issue 43, item 8: no stage data out through resource policies the template does not declare.
+def test_the_execution_role_adds_no_resource_policy_the_template_does_not_need(
+    execution_role, template
+):
+    function = f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:{STAGE}-RouteFunction-X"
+    table = f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/{STAGE}-ContactsTable-X"
+    queue = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:{STAGE}-IngestQueue-X"
+    topic = f"arn:aws:sns:eu-west-1:{ACCOUNT}:{STAGE}-notifications.fifo"
+    refused = [
+        ("lambda:AddPermission", function, {"lambda_Principal": "*"}),
+        ("lambda:AddPermission", function, {"lambda_Principal": "222222222222"}),
+        ("lambda:AddPermission", function, {"lambda_FunctionUrlAuthType": "NONE"}),
+        ("lambda:CreateFunctionUrlConfig", function, {"lambda_FunctionUrlAuthType": "NONE"}),
+        ("lambda:UpdateFunctionUrlConfig", function, {"lambda_FunctionUrlAuthType": "NONE"}),
+        ("dynamodb:PutResourcePolicy", table, {}),
+        ("sqs:AddPermission", queue, {}),
+        ("sns:AddPermission", topic, {}),
+    ]
+    for action, resource, context in refused:
+        assert not allowed(execution_role, action, resource, **context), (action, context)
+    # what the template declares still deploys: queue and topic policies, Connect's permission
+    assert allowed(execution_role, "sqs:SetQueueAttributes", queue)
+    assert allowed(execution_role, "sns:SetTopicAttributes", topic)
+    assert allowed(
+        execution_role, "lambda:AddPermission", function, lambda_Principal="connect.amazonaws.com"
+    )
+    # and the template declares nothing the denies would refuse
+    kinds = {resource["Type"] for resource in template["Resources"].values()}
+    assert not kinds & {"AWS::Lambda::Url", "AWS::DynamoDB::ResourcePolicy"}
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::Lambda::Permission":
+            assert resource["Properties"]["Principal"] == "connect.amazonaws.com"
+        properties = resource.get("Properties", {})
+        assert "FunctionUrlConfig" not in properties and "ResourcePolicy" not in properties
+
+
+def test_no_role_of_the_stage_lets_data_out_through_a_resource_policy(bootstrap):
+    boundary = bootstrap["Resources"]["ApplicationPermissionsBoundary"]["Properties"]
+    policy = Policy.parse("boundary", resolved(boundary["PolicyDocument"], {}))
+    queue = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:{STAGE}-IngestQueue-X"
+    table = f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/{STAGE}-ContactsTable-X"
+    function = f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:{STAGE}-RouteFunction-X"
+    refused = [
+        ("sqs:SetQueueAttributes", queue),
+        ("sqs:AddPermission", queue),
+        ("dynamodb:PutResourcePolicy", table),
+        ("dynamodb:ExportTableToPointInTime", table),
+        ("lambda:AddPermission", function),
+        ("lambda:CreateFunctionUrlConfig", function),
+        ("iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/{STAGE}-x"),
+    ]
+    for action, resource in refused:
+        assert not evaluate([policy], Request(action, resource)).allowed, action
+    # what the functions do with them stays allowed
+    for action, resource in (
+        ("sqs:SendMessage", queue),
+        ("sqs:ReceiveMessage", queue),
+        ("sqs:GetQueueAttributes", queue),
+        ("dynamodb:TransactWriteItems", table),
+    ):
+        assert evaluate([policy], Request(action, resource)).allowed, action
 
 
 # ------------------------------------------------------------- the prod release gate
