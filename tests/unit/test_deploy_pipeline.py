@@ -1075,9 +1075,8 @@ def test_roles_are_passed_only_with_the_boundary_tag(execution_role):
 
 def test_the_deploys_tag_the_stack_with_the_stages_boundary(stage_deploys):
     samconfig = (ROOT / "samconfig.toml").read_text()
-    for stage, job in {**stage_deploys, "feature": load_workflow("feature.yaml")}.items():
-        if stage == "feature":
-            [job] = job["jobs"].values()
+    [feature] = load_workflow("feature.yaml")["jobs"].values()
+    for stage, job in {**stage_deploys, "feature": feature}.items():
         [deploy] = commands(job, "sam deploy")
         env = flag(deploy, "--config-env")
         [overrides] = re.findall(
@@ -1201,13 +1200,27 @@ print(json.load(open(os.environ["GH_ANSWERS"]))[sys.argv[2]])
 """
 
 
-def run_gate(release: dict[str, Any], tmp_path: Path, run: dict[str, str], status: str):
+NEWEST_GREEN = (
+    f"repos/{GATE_REPO}/actions/workflows/pipeline.yaml/runs"
+    "?branch=main&event=push&status=success&per_page=1"
+)
+
+
+def run_gate(
+    release: dict[str, Any],
+    tmp_path: Path,
+    run: dict[str, str],
+    status: str,
+    newest: str | None = None,
+    rollback: str = "false",
+):
     [check] = [s for s in steps(release) if s.get("id") == "candidate"]
     fields = "\t".join(run[k] for k in RUN)
     answers = {
         f"repos/{GATE_REPO}/actions/runs/42": fields,
         f"repos/{GATE_REPO}/git/ref/heads/main": MAIN_SHA,
         f"repos/{GATE_REPO}/compare/{MAIN_SHA}...{run['head_sha']}": status,
+        NEWEST_GREEN: newest or run["head_sha"],  # the run itself is the newest green one
     }
     (tmp_path / "answers.json").write_text(json.dumps(answers))
     gh = tmp_path / "bin" / "gh"
@@ -1221,6 +1234,7 @@ def run_gate(release: dict[str, Any], tmp_path: Path, run: dict[str, str], statu
         "GH_ANSWERS": str(tmp_path / "answers.json"),
         "GITHUB_REPOSITORY": GATE_REPO,
         "PIPELINE_RUN_ID": "42",
+        "ROLLBACK": rollback,
         "STACK_NAME": "last-agent-routing-prod",
         "GITHUB_OUTPUT": str(output),
         "GITHUB_STEP_SUMMARY": str(summary),
@@ -1437,3 +1451,24 @@ def test_jobs_that_hold_a_role_or_build_what_ships_install_only_what_is_locked()
     assert ("pipeline.yaml", "build") in checked
     assert ("pipeline.yaml", "integration-test") in checked
     assert ("release-prod.yaml", "deploy-prod") in checked
+
+
+# Issue 43, item 10: a release of an older build only when the person says rollback.
+def test_the_release_gate_releases_an_older_run_only_as_a_rollback(release, tmp_path):
+    newer = "c" * 40
+    for attempt in ("a", "b"):
+        (tmp_path / attempt).mkdir()
+    result, released = run_gate(release, tmp_path / "a", RUN, "behind", newest=newer)
+    assert result.returncode != 0
+    assert "rollback" in result.stdout and newer in result.stdout
+    assert released == ""
+    result, released = run_gate(
+        release, tmp_path / "b", RUN, "behind", newest=newer, rollback="true"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert released == f"sha={RUN['head_sha']}\n"
+    # the input is a boolean, off unless the person sets it, and reaches the script by env
+    workflow = load_workflow("release-prod.yaml")
+    rollback = triggers(workflow)["workflow_dispatch"]["inputs"]["rollback"]
+    assert rollback["type"] == "boolean" and rollback["default"] is False
+    assert release["env"]["ROLLBACK"] == "${{ inputs.rollback }}"
