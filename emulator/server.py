@@ -9,7 +9,10 @@
 - Only requests to a local name are served (``Host``: localhost, 127.0.0.1, [::1],
   host.docker.internal, the ``--host`` address; subdomains of the names): a web page on another
   name that resolves here (DNS rebinding) is refused. moto's global CORS is off, so no page of
-  another origin may read a response (moto would reflect any ``Origin``).
+  another origin may read a response (moto would reflect any ``Origin``), and a page of another
+  site may not change state either (emulator/browsers.py): its request (an ``Origin`` not the
+  stack's own, ``Sec-Fetch-Site: cross-site`` or ``same-site``) is refused with 403 unless it is
+  a GET, HEAD or OPTIONS outside /moto-api and /_emulator. SDKs send neither header.
 - The hot services' calls (DynamoDB, DynamoDB Streams, SQS, SNS) go from the front door
   (emulator/front_door.py) straight to moto's handlers; the rest through moto's dispatcher.
 - moto patched in-process (services/moto_patches.py): Lambda Invoke runs the function on our
@@ -52,6 +55,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer
 from werkzeug.wsgi import LimitedStream
 
+from emulator import browsers
 from emulator.core import calls, tls
 from emulator.core.faults import Faults
 from emulator.front_door import FrontDoor
@@ -98,13 +102,9 @@ class ControlApp:
             resources.transport.reset(token)
 
     def _route(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        name = host_name(environ)
-        if not self.server.serves_name(name):
-            return _json_response(
-                start_response,
-                "403 Forbidden",
-                {"message": f"Host {name!r} is not a local name of this stack"},
-            )
+        refused = self._refused(environ, start_response)
+        if refused is not None:
+            return refused
         path = environ.get("PATH_INFO", "")
         if not path.startswith(CONTROL_PREFIX):
             checked = self.server.access is not None or self.server.faults.call_faults_active
@@ -142,6 +142,23 @@ class ControlApp:
             409: "Conflict",
         }
         return _json_response(start_response, f"{status} {reason[status]}", body)
+
+    def _refused(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> list[bytes] | None:
+        """The 403 of a request for a name not the stack's (DNS rebinding) or of a web page of
+        another site that would change state (emulator/browsers.py); None: served."""
+        name = host_name(environ)
+        if not self.server.serves_name(name):
+            return _json_response(
+                start_response,
+                "403 Forbidden",
+                {"message": f"Host {name!r} is not a local name of this stack"},
+            )
+        reason = browsers.refusal(environ)
+        if reason is None:
+            return None
+        return _cross_site_response(environ, start_response, reason)
 
     def _aws_call(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         """An AWS request while IAM checks or a call fault are on: checked against the role and
@@ -208,6 +225,23 @@ def _json_response(start_response: Callable[..., Any], status: str, body: Any) -
         status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
     )
     return [payload]
+
+
+def _cross_site_response(
+    environ: dict[str, Any], start_response: Callable[..., Any], message: str
+) -> list[bytes]:
+    """403 for a web page's request (emulator/browsers.py): the control endpoints' JSON message;
+    to an AWS path the service's own AccessDenied (S3's for an unsigned request, which moto
+    takes for S3's: what a browser's form or text/plain POST is), always with status 403."""
+    path = environ.get("PATH_INFO", "")
+    if path.startswith(browsers.CONTROL_PATHS):
+        return _json_response(start_response, "403 Forbidden", {"message": message})
+    signed = calls.credential(environ)
+    _, headers, body = calls.access_denied_response(
+        environ, "s3" if signed is None else signed[1].lower(), message
+    )
+    start_response("403 Forbidden", headers)
+    return [body]
 
 
 def host_name(environ: dict[str, Any]) -> str:
