@@ -68,11 +68,14 @@ deploy-tools: ## the SAM CLI alone into .tools/deploy, from the hash lock pipeli
 	$(UV) venv --quiet --allow-existing --python $(PY313) $(DEPLOY_TOOLS)
 	$(UV) pip install --quiet --require-hashes --python $(DEPLOY_TOOLS)/bin/python -r pipeline/deploy-tools.txt
 
-# Needs the package index: the layer for Lambda (arm64), the deploy tools and uv for the runners.
-locks: ## rewrite the hash locks: layers/shared/requirements.txt, pipeline/deploy-tools.txt, pipeline/uv.txt
-	echo "aws-lambda-powertools==$(POWERTOOLS_VERSION)" | $(LOCK) --python-platform aarch64-manylinux_2_28 - -o layers/shared/requirements.txt
-	echo "aws-sam-cli==$(SAM_CLI_VERSION)" | $(LOCK) --python-platform x86_64-manylinux_2_28 - -o pipeline/deploy-tools.txt
-	echo "uv==$(UV_VERSION)" | $(LOCK) --python-platform x86_64-manylinux_2_28 - -o pipeline/uv.txt
+# Needs the package index: the layer for Lambda (arm64), the deploy tools, uv and the audit tool
+# (pip-audit, .github/workflows/locks.yaml) for the runners. A lock keeps the versions it has
+# within the top-level pins; `make locks UPGRADE=--upgrade` takes the newest (the weekly workflow).
+locks: ## rewrite the hash locks: layers/shared/requirements.txt, pipeline/deploy-tools.txt, pipeline/uv.txt, pipeline/audit-tools.txt (UPGRADE=--upgrade: newest dependencies)
+	echo "aws-lambda-powertools==$(POWERTOOLS_VERSION)" | $(LOCK) $(UPGRADE) --python-platform aarch64-manylinux_2_28 - -o layers/shared/requirements.txt
+	echo "aws-sam-cli==$(SAM_CLI_VERSION)" | $(LOCK) $(UPGRADE) --python-platform x86_64-manylinux_2_28 - -o pipeline/deploy-tools.txt
+	echo "uv==$(UV_VERSION)" | $(LOCK) $(UPGRADE) --python-platform x86_64-manylinux_2_28 - -o pipeline/uv.txt
+	echo "pip-audit==2.10.1" | $(LOCK) $(UPGRADE) --python-platform x86_64-manylinux_2_28 - -o pipeline/audit-tools.txt
 
 lint: setup ## ruff, cfn-lint, sam validate --lint, checkov, workflow schema and audit
 	$(UV) run ruff check .

@@ -113,6 +113,7 @@ def test_workflows_exist():
         "release-prod.yaml",
         "feature.yaml",
         "feature-cleanup.yaml",
+        "locks.yaml",
     } <= set(all_workflows())
 
 
@@ -1472,3 +1473,46 @@ def test_the_release_gate_releases_an_older_run_only_as_a_rollback(release, tmp_
     rollback = triggers(workflow)["workflow_dispatch"]["inputs"]["rollback"]
     assert rollback["type"] == "boolean" and rollback["default"] is False
     assert release["env"]["ROLLBACK"] == "${{ inputs.rollback }}"
+
+
+# Issue 43, item 10: the hash locks Dependabot does not update are refreshed and audited weekly.
+LOCKS = (
+    "layers/shared/requirements.txt",
+    "pipeline/deploy-tools.txt",
+    "pipeline/uv.txt",
+    "pipeline/audit-tools.txt",
+)
+
+
+def test_the_audit_tool_is_hash_locked_by_make_locks():
+    recipe = re.search(r"^locks:.*\n((?:\t.*\n)+)", MAKEFILE.read_text(), re.MULTILINE)[1]
+    [pin] = re.findall(r'echo "(pip-audit==[^"]+)".*-o pipeline/audit-tools.txt', recipe)
+    requirements = locked(ROOT / "pipeline" / "audit-tools.txt")
+    assert pin in requirements
+    for requirement, hashes in requirements.items():
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+==[^\s=]+", requirement), requirement
+        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), requirement
+    for lock in LOCKS:
+        assert f"-o {lock}" in recipe, lock
+    assert recipe.count("$(UPGRADE)") == len(LOCKS)
+
+
+def test_the_locks_are_audited_and_refreshed_every_week():
+    workflow = load_workflow("locks.yaml")
+    assert "schedule" in triggers(workflow)
+    [job] = workflow["jobs"].values()
+    assert job["permissions"] == {"contents": "read"}  # fails instead of pushing
+    script = run_text(job)
+    assert not unlocked_installs(script, make_prerequisites())
+    assert "-r pipeline/audit-tools.txt" in script
+    [audit] = [s for s in steps(job) if "pip-audit " in s.get("run", "")]
+    for lock in LOCKS:
+        assert lock in audit["run"], lock
+    assert "uv export" in audit["run"] and "--frozen" in audit["run"]  # uv.lock too
+    assert "--strict" in audit["run"]
+    [refresh] = [line for line in commands(job, "make locks") if line.startswith("make locks")]
+    assert "UPGRADE=--upgrade" in refresh
+    names = [s.get("run", "") for s in steps(job)]
+    [check] = [i for i, run in enumerate(names) if "git diff --exit-code" in run]
+    assert check > names.index(next(r for r in names if "make locks" in r))
+    assert "exit 1" in names[check]
