@@ -6,7 +6,10 @@ Server-side: each metric widget becomes an SVG graph at its place on the dashboa
 grid, with its horizontal annotations (the alarms' thresholds) as dashed lines and a legend with
 each line's figure over the dashboard's time range (Sum: the total; Maximum: the highest; other
 statistics: the mean). Plain HTML, no script and nothing fetched from elsewhere: the page works
-without a network. It binds 127.0.0.1 only.
+without a network. Every name and value from the stack is HTML-escaped (a resource named with a
+script shows as text) and the page's Content-Security-Policy lets no script run at all. It binds
+127.0.0.1 only and answers only a request addressed to 127.0.0.1 or localhost (its Host): a page
+of another site whose name resolves here (DNS rebinding) cannot read it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ DEFAULT_RANGE = timedelta(hours=3)  # CloudWatch's own default
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
 # The graph's drawing area inside the SVG's viewBox.
 WIDTH, HEIGHT, LEFT, TOP, BOTTOM = 400, 160, 48, 8, 20
+# The names a request may address the page by (its Host header, without the port).
+LOCAL_NAMES = frozenset({"127.0.0.1", "localhost"})
+# No script runs on the page and nothing is fetched: its own inline style only.
+CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'"
 
 
 @dataclass
@@ -167,13 +174,20 @@ def graph(lines: list[Line], thresholds: list[dict], start: datetime, end: datet
     return "".join(parts)
 
 
+def grid(widget: dict, key: str) -> int:
+    """The widget's x, y, width or height: a whole number (it goes into the page's style)."""
+    value = widget[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        title = widget.get("properties", {}).get("title", "")
+        raise OpsError(f"dashboard widget {title!r}: {key} {value!r} is not a whole number")
+    return value
+
+
 def widget_html(cloudwatch: Any, widget: dict, start: datetime, end: datetime) -> str:
     properties = widget["properties"]
     title = html.escape(properties.get("title", ""))
-    place = (
-        f"grid-column: {widget['x'] + 1} / span {widget['width']}; "
-        f"grid-row: {widget['y'] + 1} / span {widget['height']}"
-    )
+    x, y, width, height = (grid(widget, key) for key in ("x", "y", "width", "height"))
+    place = f"grid-column: {x + 1} / span {width}; grid-row: {y + 1} / span {height}"
     if widget["type"] != "metric":
         return (
             f'<section class="widget" style="{place}" data-title="{title}"><h2>{title}</h2>'
@@ -183,11 +197,15 @@ def widget_html(cloudwatch: Any, widget: dict, start: datetime, end: datetime) -
     lines = metric_lines(cloudwatch, properties, start, end)
     thresholds = properties.get("annotations", {}).get("horizontal", [])
     legend = "".join(
-        f'<li data-metric="{html.escape(line.label)}" data-stat="{line.stat}" '
+        f'<li data-metric="{html.escape(line.label)}" data-stat="{html.escape(line.stat)}" '
         f'data-value="{"" if line.figure is None else number(line.figure)}">'
         f'<span class="swatch" style="background: {COLORS[i % len(COLORS)]}"></span>'
         f"{html.escape(line.label)}: "
-        + ("no data" if line.figure is None else f"<b>{number(line.figure)}</b> ({line.stat})")
+        + (
+            "no data"
+            if line.figure is None
+            else f"<b>{number(line.figure)}</b> ({html.escape(line.stat)})"
+        )
         + "</li>"
         for i, line in enumerate(lines)
     )
@@ -222,17 +240,32 @@ def page(stack: StackClient, now: datetime | None = None) -> str:
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">'
         f"<title>{html.escape(name)}</title><style>{STYLE}</style></head><body>"
-        f"<h1>{html.escape(name)} (stack {html.escape(stack.name)}, fan-out {stack.fan_out})"
+        f"<h1>{html.escape(name)} (stack {html.escape(stack.name)}, "
+        f"fan-out {html.escape(stack.fan_out)})"
         f" - {start:%H:%M} to {end:%H:%M:%S} UTC, reloads every {REFRESH_SECONDS} s</h1>"
         f"<main>{widgets}</main></body></html>"
     )
 
 
-def serve(stack: StackClient, port: int) -> tuple[dict[str, Any], str, bool]:
-    """Serve the page on 127.0.0.1:``port`` until interrupted (Ctrl-C)."""
+def host_name(host: str) -> str:
+    """The name a Host header addresses, without its port, in lower case."""
+    host = host.strip().lower()
+    if host.startswith("["):  # [::1]:8050
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def server(stack: StackClient, port: int) -> ThreadingHTTPServer:
+    """The page's server on 127.0.0.1:``port`` (0: a free one), not yet serving."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            name = host_name(self.headers.get("Host", ""))
+            if name not in LOCAL_NAMES:  # DNS rebinding: another site's name, resolved here
+                own = self.server.server_address[1]
+                reason = f"Host {name!r} is not this dashboard's (open http://127.0.0.1:{own}/)\n"
+                self.answer(HTTPStatus.FORBIDDEN, "text/plain", reason)
+                return
             if self.path != "/":
                 self.send_error(HTTPStatus.NOT_FOUND)
                 return
@@ -241,10 +274,14 @@ def serve(stack: StackClient, port: int) -> tuple[dict[str, Any], str, bool]:
             except (ClientError, BotoCoreError, OpsError) as error:
                 status = HTTPStatus.BAD_GATEWAY
                 text = f"<!DOCTYPE html><p>the stack did not answer: {html.escape(str(error))}</p>"
+            self.answer(status, "text/html", text)
+
+        def answer(self, status: HTTPStatus, media_type: str, text: str) -> None:
             content = text.encode()
             self.send_response(status)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Type", f"{media_type}; charset=utf-8")
             self.send_header("Content-Length", str(len(content)))
+            self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
             self.end_headers()
             self.wfile.write(content)
 
@@ -252,13 +289,18 @@ def serve(stack: StackClient, port: int) -> tuple[dict[str, Any], str, bool]:
             """Quiet: a reload every few seconds is no news."""
 
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        return ThreadingHTTPServer(("127.0.0.1", port), Handler)
     except OSError as error:
         raise OpsError(
             f"cannot listen on 127.0.0.1:{port} ({error.strerror}): try --port"
         ) from None
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def serve(stack: StackClient, port: int) -> tuple[dict[str, Any], str, bool]:
+    """Serve the page on 127.0.0.1:``port`` until interrupted (Ctrl-C)."""
+    listening = server(stack, port)
+    url = f"http://127.0.0.1:{listening.server_address[1]}/"
     print(f"dashboard of stack {stack.name} at {url} (Ctrl-C stops)", flush=True)
-    with server, contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the end, not an error
-        server.serve_forever()
+    with listening, contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the end, not an error
+        listening.serve_forever()
     return {"url": url, "stopped": True}, "dashboard stopped", True

@@ -1,7 +1,9 @@
 """`ops dashboard`'s page from a stack's dashboard and CloudWatch's metrics (moto in process: a
 CloudFormation stack with an AWS::CloudWatch::Dashboard, datapoints put with PutMetricData)."""
 
+import http.client
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 
 import boto3
@@ -150,3 +152,113 @@ def test_status_names_the_dashboard_url(ops_stack):
 def test_a_stack_without_the_dashboard_is_told_to_deploy_the_current_template(ops_stack):
     with pytest.raises(OpsError, match="stack unit has no ContactsDashboard: deploy the current"):
         dashboard.page(ops_stack, NOW)
+
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def test_what_the_stack_names_is_escaped_in_the_page(ops_stack):
+    """Names and values come from the stack (the dashboard's body, its metrics, the alarms'
+    annotations): a resource named with a script shows as text, never runs in the operator's
+    browser (issue 43, item 4)."""
+    quoted = '" onmouseover="alert(1)'
+    body = {
+        "start": "-PT1H",
+        "widgets": [
+            {
+                "type": "metric",
+                "x": 0,
+                "y": 0,
+                "width": 12,
+                "height": 6,
+                "properties": {
+                    "title": f"Files {SCRIPT}",
+                    "region": REGION,
+                    "stat": "Sum",  # one of CloudWatch's (GetMetricData refuses another)
+                    "period": 300,
+                    "metrics": [
+                        ["ContactCenter", f"Files{SCRIPT}", "service", quoted],
+                        ["ContactCenter", f"Files{SCRIPT}", "service", "other"],
+                        ["ContactCenter", "Labelled", {"label": f"{quoted}{SCRIPT}"}],
+                    ],
+                    "annotations": {"horizontal": [{"label": f"{SCRIPT} alarm", "value": 0}]},
+                },
+            },
+            {
+                "type": f"text{SCRIPT}",
+                "x": 0,
+                "y": 6,
+                "width": 6,
+                "height": 2,
+                "properties": {"title": quoted},
+            },
+        ],
+    }
+    client("cloudformation").create_stack(StackName="board", TemplateBody=template(body))
+    board = StackClient("board", boto3.session.Session(region_name=REGION), ops_stack.outputs, {})
+    put("ContactCenter", f"Files{SCRIPT}", {"service": quoted}, 2, timedelta(minutes=5))
+
+    page = dashboard.page(board, NOW)
+
+    assert "<script" not in page
+    assert 'onmouseover="' not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    shown = widgets(page)  # what a browser reads back is the names as they are
+    assert set(shown) == {f"Files {SCRIPT}", quoted}
+    assert set(shown[f"Files {SCRIPT}"].figures) == {
+        f"Files{SCRIPT} {quoted}", f"Files{SCRIPT} other", f"{quoted}{SCRIPT}"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("place", ["x", "y", "width", "height"])
+def test_a_widget_placed_by_anything_but_numbers_is_refused(ops_stack, place):
+    """x, y, width and height go into the page's style attribute: a string there could close it
+    (a script in an event handler) or fetch from elsewhere (CSS), so only whole numbers are
+    drawn."""
+    value = '6; background: url(https://evil.example/)" onmouseover="alert(1)'
+    body = {"widgets": [dict(BODY["widgets"][0], **{place: value})]}
+    client("cloudformation").create_stack(StackName="board", TemplateBody=template(body))
+    board = StackClient("board", boto3.session.Session(region_name=REGION), ops_stack.outputs, {})
+    with pytest.raises(OpsError, match=f"widget 'Files in': {place} .* is not a whole number"):
+        dashboard.page(board, NOW)
+
+
+@pytest.fixture
+def served(board):
+    """The dashboard served on a free port of 127.0.0.1, in a thread."""
+    server = dashboard.server(board, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def fetch(port: int, host: str) -> tuple[int, dict[str, str], str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", "/", headers={"Host": host})
+    response = connection.getresponse()
+    return response.status, dict(response.getheaders()), response.read().decode()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}"])
+def test_the_page_is_served_to_its_own_names(served, host):
+    status, headers, page = fetch(served, host.format(port=served))
+    assert status == 200
+    assert "stack board" in page
+    # no script may run on it, whatever it shows; its own style only, nothing fetched
+    assert headers["Content-Security-Policy"] == "default-src 'none'; style-src 'unsafe-inline'"
+
+
+@pytest.mark.parametrize("host", ["evil.example:{port}", "evil.example", "127.0.0.1.nip.io", ""])
+def test_a_request_for_another_name_is_refused(served, host):
+    """A page of evil.example whose name now resolves to 127.0.0.1 (DNS rebinding) would be the
+    same origin as the dashboard, and read it: its Host tells it apart."""
+    name = host.format(port=served)
+    status, _, body = fetch(served, name)
+    assert status == 403
+    assert body == (
+        f"Host {name.rsplit(':', 1)[0] if ':' in name else name!r} is not this dashboard's "
+        f"(open http://127.0.0.1:{served}/)\n"
+    )
+    assert "stack board" not in body
