@@ -192,7 +192,7 @@ def test_a_newer_redelivery_corrects_a_contact_and_older_or_equal_copies_change_
     # (they go in in one call, before it).
     older = ctr.redelivered(handled, seconds=-60)
     older["Attributes"]["email"] = "older@example.com"
-    equal = ctr.redelivered(handled, seconds=3600)
+    equal = ctr.redelivered(newer, seconds=0)
     equal["Attributes"]["crm_case_status"] = "reopened"  # not a field the contact keeps
     [sentinel] = interaction(rng, sentinel_caller, "abandoned", start())
     stack.put_contact_records([older, equal, newer, sentinel])

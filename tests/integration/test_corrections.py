@@ -21,8 +21,12 @@ def test_a_correction_that_leaves_a_caller_no_agent_contact_removes_the_last_age
     files.put_jsonl("export.jsonl", [only])
     assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-only", timeout=60)
 
-    # A later export says the call was abandoned before it reached an agent.
-    abandoned = {k: v for k, v in only.items() if k != "agent_id"} | {"disposition": "ABANDONED"}
+    # A later copy (a newer updated_at) says the call was abandoned before it reached an agent.
+    newer = contact(caller, minutes=5, contact_id=only["contact_id"], updated_seconds=120)
+    abandoned = {k: v for k, v in only.items() if k != "agent_id"} | {
+        "disposition": "ABANDONED",
+        "updated_at": newer["updated_at"],
+    }
     files.put_jsonl("correction.jsonl", [abandoned])
 
     def no_agent() -> bool:

@@ -124,7 +124,9 @@ def test_a_late_event_for_an_older_version_changes_nothing(
     stack.pause_ingest()
     try:
         key, v1 = files.put_jsonl("versions.jsonl", [first, only_in_v1])
-        _, v2 = files.put_jsonl("versions.jsonl", [first | {"agent_id": "agent-v2"}])
+        newer = contact(caller, minutes=1, contact_id=first["contact_id"], updated_seconds=120)
+        v2_row = first | {"agent_id": "agent-v2", "updated_at": newer["updated_at"]}
+        _, v2 = files.put_jsonl("versions.jsonl", [v2_row])
         late = held_event(stack, key, v1)
     finally:
         stack.set_mapping_enabled("IngestQueueUrl", True)
@@ -173,8 +175,12 @@ def test_a_correction_moves_the_contact_and_its_callers_last_agent(
     files.put_jsonl("export.jsonl", [earlier, latest])
     assert eventually(lambda: stack.route(caller).get("agent_id") == "agent-latest", timeout=60)
 
-    # A later export corrects the latest contact: it ended before the other one.
-    moved = {"started_at": "2026-11-02T07:55:00Z", "ended_at": "2026-11-02T08:00:00Z"}
+    # A later copy (a newer updated_at) corrects the latest contact: it ended before the other.
+    moved = {
+        "started_at": "2026-11-02T07:55:00Z",
+        "ended_at": "2026-11-02T08:00:00Z",
+        "updated_at": "2026-11-02T09:10:00Z",
+    }
     files.put_jsonl("correction.jsonl", [latest | moved])
 
     def corrected():

@@ -119,8 +119,9 @@ def test_poison_notification_ends_in_the_dead_letter_queue(stack: StackClient):
 def test_change_a_consumer_keeps_failing_on_ends_where_its_mode_says_and_the_rest_flows(
     stack: StackClient,
 ):
-    """A CONTACT item the ingest would never write (no caller, contact_id or ended_at) passes
-    LastAgentFunction's filter and fails it on every attempt, on AWS as locally. Once the
+    """A CONTACT item the ingest would never write (a caller and an agent, but no contact_id or
+    ended_at) passes LastAgentFunction's filter and fails it on every attempt, on AWS as locally
+    (without a caller it would set no last agent: skipped, as a chat is). Once the
     retries are spent it ends where the stack's fan-out mode puts a consumer's failures
     (StackClient.failure_route): lambda, the mapping's failure record (the batch's shard and
     sequence numbers) in StreamFailureQueue; pipe and router, the stream record itself in
@@ -143,6 +144,7 @@ def test_change_a_consumer_keeps_failing_on_ends_where_its_mode_says_and_the_res
                 Item={
                     **{name: {"S": value} for name, value in poison_key.items()},
                     "type": {"S": keys.CONTACT},
+                    "caller": {"S": caller},
                     "agent_id": {"S": "agent-poison"},
                     "disposition": {"S": "ESCALATED"},
                 },

@@ -57,8 +57,15 @@ def test_files_become_contacts_last_agents_and_one_notification_each(
     first = [latest, abandoned, survey, no_email, no_opt_in, survey_and_gift, long_wait, plain]
     rng.shuffle(first)
     # The later file: older contacts of the frequent caller (out of order, after the latest one)
-    # and a re-export of the surveyed contact with other fields changed: nothing new for it.
-    reexport = {**survey, "queue": "re-export", "wait_seconds": LONG_WAIT}
+    # and a correction of the surveyed contact (a newer updated_at) with other fields changed
+    # that would make it due a gift card: nothing new for it.
+    newer = contact(surveyed, minutes=5, contact_id=survey["contact_id"], updated_seconds=120)
+    reexport = {
+        **survey,
+        "queue": "re-export",
+        "wait_seconds": LONG_WAIT,
+        "updated_at": newer["updated_at"],
+    }
     second = [*older, reexport]
     rng.shuffle(second)
     all_rows = first + older  # the re-export is the same contact
