@@ -1,10 +1,14 @@
 """`make run`: the whole application on the local stack, demo data in, a summary out.
 
-Starts `python -m emulator up` on a free port (4800-4899), uploads the demo export (harness.
-demo_data), then a re-export of some contacts with fields changed, waits (bounded) for the
-pipeline to settle and prints what happened: contacts in and rejected, the last agent of a few
-callers (through RouteFunction), surveys and gift cards that reached NotificationsTopic,
-duplicates suppressed (the functions' own metrics), dead-letter depths and throughput.
+Starts `python -m emulator up` on a free port (4800-4899), puts Amazon Connect's contact records
+of the demo's interactions (harness.demo_data) into the stack's delivery stream as Connect does
+(Firehose writes them under contact-records/, which notifies IngestQueue), uploads two files of
+the flat export format between them (with bad rows), then Connect's re-deliveries of some
+records (newer with fields changed, older, same time, exact duplicates), waits (bounded) for
+the pipeline to settle and prints what happened: records in, objects Firehose wrote, contacts
+stored and rejected, the last agent of a few callers (through RouteFunction), surveys and gift
+cards that reached NotificationsTopic, duplicates suppressed (the functions' own metrics),
+dead-letter depths and throughput.
 
 Every number is checked against what the data must give under the layer's own rules
 (harness.expected); the exit status is 0 only if they all agree. The demo is a client of the
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -46,7 +51,7 @@ from shared import keys
 
 from emulator.process import FAN_OUT_MODES, LocalStackProcess, fan_out_args, free_port
 from harness import ROOT, ops_process
-from harness.demo_data import DEMO_PREFIX, DemoData, DemoFile, generate
+from harness.demo_data import DEMO_PREFIX, FIREHOSE_PREFIX, DemoData, DemoFile, Step, generate
 from harness.metrics import FunctionMetrics
 from harness.stack import CONSUMERS, StackClient
 from harness.topic import TopicCapture
@@ -87,8 +92,12 @@ class Run:
     elapsed: float = 0.0
     ingest_seconds: float = 0.0
     contacts: int = 0
+    contacts_not_newest: int = 0  # stored, but not as their newest copy
     files: list[dict] = field(default_factory=list)
     file_ids: list[str] = field(default_factory=list)  # bucket/key#version, as uploaded
+    records_in: int = 0  # contact records put into the delivery stream
+    firehose_calls: int = 0  # PutRecordBatch calls
+    objects: set[tuple[str, str]] = field(default_factory=set)  # (key, version) Firehose wrote
     wrong_last_agents: dict[str, tuple[dict | None, dict]] = field(default_factory=dict)
     failed_recoveries: list[str] = field(default_factory=list)  # the drill's ops commands
 
@@ -97,7 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness.demo", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--contacts", type=int, default=3000)
+    parser.add_argument(
+        "--contacts",
+        type=int,
+        default=3000,
+        help="interactions (Connect contacts of one or more legs, a contact record each)",
+    )
     parser.add_argument("--callers", type=int, default=None, help="default: a tenth of contacts")
     parser.add_argument("--seed", type=int, default=20261102)
     parser.add_argument("--port", type=int, default=None, help="default: a free one in 4800-4899")
@@ -198,19 +212,23 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
             f"  fault switch: every message and stream batch delivered {args.duplicate_deliveries}x"
         )
 
+    kinds = data.redelivery_kinds
     say(
-        f"\nUploading {len(data.files)} files ({len(data.contacts):,} contacts, "
-        f"{sum(f.bad_rows for f in data.files)} bad rows) to s3://{stack.bucket}/{DEMO_PREFIX}"
-        + ("" if args.burst else ", one after another as an exporter drops them")
+        f"\nPutting {len(data.records):,} contact records ({data.interactions:,} interactions) "
+        f"into the delivery stream {stack.delivery_stream} in "
+        f"{sum(bool(step.records) for step in data.steps)} deliveries as Connect streams them, "
+        f"and {len(data.files)} flat files ({sum(f.bad_rows for f in data.files)} bad rows) "
+        f"to s3://{stack.bucket}/{DEMO_PREFIX} between them"
+        + ("" if args.burst else ", one after another, each once it is in")
     )
     started = time.monotonic()
     deadline = started + args.timeout
     first_in = True
-    drill_at = len(data.files) // 2 if args.chaos else None
-    for index, demo_file in enumerate(data.files):
+    drill_at = len(data.steps) // 2 if args.chaos else None
+    for index, step in enumerate(data.steps):
 
-        def put(demo_file: DemoFile = demo_file) -> bool:
-            return upload(demo, demo_file, wait=not args.burst, deadline=deadline)
+        def put(step: Step = step) -> bool:
+            return put_step(demo, step, wait=not args.burst, deadline=deadline)
 
         if index == drill_at:
             uploaded, demo.failed_recoveries = operator_drill(stack, put)
@@ -222,28 +240,33 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
 
     def first_export_in() -> bool:
         files_in[0] = files_done(demo)
-        return files_in[0] == len(data.files)
+        return firehose_done(demo) and files_in[0] == len(demo.file_ids)
 
-    if first_in and args.burst:  # paced uploads already saw each file's outcome
-        say("\nWaiting for the first export to be in the table")
+    if first_in and args.burst:  # paced puts already saw each one's outcome
+        say("\nWaiting for the first deliveries and files to be in the table")
         first_in = wait_until(
             first_export_in,
             deadline - time.monotonic(),
-            lambda: f"files processed: {files_in[0]}/{len(data.files)}",
+            lambda: f"objects and files processed: {files_in[0]}/{len(demo.file_ids)}",
         )
     demo.ingest_seconds = time.monotonic() - started
     if first_in:
-        say(f"\nRe-exporting {data.reexport.rows} contacts with changed fields")
-        upload(demo, data.reexport, wait=True, deadline=deadline)
+        say(
+            f"\nConnect re-delivers {len(data.redeliveries)} records: {kinds['newer']} newer "
+            f"(fields changed that would make them due a survey or a gift card), "
+            f"{kinds['older']} older, {kinds['equal']} with the same LastUpdateTimestamp and "
+            f"another e-mail, {kinds['duplicate']} exact duplicates: nothing new may come of them"
+        )
+        put_records(demo, data.redeliveries, wait=True, deadline=deadline)
 
-    want_files = len(data.files) + 1
     last_activity: list[tuple[int, int]] = []
 
     def settled() -> bool:
-        # Done: every notification out, every file's outcome final, nothing in flight or left
-        # to deliver (the engine idle), and quiet: one poll interval with nothing new at the
-        # topic or in the logs (a worker's output reaches its log file just after its
-        # invocation ends). What the pipeline wrote is counted after, by the summary.
+        # Done: every notification out, every file's outcome final (Firehose's objects too),
+        # nothing in flight or left to deliver (the engine idle), and quiet: one poll interval
+        # with nothing new at the topic or in the logs (a worker's output reaches its log file
+        # just after its invocation ends). What the pipeline wrote is counted after, by the
+        # summary.
         activity = (len(demo.topic.collect()), demo.metrics.read())
         quiet = last_activity == [activity]
         last_activity[:] = [activity]
@@ -252,7 +275,8 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
             and activity[0] >= len(data.notifications)
             and quiet
             and stack.idle()
-            and files_done(demo) == want_files
+            and firehose_done(demo)
+            and files_done(demo) == len(demo.file_ids)
             and demo.metrics.read() == activity[1]
         )
 
@@ -270,17 +294,101 @@ def run(stack: StackClient, log_dir: Path, args: argparse.Namespace) -> int:
     # What the summary counts, by type (Scans: an item nobody expected, a contact stored twice
     # or a log of a file never uploaded, counts too).
     demo.files = stack.items_of_type(keys.PROCESSING_LOG)
-    demo.contacts = stack.count_of_type(keys.CONTACT)
+    contacts = stack.items_of_type(keys.CONTACT)
+    demo.contacts = len(contacts)
+    demo.contacts_not_newest = not_newest(data, contacts)
     if args.chaos:  # counted and shown while they are off: the pipeline has settled
         stack.faults(crash_invocations=None, throttle=[])
     status = summary(demo)
     return verdict(demo) if args.chaos else status
 
 
+def not_newest(data: DemoData, contacts: list[dict]) -> int:
+    """How many expected contacts are missing or stored as another copy than their newest (its
+    updated_at and e-mail, the fields the re-deliveries change)."""
+
+    def copy(item: dict) -> tuple:
+        return tuple(item.get(name) for name in ("updated_at", "email"))
+
+    stored = {
+        item["contact_id"]["S"]: copy({name: value.get("S") for name, value in item.items()})
+        for item in contacts
+    }
+    return sum(stored.get(cid) != copy(item) for cid, item in data.stored.items())
+
+
 def files_done(demo: Run) -> int:
-    """How many of the uploaded files have a final outcome (their processing logs, by key)."""
+    """How many of the files put so far (uploaded, or written by Firehose) have a final outcome
+    (their processing logs, by key)."""
     logs = demo.stack.get_items([keys.processing_log_key(file_id) for file_id in demo.file_ids])
     return sum(log["outcome"]["S"] != "IN_PROGRESS" for log in logs)
+
+
+def firehose_done(demo: Run) -> bool:
+    """Whether every object of the records put so far is known (the local stack's Firehose
+    writes one per call, at once), the new ones added to the run's files."""
+    new_objects(demo)
+    return len(demo.objects) >= demo.firehose_calls
+
+
+def new_objects(demo: Run) -> list[tuple[str, str]]:
+    """The objects Firehose wrote under contact-records/ since the last look: (key, version),
+    added to the run's objects and files."""
+    stack, found = demo.stack, []
+    paginator = stack.s3.get_paginator("list_object_versions")
+    for page in paginator.paginate(Bucket=stack.bucket, Prefix=FIREHOSE_PREFIX):
+        for version in page.get("Versions", []):
+            written = (version["Key"], version["VersionId"])
+            if written not in demo.objects:
+                demo.objects.add(written)
+                demo.file_ids.append(stack.file_id(*written))
+                found.append(written)
+    return found
+
+
+def put_step(demo: Run, step: Step, *, wait: bool, deadline: float) -> bool:
+    if step.file is not None:
+        return upload(demo, step.file, wait=wait, deadline=deadline)
+    return put_records(demo, step.records or [], wait=wait, deadline=deadline)
+
+
+def put_records(demo: Run, records: list[dict], *, wait: bool, deadline: float) -> bool:
+    """Put contact records into the delivery stream (StackClient.put_contact_records); with
+    ``wait``, until the processing logs of the objects Firehose wrote of them say what became of
+    them."""
+    stack = demo.stack
+    began = time.monotonic()
+    calls = stack.put_contact_records(records)
+    demo.firehose_calls += calls
+    demo.records_in += len(records)
+    size = sum(len(json.dumps(record)) for record in records) / 1024
+    line = (
+        f"  put {len(records):>5,} records {size:>6,.0f} KiB -> Firehose "
+        f"({calls} PutRecordBatch call{'s' * (calls > 1)})"
+    )
+    if not wait:
+        say(line)
+        return True
+    written: list[tuple[str, str]] = []
+    while time.monotonic() < deadline:
+        written += new_objects(demo)
+        logs = [stack.file_outcome(key, version) for key, version in written]
+        if len(written) >= calls and all(logs):
+            counts = {
+                name: sum(int(log[name]["N"]) for log in logs)
+                for name in ("rows_ok", "rows_superseded", "rows_rejected")
+            }
+            outcomes = collections.Counter(log["outcome"]["S"] for log in logs)
+            say(
+                f"{line} -> {len(written)} object{'s' * (len(written) > 1)} "
+                f"{', '.join(f'{o} {n}' for o, n in sorted(outcomes.items()))} in "
+                f"{time.monotonic() - began:.1f} s ({counts['rows_ok']:,} ok, "
+                f"{counts['rows_superseded']:,} superseded, {counts['rows_rejected']} rejected)"
+            )
+            return True
+        time.sleep(0.2)
+    say(f"{line}  -> not processed in time")
+    return False
 
 
 def upload(demo: Run, demo_file: DemoFile, *, wait: bool, deadline: float) -> bool:
@@ -419,19 +527,42 @@ def summary(demo: Run) -> int:
         )
         say(f"  NOT SETTLED after {demo.elapsed:.0f} s: the counts below are where it stopped")
 
+    kinds = data.redelivery_kinds
+    say(
+        f"  {'contact records in':<26} {demo.records_in:>8,}   through Firehose: "
+        f"{demo.firehose_calls} PutRecordBatch calls, {len(demo.objects)} objects written "
+        f"under {FIREHOSE_PREFIX}"
+    )
+    say(
+        f"  {'interactions':<26} {data.interactions:>8,}   {len(data.records):,} legs; "
+        f"{len(data.redeliveries)} re-deliveries (newer {kinds['newer']}, older "
+        f"{kinds['older']}, same time {kinds['equal']}, exact duplicates {kinds['duplicate']})"
+    )
     outcomes = collections.Counter(item["outcome"]["S"] for item in demo.files)
     rows_ok = sum(int(item["rows_ok"]["N"]) for item in demo.files)
+    superseded = sum(int(item.get("rows_superseded", {"N": "0"})["N"]) for item in demo.files)
     rejected = sum(int(item["rows_rejected"]["N"]) for item in demo.files)
     outcome_text = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-    say(f"  {'files':<26} {len(demo.files):>8}   {outcome_text}")
-    report.check("contacts ingested", demo.contacts, len(data.contacts))
-    report.check("rows rejected", rejected, data.bad_rows, f"reports: rejected/{DEMO_PREFIX}...")
-    report.check(
-        "re-exported rows",
-        rows_ok - len(data.contacts),
-        data.reexport.rows,
-        "rewritten in place: no new contact, no new notification",
+    say(
+        f"  {'files':<26} {len(demo.files):>8}   {outcome_text} "
+        f"({len(demo.objects)} of Firehose, {len(data.files)} flat)"
     )
+    report.check(
+        "contacts stored", demo.contacts, len(data.stored), "one per contact, whatever came twice"
+    )
+    report.check(
+        "at their newest copy",
+        len(data.stored) - demo.contacts_not_newest,
+        len(data.stored),
+        "by LastUpdateTimestamp / updated_at, never the upload",
+    )
+    report.check(
+        "records and rows read",
+        rows_ok + superseded,
+        data.good_rows,
+        f"{superseded:,} of them superseded by a newer copy stored",
+    )
+    report.check("rows rejected", rejected, data.bad_rows, f"reports: rejected/{DEMO_PREFIX}...")
 
     messages = demo.topic.collect()
     kinds = collections.Counter(m.get("kind") for m in messages)
@@ -446,23 +577,24 @@ def summary(demo: Run) -> int:
         demo.metrics, "LastAgentStale", "stale last-agent writes", "older contacts, refused"
     )
     say(
-        "    (normal: each caller's contacts arrive in no order of time, as exports do; a\n"
-        "    contact that ended before the caller's stored last agent is refused, so the newest\n"
-        "    stays: that refusal is what keeps the last agents right)"
+        "    (normal: a caller's contacts arrive in no order of time, legs and re-deliveries\n"
+        "    late, flat rows in any order; a contact that ended before the caller's stored last\n"
+        "    agent is refused, so the newest stays: that refusal keeps the last agents right)"
     )
     show_failed_invocations(demo.stack)
     show_routes(demo, report)
     show_dead_letters(stack, report)
 
-    total_rows = sum(f.rows for f in data.files) + data.reexport.rows
+    total_rows = demo.records_in + sum(f.rows for f in data.files)
+    contacts = len(data.stored)
     say(
-        f"\n  elapsed: {demo.elapsed:.1f} s from the first upload to settled "
-        f"(first export ingested in {demo.ingest_seconds:.1f} s)"
+        f"\n  elapsed: {demo.elapsed:.1f} s from the first put to settled "
+        f"(first deliveries and files ingested in {demo.ingest_seconds:.1f} s)"
     )
     say(
-        f"  throughput: {len(data.contacts) / demo.elapsed:,.0f} contacts/s end to end "
-        f"({total_rows:,} rows in, {len(messages):,} notifications out); "
-        f"ingest alone {len(data.contacts) / max(demo.ingest_seconds, 0.001):,.0f} contacts/s"
+        f"  throughput: {contacts / demo.elapsed:,.0f} contacts/s end to end "
+        f"({total_rows:,} records and rows in, {len(messages):,} notifications out); "
+        f"ingest alone {contacts / max(demo.ingest_seconds, 0.001):,.0f} contacts/s"
     )
     if report.problems:
         say("\nFAILED: " + "; ".join(report.problems))
@@ -479,7 +611,8 @@ def verdict(demo: Run) -> int:
     kinds = collections.Counter(m.get("kind") for m in messages)
     injected = stack.faults()["injected"]
     rows = {
-        "contacts lost": len(data.contacts) - min(demo.contacts, len(data.contacts)),
+        "contacts lost": len(data.stored) - min(demo.contacts, len(data.stored)),
+        "contacts not at their newest copy": demo.contacts_not_newest,
         "duplicate notifications": sum(n - 1 for n in per_id.values()),
         "missing notifications": max(0, data.surveys - kinds[keys.SURVEY])
         + max(0, data.gift_cards - kinds[keys.GIFT_CARD]),
@@ -536,7 +669,9 @@ def check_last_agents(demo: Run, report: Report) -> None:
 def show_routes(demo: Run, report: Report) -> None:
     expected = demo.data.last_agents
     say("\n  Last agent for a few callers (RouteFunction, as Amazon Connect asks it):")
-    frequent = collections.Counter(row["caller"] for row in demo.data.contacts.values())
+    frequent = collections.Counter(
+        item["caller"] for item in demo.data.stored.values() if item.get("caller")
+    )
     for caller, n in [*frequent.most_common(4), ("+15550000000", 0)]:
         answer = demo.stack.route(caller)
         want = expected.get(caller)

@@ -1,11 +1,13 @@
-"""The chaos run's operator drill: how it plays the operator's recovery commands."""
+"""The demo's data, and the chaos run's operator drill: how it plays the operator's recovery
+commands."""
 
 import contextlib
 import subprocess
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from harness import demo
+from harness import demo, demo_data
 from harness.stack import CONSUMERS, FailureRoute
 
 
@@ -67,3 +69,26 @@ def test_a_recovery_that_never_succeeds_is_reported_failed(monkeypatch, exits, r
     ran, failed = run_drill(monkeypatch, codes)
     assert failed == [f"stream replay --function {CONSUMERS[0]}"]
     assert ran.count(CONSUMERS[0]) == runs
+
+
+def test_the_demo_data_is_the_seeds_at_any_hour_of_the_day_and_checked_by_the_layer():
+    day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    early, late = (
+        demo_data.generate(200, 20, 5, 600, now=day + timedelta(hours=h)) for h in (0, 23)
+    )
+    assert [r["ContactId"] for r in early.records] == [r["ContactId"] for r in late.records]
+    assert (early.surveys, early.gift_cards, early.bad_rows) == (
+        late.surveys,
+        late.gift_cards,
+        late.bad_rows,
+    )
+    assert set(early.redelivery_kinds) == set(demo_data.REDELIVERY_KINDS)
+    assert len(early.files) == len(demo_data.FLAT_FILES)
+    assert early.bad_rows == sum(f.bad_rows for f in early.files)
+    # every contact once, re-deliveries included; every record parsed and kept
+    ids = {r["ContactId"] for r in early.records}
+    assert ids <= set(early.stored)
+    assert len(early.stored) == len(ids) + sum(f.rows - f.bad_rows for f in early.files)
+    assert early.good_rows == len(early.records) + len(early.redeliveries) + len(
+        early.stored
+    ) - len(ids)
