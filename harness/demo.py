@@ -423,7 +423,10 @@ def operator_drill(stack: StackClient, upload_next: Callable[[], bool]) -> tuple
     puts them (StackClient.failure_route) or its bound passes; then they are fixed, the pipeline
     drains, and the operator recovers what failed with `python -m ops`. Returns whether the file
     went in, and the commands that did not succeed."""
-    say("\nOperator drill: the stream consumers break (a bad release) while the next file goes in")
+    say(
+        "\nOperator drill: the stream consumers break (a bad release) while the next delivery "
+        "goes in"
+    )
     wait_until(stack.idle, 120, lambda: "waiting for the pipeline to be idle first")
     began = time.time()
     with contextlib.ExitStack() as outage:
