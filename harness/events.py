@@ -9,7 +9,7 @@ from datetime import datetime
 from urllib.parse import quote_plus
 
 from boto3.dynamodb.types import TypeSerializer
-from shared import keys, rules
+from shared import keys, model, rules
 
 from harness.in_process import ACCOUNT, REGION
 
@@ -49,6 +49,9 @@ def contact(
     item = {name: value for name, value in item.items() if value is not None}
     item["long_wait"] = rules.long_wait(item["wait_seconds"], rules.DEFAULT_GOODWILL_WAIT_SECONDS)
     item.setdefault("first_export", True)
+    item.setdefault(
+        "expires_at", int((datetime.fromisoformat(ended_at) + model.CONTACT_RETENTION).timestamp())
+    )
     return {
         "pk": keys.caller_pk(caller),
         "sk": keys.contact_sk(ended_at_utc, contact_id),

@@ -555,9 +555,10 @@ class StackClient:
 
     def last_agents(self, callers: Iterable[str]) -> dict[str, dict[str, str]]:
         """caller -> the stored LAST_AGENT's agent_id, contact_id and ended_at."""
-        items = self.get_items([keys.last_agent_key(caller) for caller in callers])
+        by_key = {keys.last_agent_key(caller)["pk"]: caller for caller in callers}
+        items = self.get_items([keys.last_agent_key(caller) for caller in by_key.values()])
         return {
-            item["pk"]["S"].removeprefix(keys.caller_pk("")): {
+            by_key[item["pk"]["S"]]: {
                 name: item[name]["S"] for name in ("agent_id", "contact_id", "ended_at")
             }
             for item in items

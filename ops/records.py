@@ -239,6 +239,7 @@ def publication(layer: DynamoDBPersistenceLayer, body: str) -> dict[str, Any]:
     found = {"notification_id": notification_id, "record": status, "published": status == COMPLETED}
     if status == INPROGRESS:
         found["claimed_at"] = table.utc(claimed_at(record))
+        found["may_have_been_published"] = may_have_been_published(record)
     return found
 
 
@@ -268,7 +269,8 @@ def redrive_notifications(
     so that they are published again; then SQS's redrive."""
     listed = dead_letter_notifications(stack)
     published = [m for m in listed if m["published"]]
-    claimed = [m for m in listed if m["record"] == INPROGRESS]
+    # A younger claim the notifier itself publishes again, inside SNS's deduplication.
+    claimed = [m for m in listed if m.get("may_have_been_published")]
     rows = [
         (
             m["message_id"],
@@ -276,14 +278,14 @@ def redrive_notifications(
             "already published"
             if m["published"]
             else f"claimed {m['claimed_at']}, never recorded: may have been published"
-            if m["record"] == INPROGRESS
+            if m.get("may_have_been_published")
             else (m["record"] or "no record"),
         )
         for m in listed
     ]
     listing = (
         f"{NOTIFICATION_DLQ}: {len(listed)} message(s), {len(published)} already published, "
-        f"{len(claimed)} claimed and never recorded"
+        f"{len(claimed)} claimed too long ago and never recorded"
     )
     if rows:
         listing += "\n" + table.render(("MESSAGE", "NOTIFICATION", "NOTIFIER'S RECORD"), rows)

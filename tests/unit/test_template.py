@@ -844,7 +844,8 @@ def test_ingest_permissions():
     for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem"):
         assert (f"dynamodb:{action}", idempotency) in granted
     # Contacts and their refs (transactions), the processing log, the newest object versions:
-    # exactly the calls it makes, each on its own partitions; never a gift card or last agent.
+    # exactly the calls it makes, each on its own partitions; never a gift card or last agent
+    # (LAST_AGENT#: a partition of its own, issue 43).
     assert table_grants("IngestFunction") == {
         "dynamodb:PutItem": {"CALLER#*", "CONTACT#*", "FILE#*", "OBJECT#*"},
         "dynamodb:DeleteItem": {"CALLER#*", "CONTACT#*"},
@@ -858,17 +859,16 @@ def test_ingest_permissions():
         ("SurveyFunction", {}),
         ("GoodwillFunction", {"dynamodb:PutItem": {"GIFT_CARD#*"}}),
         (
+            # Reads callers' contacts; writes only LAST_AGENT, a partition no other function
+            # writes (the ingest, which parses untrusted files, cannot reach it).
             "LastAgentFunction",
             {
-                action: {"CALLER#*"}
-                for action in (
-                    "dynamodb:ConditionCheckItem",
-                    "dynamodb:PutItem",
-                    "dynamodb:GetItem",
-                    "dynamodb:Query",
-                )
-            }
-            | {"dynamodb:DeleteItem": {"CALLER#*"}},
+                "dynamodb:ConditionCheckItem": {"CALLER#*"},
+                "dynamodb:Query": {"CALLER#*"},
+                "dynamodb:GetItem": {"CALLER#*", "LAST_AGENT#*"},
+                "dynamodb:PutItem": {"LAST_AGENT#*"},
+                "dynamodb:DeleteItem": {"LAST_AGENT#*"},
+            },
         ),
         ("NotifierFunction", {}),
     ],
@@ -884,7 +884,7 @@ def test_route_reads_only_the_last_agents_three_attributes():
     [statement] = statements("RouteFunction")
     assert statement["Action"] == "dynamodb:GetItem"
     assert statement["Condition"] == {
-        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["CALLER#*"]},
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["LAST_AGENT#*"]},
         "ForAllValues:StringEquals": {
             "dynamodb:Attributes": ["agent_id", "contact_id", "ended_at"]
         },

@@ -26,10 +26,15 @@ def gift_card_id(contact_id: str) -> str:
 def new_gift_card(contact: Mapping[str, Any]) -> dict[str, Any]:
     """The card a contact is due: who gets it, for which interaction, and its value."""
     interaction = keys.interaction_id(contact)
-    return {
+    card = {
         "gift_card_id": gift_card_id(interaction),
         "contact_id": interaction,
         "caller": contact["caller"],
         "amount": AMOUNT,
         "currency": CURRENCY,
     }
+    if "expires_at" in contact:
+        # It holds the caller's number: it goes with its contact (TTL). "Once ever" outlives it:
+        # the ingest refuses a contact past what the table remembers (shared.model.REMEMBERED).
+        card["expires_at"] = int(contact["expires_at"])
+    return card

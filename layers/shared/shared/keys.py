@@ -11,9 +11,12 @@ replaced it, so that only a contact's first copy can start a survey or a gift ca
 | type | pk | sk | what |
 |---|---|---|---|
 | CONTACT | CALLER#<caller> (1) | CONTACT#<ended_at UTC>#<contact_id> | the contact (newest copy) |
-| LAST_AGENT | CALLER#<caller> | LAST_AGENT | the caller's last agent |
+| LAST_AGENT | LAST_AGENT#<caller> | LAST_AGENT | the caller's last agent |
 | CONTACT_REF | CONTACT#<contact_id> | REF | version stored, CONTACT item's key |
 | GIFT_CARD | GIFT_CARD#<interaction_id> | GIFT_CARD | the interaction's one gift card |
+
+Every item holding a caller's number or e-mail (CONTACT, CONTACT_REF, LAST_AGENT, GIFT_CARD)
+carries `expires_at`, its contact's: DynamoDB's TTL deletes it with the contact.
 | PROCESSING_LOG | FILE#<file_id> | PROCESSING_LOG | a file's outcome, counts, resume line |
 | OBJECT_VERSION | OBJECT#<bucket>/<key> | NEWEST_VERSION | newest version of a key applied |
 
@@ -73,7 +76,9 @@ def contact_version(item: Mapping[str, Any]) -> str:
 
 
 def last_agent_key(caller: str) -> dict[str, str]:
-    return {"pk": caller_pk(caller), "sk": LAST_AGENT}
+    """A partition of its own, apart from the caller's contacts: IngestFunction, which parses
+    untrusted files and writes callers' contacts, can never write a caller's last agent."""
+    return {"pk": f"LAST_AGENT#{caller}", "sk": LAST_AGENT}
 
 
 def gift_card_key(contact_id: str) -> dict[str, str]:

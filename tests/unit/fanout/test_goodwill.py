@@ -42,6 +42,8 @@ def test_an_abandoned_contact_gets_a_card_and_a_notification(stack, goodwill, la
             "caller": {"S": "+14155550101"},
             "amount": {"N": "10"},
             "currency": {"S": "USD"},
+            # it holds the caller's number: it expires with the contact (issue 43)
+            "expires_at": {"N": str(ABANDONED["expires_at"])},
         }
     ]
     assert enqueued(stack) == [

@@ -7,7 +7,7 @@ import logging
 from datetime import UTC, datetime
 
 import pytest
-from boto3.dynamodb.types import TypeSerializer
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from shared import keys, model, rules
 from shared.aws import table
 
@@ -16,6 +16,7 @@ from harness.events import contact, failed_ids, stream_event, stream_record
 from harness.in_process import client, cold_start
 
 serializer = TypeSerializer()
+deserializer = TypeDeserializer()
 CALLER = "+14155550101"
 EARLY = contact("c-early", CALLER, "2026-11-29T09:00:00Z", agent_id="agent-early")
 MIDDLE = contact("c-middle", CALLER, "2026-11-29T10:00:00Z", agent_id="agent-middle")
@@ -34,7 +35,7 @@ def stored_last_agent(stack, caller=CALLER):
         TableName=stack.contacts_table,
         Key={name: {"S": value} for name, value in keys.last_agent_key(caller).items()},
     ).get("Item")
-    return item and {name: value["S"] for name, value in item.items()}
+    return item and {name: deserializer.deserialize(value) for name, value in item.items()}
 
 
 def run(stack, handler, lambda_context, *contacts):
@@ -52,12 +53,13 @@ def test_in_order_contacts_leave_the_latest_agent(stack, last_agent, lambda_cont
     run(stack, last_agent, lambda_context, EARLY, MIDDLE, LATE)
 
     assert stored_last_agent(stack) == {
-        "pk": f"CALLER#{CALLER}",
+        "pk": f"LAST_AGENT#{CALLER}",  # a partition the ingest cannot write
         "sk": "LAST_AGENT",
         "type": "LAST_AGENT",
         "agent_id": "agent-late",
         "contact_id": "c-late",
         "ended_at": "2026-11-29T11:00:00.000Z",
+        "expires_at": LATE["expires_at"],  # keyed by the caller: it goes with its contact
     }
 
 

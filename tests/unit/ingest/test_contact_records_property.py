@@ -2,8 +2,9 @@
 consumers (in moto): hypothesis draws interactions of every kind, re-deliveries with newer,
 older and equal LastUpdateTimestamp and exact duplicates, in any order, split across objects
 with and without newlines, gzipped or not. Whatever it draws: every good record is stored once as
-its newest copy, one survey and one gift card per interaction that is due one, and each caller's
-last agent is the agent of the newest ended voice leg with an agent."""
+its newest copy, one survey and one gift card per interaction that is due one, each caller's last
+agent is the agent of the newest ended voice leg with an agent, and every item holding a caller's
+number or an e-mail expires."""
 
 import gzip
 import json
@@ -75,6 +76,11 @@ def expected(objects: list[tuple[str, bytes]]) -> tuple[dict, set, set, dict]:
     return items, surveys, cards, last_agents
 
 
+def scan_every_type(stack) -> list[dict]:
+    pages = stack.dynamodb.get_paginator("scan").paginate(TableName=stack.contacts_table)
+    return [item for page in pages for item in page["Items"]]
+
+
 def parsed(body: bytes) -> list[dict]:
     """The records of a Firehose object, read apart from the code under test."""
     text = (gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body).decode()
@@ -129,7 +135,7 @@ def test_records_in_any_order_and_copy_are_stored_once_and_act_once_per_interact
             [(keys.SURVEY, i) for i in surveys] + [(keys.GIFT_CARD, i) for i in cards]
         )
         stored_agents = {
-            item["pk"].removeprefix("CALLER#"): (
+            item["pk"].removeprefix("LAST_AGENT#"): (
                 item["ended_at"],
                 item["contact_id"],
                 item["agent_id"],
@@ -137,4 +143,12 @@ def test_records_in_any_order_and_copy_are_stored_once_and_act_once_per_interact
             for item in ingest.items(keys.LAST_AGENT)
         }
         assert stored_agents == last_agents
+        # No personal data kept past its purpose: every item holding a caller's number or an
+        # e-mail, whatever its type, expires with its contact (docs/template.md "Retention").
+        personal = {i["caller"] for i in items.values() if "caller" in i} | {
+            i["email"] for i in items.values() if "email" in i
+        }
+        for item in scan_every_type(stack):
+            if any(value in json.dumps(item) for value in personal):
+                assert "expires_at" in item, item["type"]
         capsys.readouterr()

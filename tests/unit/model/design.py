@@ -101,7 +101,11 @@ def check_final_state(pipeline: Pipeline) -> None:
                     item["agent_id"],
                 )
     last_agents = {
-        item["pk"].removeprefix("CALLER#"): (item["ended_at"], item["contact_id"], item["agent_id"])
+        item["pk"].removeprefix("LAST_AGENT#"): (
+            item["ended_at"],
+            item["contact_id"],
+            item["agent_id"],
+        )
         for item in items.get(keys.LAST_AGENT, [])
     }
     assert last_agents == expected_agents

@@ -41,8 +41,10 @@ KEYS = (
 CALLERS = ("+15550000001", "+15550000002", "+15550000003")
 # Copies of a contact carry one of these versions: newer, older and equal ones all happen.
 UPDATED = tuple(f"2026-11-29T11:0{m}:00Z" for m in range(4))
-# The legs of the small world's interactions: c-1 was transferred on from c-0, c-3 from c-2.
-INITIAL_CONTACT = {"c-1": "c-0", "c-3": "c-2"}
+# The legs of the small world's interactions: r-1 was transferred on from r-0, r-3 from r-2.
+# Records have ids of their own: one contact's copies come from one source, and share one
+# interaction.
+INITIAL_CONTACT = {"r-1": "r-0", "r-3": "r-2"}
 AGENT_ARN = "arn:aws:connect:us-east-1:111122223333:instance/i-1/agent/"
 
 
@@ -80,8 +82,8 @@ def contact_records(draw) -> dict | str:
     (transferred on, handled, abandoned in its queue, or served by the flow alone), a voice call
     or a chat (no number); now and then a record that is broken or no contact record."""
     if draw(st.integers(0, 9)) == 0:
-        return draw(st.sampled_from(['{"ContactId": "c-broken"}', "not json", "[]", "{"]))
-    contact_id = f"c-{draw(st.integers(0, 5))}"
+        return draw(st.sampled_from(['{"ContactId": "r-broken"}', "not json", "[]", "{"]))
+    contact_id = f"r-{draw(st.integers(0, 5))}"
     voice = draw(st.integers(0, 5)) > 0
     record = {
         "AWSContactTraceRecordFormatVersion": "2017-03-10",

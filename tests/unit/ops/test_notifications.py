@@ -162,7 +162,7 @@ def test_a_dead_lettered_notification_claimed_and_never_recorded_takes_resend(
     )
     [message] = data["messages"]
     assert message["record"] == "INPROGRESS" and not message["published"]
-    assert "claimed and never recorded" in text and "may have been published" in text
+    assert "claimed too long ago and never recorded" in text and "may have been published" in text
     with pytest.raises(OpsError, match=r"may have been published.*--resend"):
         records.redrive_notifications(
             dlq_stack, None, dry_run=False, resend=False, confirm=None, progress=False

@@ -44,7 +44,7 @@ def test_item_keys():
         "CONTACT#2026-11-29T10:00:00.000Z#c-1"
     )
     assert keys.last_agent_key("+14155550101") == {
-        "pk": "CALLER#+14155550101",
+        "pk": "LAST_AGENT#+14155550101",
         "sk": "LAST_AGENT",
     }
     assert keys.gift_card_key("c-1") == {"pk": "GIFT_CARD#c-1", "sk": "GIFT_CARD"}

@@ -322,13 +322,16 @@ _NAMES = {"#ended_at": "ended_at", "#contact_id": "contact_id"}
 
 
 def _last_agent_item(contact: Mapping[str, Any]) -> dict[str, Any]:
-    return {
+    item = {
         **keys.last_agent_key(contact["caller"]),
         "type": keys.LAST_AGENT,
         "agent_id": contact["agent_id"],
         "contact_id": contact["contact_id"],
         "ended_at": contact["ended_at"],
     }
+    if "expires_at" in contact:  # keyed by the caller: it goes with the contact it names (TTL)
+        item["expires_at"] = int(contact["expires_at"])
+    return item
 
 
 def _contact_key(caller: str, named: Mapping[str, Any]) -> dict[str, dict]:
