@@ -17,20 +17,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared import keys, rules
-from shared.formats import CONTACT_ID, E164
+from shared.formats import CONTACT_ID, E164, MAX_EMAIL_LENGTH, is_email
 
 # Amazon Connect's ContactId (and a user's id): a UUID, printed in either letter case.
 UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 # Connect's user ids (UUIDs) and user names ([a-zA-Z0-9_.@-]): what RouteFunction hands the flow.
 AGENT_ID = re.compile(r"[A-Za-z0-9._@-]{1,64}")
-# An internet address, ASCII only (the WHATWG form's rule, with a dot in the domain): no space,
-# quote, CR or LF can reach a notification's subscribers.
-EMAIL = re.compile(
-    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
-    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-)
-MAX_EMAIL_LENGTH = 254
 MAX_QUEUE_LENGTH = 128
 # Unicode categories a queue name may not hold: controls (C0, DEL, C1), format characters (bidi
 # overrides, zero widths), surrogates, private use, unassigned, line and paragraph separators.
@@ -368,7 +360,7 @@ FIELD_RULES = {
         "no space at either end",
     ),
     "email": TextRule(
-        lambda value: len(value) <= MAX_EMAIL_LENGTH and EMAIL.fullmatch(value),
+        is_email,
         f"not an email address (ASCII, local@domain.tld, at most {MAX_EMAIL_LENGTH} characters)",
     ),
 }

@@ -11,7 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from shared import keys
+from shared import gift_cards, keys
+from shared.formats import CONTACT_ID, E164, is_email
 
 COMMON_FIELDS = ("notification_id", "kind", "contact_id")
 FIELDS_BY_KIND = {
@@ -73,4 +74,25 @@ def parse(body: str) -> dict[str, Any]:
         keys.notification_id(kind, message["contact_id"])
     ):
         raise InvalidNotification("notification_id does not match kind and contact_id")
+    wrong = [field for field, holds in RULES.items() if field in message and not holds(message)]
+    unexpected = sorted(message.keys() - {*FIELDS_BY_KIND[kind], "caller"})
+    if wrong or unexpected:
+        # Anyone who may send to the queue could otherwise publish any card, to any address.
+        raise InvalidNotification(
+            "; ".join(
+                [*(f"{field}: not what this application sends" for field in wrong)]
+                + ([f"unexpected fields: {', '.join(unexpected)}"] if unexpected else [])
+            )
+        )
     return message
+
+
+# What a field of a notification may hold: what the consumers build, nothing else.
+RULES = {
+    "contact_id": lambda m: bool(CONTACT_ID.fullmatch(m["contact_id"])),
+    "caller": lambda m: isinstance(m["caller"], str) and bool(E164.fullmatch(m["caller"])),
+    "email": lambda m: is_email(m["email"]),
+    "gift_card_id": lambda m: m["gift_card_id"] == gift_cards.gift_card_id(m["contact_id"]),
+    "amount": lambda m: type(m["amount"]) is int and m["amount"] == gift_cards.AMOUNT,
+    "currency": lambda m: m["currency"] == gift_cards.CURRENCY,
+}

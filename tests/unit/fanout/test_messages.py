@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from shared import gift_cards, notifications
+from shared import gift_cards, keys, notifications
 
 CONTACT = {
     "contact_id": "c-1",
@@ -51,6 +51,18 @@ def test_gift_card_message_follows_the_contract_and_is_json():
     assert notifications.parse(json.dumps(message)) == message
 
 
+GIFT = notifications.gift_card(gift_cards.new_gift_card(CONTACT))
+
+
+def forged_contact_id() -> dict:
+    contact_id = "c 1; drop"
+    return {
+        **notifications.survey(CONTACT),
+        "contact_id": contact_id,
+        "notification_id": keys.notification_id(keys.SURVEY, contact_id),
+    }
+
+
 def test_parse_accepts_what_the_builders_build():
     message = notifications.survey(CONTACT)
     assert notifications.parse(json.dumps(message)) == message
@@ -67,6 +79,18 @@ def test_parse_accepts_what_the_builders_build():
         (json.dumps({**notifications.survey(CONTACT), "email": None}), "missing fields: email"),
         (json.dumps({**notifications.survey(CONTACT), "contact_id": 1}), "does not match"),
         (json.dumps({**notifications.survey(CONTACT), "notification_id": "x"}), "does not match"),
+        # Forged work (issue 43): what no consumer builds is refused, whoever sent it.
+        (json.dumps({**GIFT, "amount": 1000}), "amount: not what this application sends"),
+        (json.dumps({**GIFT, "amount": 10.0}), "amount: not what"),
+        (json.dumps({**GIFT, "currency": "BTC"}), "currency: not what"),
+        (json.dumps({**GIFT, "gift_card_id": "someone-elses-card"}), "gift_card_id: not what"),
+        (json.dumps({**GIFT, "caller": "+1 555 EVIL"}), "caller: not what"),
+        (
+            json.dumps({**notifications.survey(CONTACT), "email": "a@example.com\r\nBcc: b@x.io"}),
+            "email: not what",
+        ),
+        (json.dumps({**notifications.survey(CONTACT), "redirect": "http://x"}), "unexpected"),
+        (json.dumps(forged_contact_id()), "contact_id: not what"),
     ],
 )
 def test_parse_rejects_poison_without_echoing_values(body, reason):

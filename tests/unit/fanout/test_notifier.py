@@ -4,7 +4,7 @@ import json
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from shared import idempotency, notifications
+from shared import gift_cards, idempotency, notifications
 from shared.aws import messaging
 
 from harness.events import contact, failed_ids, sqs_bodies_event, sqs_event
@@ -15,7 +15,7 @@ from tests.unit.fanout.helpers import queue_arn, refuse_entries
 SURVEY = notifications.survey(contact("c-1", survey_opt_in=True))
 GIFT_CARD = notifications.gift_card(
     {
-        "gift_card_id": "4b7c0d5e-0000-5000-8000-000000000001",
+        "gift_card_id": gift_cards.gift_card_id("c-2"),
         "contact_id": "c-2",
         "caller": "+14155550102",
         "amount": 10,
