@@ -1034,11 +1034,6 @@ def topic_policy_pipeline_principals(template: dict[str, Any]) -> list[Any]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="template.yaml's topic policies still trust role/pipeline/*: the change is described "
-    "in issue 43 (item 6) for template.yaml's owner, who removes this mark with it",
-)
 def test_the_topic_policies_name_the_bootstraps_two_roles(template):
     conditions = topic_policy_pipeline_principals(template)
     assert len(conditions) == 2

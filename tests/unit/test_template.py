@@ -1296,7 +1296,20 @@ def test_every_queue_refuses_insecure_transport(queue, mode):
     assert tls["Resource"] == {"Fn::GetAtt": [queue, "Arn"]}
 
 
-PIPELINE_ROLES = {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/pipeline/*"}
+# pipeline/bootstrap.yaml's two roles, by name (issue 43, item 6: never a path's every role).
+PIPELINE_ROLES = [
+    {"Fn::Sub": f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role/pipeline/{name}"}
+    for name in (
+        "${AppName}-pipeline-${Stage}-PipelineRole",
+        "${AppName}-pipeline-${Stage}-CloudFormationExecutionRole",
+    )
+]
+
+
+def test_the_app_name_is_the_bootstraps():
+    app_name = PARAMETERS["AppName"]
+    assert app_name["Default"] == "last-agent-routing"
+    assert app_name["AllowedPattern"] == "^[a-z][a-z0-9-]{1,17}[a-z0-9]$"
 
 
 @pytest.mark.parametrize(
@@ -1331,7 +1344,7 @@ def test_topics_with_personal_data_have_one_publisher_and_are_changed_by_the_pip
     assert {"sns:Subscribe", "sns:SetTopicAttributes", "sns:AddPermission"} <= set(
         configure["Action"]
     )
-    assert configure["Condition"] == {"ArnNotLike": {"aws:PrincipalArn": PIPELINE_ROLES}}
+    assert configure["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": PIPELINE_ROLES}}
     assert refuses_insecure_transport(policy["DenyInsecureTransport"])
     assert "sns:Publish" in policy["DenyInsecureTransport"]["Action"]
 
