@@ -1349,14 +1349,52 @@ def test_topics_with_personal_data_have_one_publisher_and_are_changed_by_the_pip
     assert "sns:Publish" in policy["DenyInsecureTransport"]["Action"]
 
 
-def test_only_this_accounts_alarms_publish_to_the_alarm_topic_over_tls():
+# The stack's alarms: none is named, so CloudFormation names each <stack>-<LogicalId>-<suffix>.
+STACK_ALARMS = {
+    "Fn::Sub": "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
+    "${AWS::StackName}-*"
+}
+
+
+def test_only_this_stacks_alarms_publish_to_the_alarm_topic_over_tls():
+    assert not [a for a in ALARMS if "AlarmName" in a["Properties"]]  # STACK_ALARMS names them
     policy = policy_statements("AlarmTopicPolicy")
-    publish = policy["CloudWatchAlarmsPublish"]
-    assert publish["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
-    assert publish["Condition"] == {
-        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
-    }
+    key = policy_statements("AlarmTopicKey")
+    for publish in (policy["CloudWatchAlarmsPublish"], key["CloudWatchAlarmsPublish"]):
+        assert publish["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+        assert publish["Condition"] == {
+            "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+            "ArnLike": {"aws:SourceArn": STACK_ALARMS},
+        }
     assert refuses_insecure_transport(policy["DenyInsecureTransport"])
+
+
+@pytest.mark.parametrize(
+    ("role", "target", "service", "source"),
+    [
+        ("ChangePipeRole", "ChangePipe", "pipes", "pipes:${AWS::Region}:${AWS::AccountId}:pipe/"),
+        (
+            "ChangeMachineRole",
+            "ChangeMachine",
+            "states",
+            "states:${AWS::Region}:${AWS::AccountId}:stateMachine:",
+        ),
+    ],
+)
+def test_the_pipe_and_the_machine_roles_trust_only_their_own_pipe_or_machine(
+    role, target, service, source
+):
+    properties = RESOURCES[target]["Properties"]
+    name = properties.get("Name") or properties["StateMachineName"]
+    assert name == {"Fn::Sub": "${AWS::StackName}-changes"}
+    [trust] = RESOURCES[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": f"{service}.amazonaws.com"}
+    assert trust["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        "ArnEquals": {
+            "aws:SourceArn": {"Fn::Sub": f"arn:${{AWS::Partition}}:{source}{name['Fn::Sub']}"}
+        },
+    }
 
 
 def test_personal_data_is_kept_for_a_set_time():
