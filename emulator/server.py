@@ -59,7 +59,7 @@ from emulator import browsers
 from emulator.core import calls, tls
 from emulator.core.faults import Faults
 from emulator.front_door import FrontDoor
-from emulator.iam import resources
+from emulator.iam import authorizations, resources
 from emulator.lambda_.workers import Runtime
 from emulator.monitoring.monitor import Monitor
 from emulator.services import context, moto_patches, reset
@@ -92,6 +92,16 @@ class ControlApp:
         self.server = server
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        keys = authorizations.s3_encryption_keys(environ)
+        if keys:  # a put's encryption headers, for the bucket policy moto asks (iam/resources.py)
+            token = resources.request_keys.set(keys)
+            try:
+                return self._serve(environ, start_response)
+            finally:
+                resources.request_keys.reset(token)
+        return self._serve(environ, start_response)
+
+    def _serve(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if self.server.certificates is None:  # plain HTTP alone: stands for AWS's HTTPS
             return self._route(environ, start_response)
         secure = "true" if environ.get("wsgi.url_scheme") == "https" else "false"

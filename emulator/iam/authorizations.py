@@ -12,7 +12,9 @@ One API call can need several authorizations, each decided on its own, as AWS do
   ``dynamodb:EnclosingOperation``; BatchWriteItem / BatchGetItem once per table.
 - S3: API operation -> IAM action (``GetObject`` with a ``versionId`` is ``s3:GetObjectVersion``,
   ``HeadObject`` is ``s3:GetObject``, multipart steps are ``s3:PutObject``, a listing is
-  ``s3:ListBucket``, ...); the bucket or object ARN.
+  ``s3:ListBucket``, ...); the bucket or object ARN; ``s3:prefix`` of a listing; a put's
+  (PutObject, CopyObject, CreateMultipartUpload) ``s3:x-amz-server-side-encryption`` and
+  ``s3:x-amz-server-side-encryption-aws-kms-key-id`` from its headers, when it sends them.
 - SQS: ``*Batch`` operations are authorized as their single-message action
   (``SendMessageBatch`` -> ``sqs:SendMessage``); the queue ARN from ``QueueUrl``.
 - SNS: ``PublishBatch`` -> ``sns:Publish``; the topic ARN.
@@ -311,6 +313,8 @@ def _s3(environ: dict[str, Any], operation: str) -> list[Request]:
     context = {}
     if action == "ListBucket" and query.get("prefix"):
         context["s3:prefix"] = query["prefix"]
+    if operation in _S3_ENCRYPTING:
+        context.update(s3_encryption_keys(environ))
     requests = [Request(f"s3:{action}", resource, context)]
     source = environ.get("HTTP_X_AMZ_COPY_SOURCE")
     if source:  # a copy also reads its source: "<bucket>/<key>[?versionId=...]"
@@ -318,6 +322,28 @@ def _s3(environ: dict[str, Any], operation: str) -> list[Request]:
         read = "s3:GetObjectVersion" if version else "s3:GetObject"
         requests.append(Request(read, f"arn:aws:s3:::{path}"))
     return requests
+
+
+# The S3 operations whose request says how the object is encrypted (S3 user guide, "Requiring
+# server-side encryption"; Service Authorization Reference, s3:PutObject's condition keys).
+_S3_ENCRYPTING = {"PutObject", "CopyObject", "CreateMultipartUpload"}
+_S3_ENCRYPTION_HEADERS = {
+    "HTTP_X_AMZ_SERVER_SIDE_ENCRYPTION": "s3:x-amz-server-side-encryption",
+    "HTTP_X_AMZ_SERVER_SIDE_ENCRYPTION_AWS_KMS_KEY_ID": (
+        "s3:x-amz-server-side-encryption-aws-kms-key-id"
+    ),
+}
+
+
+def s3_encryption_keys(environ: Mapping[str, Any]) -> dict[str, list[str]]:
+    """``s3:x-amz-server-side-encryption`` and ``s3:x-amz-server-side-encryption-aws-kms-key-id``
+    of a request, each only when its header is there (a put without them gets the bucket's
+    default encryption, and its request has neither key), its value as sent."""
+    return {
+        key: [environ[header]]
+        for header, key in _S3_ENCRYPTION_HEADERS.items()
+        if header in environ
+    }
 
 
 def _keys(environ: dict[str, Any]) -> Iterable[str]:

@@ -58,6 +58,10 @@ log = logging.getLogger("emulator.iam")
 SECURE_TRANSPORT = "true"  # see the module docstring
 # The request being decided came over TLS ("true") or not ("false"); the server sets it.
 transport: ContextVar[str] = ContextVar("aws:SecureTransport", default=SECURE_TRANSPORT)
+# The condition keys of the request's own headers a bucket policy may name for a caller moto
+# decides (``s3:x-amz-server-side-encryption...``, authorizations.s3_encryption_keys); the server
+# sets them for each request that sends such headers.
+request_keys: ContextVar[Mapping[str, Sequence[str]]] = ContextVar("request keys")
 _AWS_MANAGED = "arn:aws:iam::aws:policy/"
 
 
@@ -182,11 +186,14 @@ def service_may(
 def denies_everyone(action: str, resource: str) -> bool:
     """Whether the resource's policy explicitly denies ``action`` to a caller it knows nothing
     of (its statements naming everyone or the owner's account, their conditions with the
-    request's transport)."""
+    request's transport and, for a put, its encryption headers' keys: ``request_keys``)."""
     policy, owner, _ = resource_policy(resource)
     if policy is None:
         return False
-    request = Request(action, resource, {"aws:securetransport": [transport.get()]})
+    keys = {"aws:securetransport": [transport.get()]}
+    if action.lower() == "s3:putobject":
+        keys |= request_keys.get({})
+    request = Request(action, resource, keys)
     anyone = Principal(owner or "")
     decision = authorize(request, anyone, resource_policy=policy, resource_account=owner)
     return decision.denied_by is not None

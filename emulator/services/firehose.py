@@ -130,7 +130,12 @@ def refusal(role_arn: str | None, bucket: Any, key: str, kms_key: str | None) ->
     if not role_arn:
         return "the destination has no RoleARN"
     object_arn = f"arn:aws:s3:::{bucket.name}/{key}"
-    put = Request("s3:PutObject", object_arn)
+    # Firehose's put names the stream's key (AWSKMSKeyARN) and aws:kms, as the bucket policy sees
+    encryption = {
+        "s3:x-amz-server-side-encryption": ["aws:kms"],
+        "s3:x-amz-server-side-encryption-aws-kms-key-id": [kms_key],
+    }
+    put = Request("s3:PutObject", object_arn, encryption if kms_key else {})
     decision = role_may(role_arn, "firehose", put)
     if not decision.allowed:
         return f"s3:PutObject on {object_arn} {decision.reason(put.action)}"

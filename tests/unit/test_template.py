@@ -731,7 +731,8 @@ def test_bucket_is_encrypted_versioned_private_and_tls_only():
         if p["Properties"]["Bucket"] == {"Ref": "ContactsBucket"}
     ]
     assert any(
-        s["Effect"] == "Deny" and s["Condition"]["Bool"]["aws:SecureTransport"] in (False, "false")
+        s["Effect"] == "Deny"
+        and s["Condition"].get("Bool", {}).get("aws:SecureTransport") in (False, "false")
         for p in policies
         for s in p["PolicyDocument"]["Statement"]
     )
@@ -1500,6 +1501,35 @@ def test_contact_files_are_encrypted_with_a_key_only_ingest_and_named_roles_use(
     assert "UploadersAndOperators" not in alone
 
 
+def test_contact_files_are_put_with_the_bucket_key_only():
+    """Issue 43, item 3: a put naming another algorithm or key is denied to everyone; a put
+    naming neither gets the bucket's default encryption, the key."""
+    policy = policy_statements("ContactsBucketPolicy")
+    objects = {"Fn::Sub": "${ContactsBucket.Arn}/*"}
+    for sid, key, wanted in (
+        ("DenyOtherEncryption", "s3:x-amz-server-side-encryption", "aws:kms"),
+        (
+            "DenyOtherKeys",
+            "s3:x-amz-server-side-encryption-aws-kms-key-id",
+            {"Fn::GetAtt": ["ContactsBucketKey", "Arn"]},
+        ),
+    ):
+        deny = policy[sid]
+        assert (deny["Effect"], deny["Principal"], deny["Action"]) == ("Deny", "*", "s3:PutObject")
+        assert deny["Resource"] == objects
+        assert deny["Condition"] == {
+            "Null": {key: False},  # only when the request names it
+            "StringNotEquals": {key: wanted},
+        }
+    # the delivery stream names the key by its ARN, as DenyOtherKeys compares it
+    destination = RESOURCES["ContactRecordsDeliveryStream"]["Properties"][
+        "ExtendedS3DestinationConfiguration"
+    ]
+    assert destination["EncryptionConfiguration"]["KMSEncryptionConfig"] == {
+        "AWSKMSKeyARN": {"Fn::GetAtt": ["ContactsBucketKey", "Arn"]}
+    }
+
+
 def test_contact_files_access_is_logged_to_a_bucket_only_s3_log_delivery_writes():
     bucket = RESOURCES["ContactsBucket"]
     assert bucket["Properties"]["LoggingConfiguration"]["DestinationBucketName"] == {
@@ -1624,11 +1654,15 @@ def test_the_delivery_role_writes_only_its_prefixes_and_logs_only_to_its_group()
     }
     contexts = key["Condition"]["StringLike"]["kms:EncryptionContext:aws:s3:arn"]
     assert [json.dumps(c, sort_keys=True) for c in contexts] == [bucket, *objects]
-    # and the bucket's policy denies it nothing but plain HTTP
-    denies = [
-        s for s in policy_statements("ContactsBucketPolicy").values() if s["Effect"] == "Deny"
-    ]
-    assert all(refuses_insecure_transport(s) for s in denies)
+    # and the bucket's policy denies it nothing but plain HTTP and a put under another key than
+    # ContactsBucketKey (the stream names the key: test_contact_files_are_put_with_the_bucket_...)
+    denies = {
+        sid: s
+        for sid, s in policy_statements("ContactsBucketPolicy").items()
+        if s["Effect"] == "Deny"
+    }
+    assert set(denies) == {"DenyInsecureTransport", "DenyOtherEncryption", "DenyOtherKeys"}
+    assert refuses_insecure_transport(denies["DenyInsecureTransport"])
 
 
 def test_the_delivery_stream_pages_on_failed_and_late_deliveries():

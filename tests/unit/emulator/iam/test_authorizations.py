@@ -221,6 +221,25 @@ def test_s3_copy_also_reads_its_source():
     ]
 
 
+@pytest.mark.parametrize("operation", ["PutObject", "CreateMultipartUpload", "CopyObject"])
+def test_s3_puts_carry_their_encryption_headers_as_condition_keys(operation):
+    params = {"Bucket": "b", "Key": "k"} | (
+        {"CopySource": "b/src"} if operation == "CopyObject" else {}
+    )
+    key = "arn:aws:kms:us-east-1:123456789012:key/k1"
+    asked = params | {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": key}
+    put = authorize("s3", operation, asked)[0]
+    assert put.action == "s3:PutObject"
+    assert put.context == {
+        "s3:x-amz-server-side-encryption": ["aws:kms"],
+        "s3:x-amz-server-side-encryption-aws-kms-key-id": [key],
+    }
+    sse_s3 = authorize("s3", operation, params | {"ServerSideEncryption": "AES256"})[0]
+    assert sse_s3.context == {"s3:x-amz-server-side-encryption": ["AES256"]}
+    # without the headers, neither key: the bucket's default encryption applies
+    assert authorize("s3", operation, params)[0].context == {}
+
+
 def test_sqs_batches_are_authorized_as_their_single_message_action():
     entries = [{"Id": "1", "MessageBody": "x"}]
     [send] = authorize("sqs", "SendMessageBatch", {"QueueUrl": QUEUE_URL, "Entries": entries})

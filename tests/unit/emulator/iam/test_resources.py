@@ -22,7 +22,9 @@ from emulator.iam.policy import (
     authorize,
 )
 from emulator.iam.resources import (
+    denies_everyone,
     kms_key_arn,
+    request_keys,
     resource_policy,
     role_session_context,
     service_may,
@@ -45,6 +47,7 @@ PSEUDO = {
     "AWS::AccountId": ACCOUNT,
     "AWS::Region": REGION,
     "AWS::StackId": STACK_ID,
+    "AWS::StackName": "cc",
 }
 
 
@@ -86,7 +89,7 @@ def resolved(value: Any, parameters: dict[str, str]) -> Any:
     if set(value) == {"Fn::Sub"}:
         text, names = value["Fn::Sub"] if isinstance(value["Fn::Sub"], list) else (value, {})
         text = text["Fn::Sub"] if isinstance(text, dict) else text
-        for name, given in {**PSEUDO, **names}.items():
+        for name, given in {**PSEUDO, **parameters, **names}.items():
             text = text.replace(f"${{{name}}}", resolved(given, parameters))
         for logical_id in TEMPLATE["Resources"]:
             text = text.replace(f"${{{logical_id}.Arn}}", physical(logical_id))
@@ -144,6 +147,54 @@ def test_the_bucket_refuses_a_call_marked_insecure_whatever_the_role_allows():
         "with an explicit deny in a resource-based policy: "
         "ContactsBucketPolicy/DenyInsecureTransport"
     )
+
+
+def test_the_bucket_refuses_a_put_under_another_encryption_or_key_whatever_the_role_allows():
+    """Issue 43, item 3: DenyOtherEncryption and DenyOtherKeys, with the condition keys of the
+    request's headers (emulator/iam/authorizations.py)."""
+    bucket_policy = parsed("ContactsBucketPolicy")
+    caller = role("IngestFunctionRole")
+    key = f"arn:aws:s3:::{BUCKET}/rejected/a.csv/v1.errors.jsonl"
+    bucket_key = physical("ContactsBucketKey")
+    sse = "s3__x-amz-server-side-encryption"
+    key_id = "s3__x-amz-server-side-encryption-aws-kms-key-id"
+
+    def put(**headers: str):
+        made = request(caller, "s3:PutObject", key, **headers)
+        return authorize(made, caller, ALLOW_EVERYTHING, bucket_policy)
+
+    assert put().allowed  # no header: the bucket's default, its key
+    assert put(**{sse: "aws:kms"}).allowed  # the bucket's key by default
+    assert put(**{sse: "aws:kms", key_id: bucket_key}).allowed  # as Firehose puts
+    for denied, headers in (
+        ("DenyOtherEncryption", {sse: "AES256"}),
+        ("DenyOtherEncryption", {sse: "aws:kms:dsse", key_id: bucket_key}),
+        ("DenyOtherKeys", {sse: "aws:kms", key_id: physical("AlarmTopicKey").replace(KEY_ID, "x")}),
+        ("DenyOtherKeys", {sse: "aws:kms", key_id: KEY_ID}),  # not by its ARN
+    ):
+        decision = put(**headers)
+        assert not decision.allowed, headers
+        assert decision.denied_by == f"ContactsBucketPolicy/{denied}"
+
+
+def test_a_caller_moto_decides_is_refused_a_put_under_another_encryption():
+    """denies_everyone (a test's or ops' put, not a function's) reads the request's keys."""
+    bucket_policy = parsed("ContactsBucketPolicy")
+    key = f"arn:aws:s3:::{BUCKET}/incoming/a.csv"
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_bucket_policy(
+            Bucket=BUCKET, Policy=json.dumps(template_policy("ContactsBucketPolicy"))
+        )
+        assert parsed("ContactsBucketPolicy") == bucket_policy
+        assert not denies_everyone("s3:PutObject", key)
+        token = request_keys.set({"s3:x-amz-server-side-encryption": ["AES256"]})
+        try:
+            assert denies_everyone("s3:PutObject", key)
+            assert not denies_everyone("s3:GetObject", key)  # a put's keys, for a put only
+        finally:
+            request_keys.reset(token)
 
 
 @pytest.mark.parametrize("consumer", ["LastAgent", "Survey", "Goodwill"])
@@ -341,7 +392,11 @@ def test_the_policies_moto_holds_are_the_ones_decided():
 
         bucket_policy, owner, key_policy = resource_policy(f"arn:aws:s3:::{BUCKET}/incoming/a")
         assert (owner, key_policy) == (ACCOUNT, False)
-        assert [s.sid for s in bucket_policy.statements] == ["DenyInsecureTransport"]
+        assert [s.sid for s in bucket_policy.statements] == [
+            "DenyOtherEncryption",
+            "DenyOtherKeys",
+            "DenyInsecureTransport",
+        ]
         assert resource_policy(f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/t")[0] is None
 
         queue = physical("LastAgentQueue")
