@@ -107,6 +107,17 @@ class _Agent:
     device: dict
 
 
+# The queues a customer's call or chat waits in (the rest serve callbacks, outbound calls, ...).
+INBOUND_QUEUE_NAMES = (
+    "Billing",
+    "Technical Support",
+    "Sales",
+    "Claims",
+    "Kundenservice Deutsch",
+    "Atención al cliente",
+)
+
+
 def _directory() -> tuple[str, dict[str, dict], list[_Agent]]:
     """The instance's id, its queues ({name: {ARN, Name}}) and forty agents, drawn from a fixed
     seed: resource ARNs are long and nested, which is much of why a real record is several KB."""
@@ -116,12 +127,7 @@ def _directory() -> tuple[str, dict[str, dict], list[_Agent]]:
     queues = {
         name: {"ARN": f"{arn}/queue/{new_id(rng)}", "Name": name}
         for name in (
-            "Billing",
-            "Technical Support",
-            "Sales",
-            "Claims",
-            "Kundenservice Deutsch",
-            "Atención al cliente",
+            *INBOUND_QUEUE_NAMES,
             "Overflow",
             "Callbacks",
             "Outbound",
@@ -496,17 +502,7 @@ class _Interaction:
         )
 
 
-_INBOUND_QUEUES = tuple(
-    QUEUES[name]
-    for name in (
-        "Billing",
-        "Technical Support",
-        "Sales",
-        "Claims",
-        "Kundenservice Deutsch",
-        "Atención al cliente",
-    )
-)
+_INBOUND_QUEUES = tuple(QUEUES[name] for name in INBOUND_QUEUE_NAMES)
 _TASK_ATTRIBUTES = ("account_id", "account_tier", "crm_case_id", "crm_case_status", "region")
 
 

@@ -145,9 +145,6 @@ def parse_contact(
     def text(name: str, *, required: bool) -> str | None:
         return _text(name, fields.get(name), reasons, required=required)
 
-    def timestamp(name: str) -> datetime | None:
-        return _timestamp(name, text(name, required=True), ingested_at, reasons)
-
     contact_id = text("contact_id", required=True)
     caller = text("caller", required=True)
     disposition = text("disposition", required=True)
@@ -155,12 +152,9 @@ def parse_contact(
         reasons.append(f"disposition: not one of {', '.join(rules.DISPOSITIONS)}")
     agent_id = text("agent_id", required=disposition not in rules.WITHOUT_AGENT)
     queue = text("queue", required=False)
-    started_at = timestamp("started_at")
-    ended_at = timestamp("ended_at")
-    if started_at and ended_at and ended_at < started_at:
-        reasons.append("ended_at: before started_at")
-    _remembered("ended_at", ended_at, ingested_at, reasons)
-    updated_at = timestamp("updated_at")
+    started_at, ended_at, updated_at = _times(
+        fields, ("started_at", "ended_at", "updated_at"), ingested_at, reasons
+    )
     wait_seconds = _wait_seconds(fields.get("wait_seconds"), text_values, reasons)
     email = text("email", required=False)
     survey_opt_in = _survey_opt_in(fields.get("survey_opt_in"), text_values, reasons)
@@ -218,9 +212,6 @@ def parse_contact_record(
     def text(name: str, value: Any, *, required: bool = False) -> str | None:
         return _text(name, value, reasons, required=required)
 
-    def timestamp(name: str) -> datetime | None:
-        return _timestamp(name, text(name, record.get(name), required=True), ingested_at, reasons)
-
     contact_id = text("ContactId", record.get("ContactId"), required=True)
     if contact_id is not None and not CONTACT_ID.fullmatch(contact_id):
         reasons.append("ContactId: 1-64 characters of A-Z, a-z, 0-9, _ and -")
@@ -230,12 +221,12 @@ def parse_contact_record(
     interaction_id = initial if isinstance(initial, str) and CONTACT_ID.fullmatch(initial) else None
     channel = text("Channel", record.get("Channel"), required=True)
     method = record.get("InitiationMethod")
-    started_at = timestamp("InitiationTimestamp")
-    ended_at = timestamp("DisconnectTimestamp")
-    if started_at and ended_at and ended_at < started_at:
-        reasons.append("DisconnectTimestamp: before InitiationTimestamp")
-    _remembered("DisconnectTimestamp", ended_at, ingested_at, reasons)
-    updated_at = timestamp("LastUpdateTimestamp")
+    started_at, ended_at, updated_at = _times(
+        record,
+        ("InitiationTimestamp", "DisconnectTimestamp", "LastUpdateTimestamp"),
+        ingested_at,
+        reasons,
+    )
     agent = _object("Agent", record.get("Agent"), reasons)
     agent_id, agent_name = _record_agent(agent, reasons) if agent is not None else (None, None)
     queue = _object("Queue", record.get("Queue"), reasons)
@@ -410,6 +401,27 @@ def _timestamp(
         reasons.append(f"{name}: more than a day after the ingest")
         return None
     return moment
+
+
+def _times(
+    fields: Mapping[str, Any],
+    names: tuple[str, str, str],
+    ingested_at: datetime,
+    reasons: list[str],
+) -> tuple[datetime | None, datetime | None, datetime | None]:
+    """A contact's start, end and version, by their names in its format: each required, the end
+    not before the start, and the end within what the table remembers."""
+    started, ended, updated = names
+
+    def moment(name: str) -> datetime | None:
+        value = _text(name, fields.get(name), reasons, required=True)
+        return _timestamp(name, value, ingested_at, reasons)
+
+    started_at, ended_at = moment(started), moment(ended)
+    if started_at and ended_at and ended_at < started_at:
+        reasons.append(f"{ended}: before {started}")
+    _remembered(ended, ended_at, ingested_at, reasons)
+    return started_at, ended_at, moment(updated)
 
 
 def _remembered(name: str, ended_at: datetime | None, ingested_at: datetime, reasons: list[str]):
