@@ -19,6 +19,36 @@ def _region() -> str:
     return os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
 
 
+class InputError(Exception):
+    """The event or the env-vars file cannot be read: one line says which and why."""
+
+
+def _inputs(args: argparse.Namespace) -> tuple[Any, dict | None]:
+    """The event (-e FILE, - for stdin, none: {}) and the env-vars (-n FILE), as JSON."""
+    if args.event is None:
+        # sam local invoke's --no-event, said: a handler given {} fails in ways that mislead
+        print(
+            "note: no event given (-e FILE, or -e - for stdin): invoking with {}", file=sys.stderr
+        )
+        raw = "{}"
+    elif args.event == "-":
+        raw = sys.stdin.read()
+    else:
+        try:
+            raw = Path(args.event).read_text()
+        except OSError as exc:
+            raise InputError(f"cannot read the event file {args.event}: {exc.strerror}") from None
+    try:
+        event = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise InputError(f"event is not JSON: {exc}") from None
+    try:
+        env_vars = json.loads(Path(args.env_vars).read_text()) if args.env_vars else None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the env-vars file {args.env_vars}: {exc}") from None
+    return event, env_vars
+
+
 def run(args: argparse.Namespace) -> int:
     from emulator.lambda_.workers import Runtime
     from emulator.stack import (
@@ -29,16 +59,11 @@ def run(args: argparse.Namespace) -> int:
     )
 
     template = Path(args.template).resolve()
-    if args.event in (None, "-"):
-        raw = sys.stdin.read() if args.event == "-" else "{}"
-    else:
-        raw = Path(args.event).read_text()
     try:
-        event = json.loads(raw or "{}")
-    except ValueError as exc:
-        print(f"error: event is not JSON: {exc}", file=sys.stderr)
+        event, env_vars = _inputs(args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    env_vars = json.loads(Path(args.env_vars).read_text()) if args.env_vars else None
     try:
         specs = function_specs_offline(
             template,

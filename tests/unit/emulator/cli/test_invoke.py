@@ -58,3 +58,12 @@ def test_a_checkout_without_sam_build_is_told_to_run_make_build(tmp_path):
     assert "run `make build`" in done.stderr
     assert "aws_lambda_powertools" in done.stderr  # what the build would have installed
     assert done.stdout == ""  # no error document: the function never ran
+
+
+def test_a_missing_event_file_is_one_error_line_not_a_traceback():
+    done = invoke("RouteFunction", "events/no-such-event.json", ROOT / "template.yaml")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: cannot read the event file events/no-such-event.json: No such file or directory"
+    ]
+    assert "Traceback" not in done.stderr and done.stdout == ""
