@@ -97,7 +97,13 @@ def run(args: argparse.Namespace, started: float) -> int:
         # the main thread executes bytecode again, which an untimed wait would never do.
         while not stop.wait(0.2):
             pass
-        print("stopping", file=sys.stderr, flush=True)
+        # The stack lives in this process's memory: say so where the developer sees it go.
+        print(
+            "stopping: every bucket, table and queue of the local stack is discarded (a file in "
+            "progress too); the next start deploys an empty stack",
+            file=sys.stderr,
+            flush=True,
+        )
         return 0
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
