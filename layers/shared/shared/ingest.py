@@ -33,6 +33,7 @@ import functools
 import json
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -125,6 +126,15 @@ class FileReport:
     @property
     def has_lines(self) -> bool:
         return self.spool.tell() > 0
+
+    def mark(self) -> tuple[int, int, int]:
+        """Where the report stands: rolled back to, rows read past it are reported again."""
+        return self.spool.tell(), self.progress.rows_rejected, self.progress.report_rows
+
+    def roll_back(self, mark: tuple[int, int, int]) -> None:
+        position, self.progress.rows_rejected, self.progress.report_rows = mark
+        self.spool.seek(position)
+        self.spool.truncate()
 
     def contact_write(
         self, row: files.Row | files.BadLine, settings: "Settings"
@@ -277,7 +287,6 @@ def _resume(
 ) -> FileOutcome:
     """Read the file after progress.next_line to its end, or until time runs short."""
     s3_object = task.s3_object
-    longest_write = 0.0
     progress.steps += 1
     report_key = files_bucket.report_key(s3_object)
     with tempfile.TemporaryFile() as spool:
@@ -288,17 +297,10 @@ def _resume(
         try:
             with closing(files_bucket.open_object(s3, s3_object)) as body:
                 rows = files.read_rows(s3_object.key, body, after_line=progress.next_line)
-                for writes, end_line, more in _batches(
-                    rows, lambda row: report.contact_write(row, settings)
-                ):
-                    before = seconds_left()
-                    report.count(table.write_contacts(dynamodb, table_name, writes))
-                    left = seconds_left()
-                    longest_write = max(longest_write, before - left)
-                    progress.next_line = end_line
-                    if more and left < margin + 2 * longest_write:
-                        outcome = IN_PROGRESS
-                        break
+                batches = _batches(rows, lambda row: report.contact_write(row, settings))
+                write = functools.partial(table.write_contacts, dynamodb, table_name)
+                if not _write_all(batches, write, report, seconds_left, margin):
+                    outcome = IN_PROGRESS
         except files_bucket.ObjectMissing:
             outcome = SKIPPED_MISSING
         except files.FileRejected as rejection:
@@ -326,6 +328,46 @@ def _resume(
     ):
         return _obsolete(task)
     return _outcome(task, outcome, progress, report_key, started)
+
+
+def _write_all(
+    batches: Iterable[tuple[list[table.ContactWrite], int, bool]],
+    write: Callable[[list[table.ContactWrite]], table.WriteResult],
+    report: FileReport,
+    seconds_left: Callable[[], float],
+    margin: float,
+) -> bool:
+    """Write the batches, each while the next one is read and parsed (the write waits on
+    DynamoDB, the parse on the CPU); a batch's lines count as done, and the clock is read, once
+    its write has returned. False when time ran short: the progress stops after the last batch
+    written, and the one read meanwhile is taken out of the report, to be read again. Whatever
+    is raised, the batch in flight is finished first: the rows read before a problem with the
+    file stay stored."""
+    progress = report.progress
+    longest_write = 0.0
+    in_flight = None  # (the write, its batch's end line, the report after that batch, started)
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        try:
+            for writes, end_line, _ in batches:
+                if in_flight is not None:
+                    future, done_line, mark, started = in_flight
+                    result, in_flight = future.result(), None
+                    left = seconds_left()
+                    longest_write = max(longest_write, started - left)
+                    short = left < margin + 2 * longest_write
+                    if short:
+                        report.roll_back(mark)
+                    report.count(result)
+                    progress.next_line = done_line
+                    if short:
+                        return False
+                in_flight = (writer.submit(write, writes), end_line, report.mark(), seconds_left())
+        finally:
+            if in_flight is not None:
+                future, done_line, _, _ = in_flight
+                report.count(future.result())
+                progress.next_line = done_line
+    return True
 
 
 def _batches(

@@ -20,7 +20,20 @@ _deserializer = TypeDeserializer()
 
 
 def _to_item(values: Mapping[str, Any]) -> dict[str, dict]:
-    return {name: _serializer.serialize(value) for name, value in values.items()}
+    return {name: _to_value(value) for name, value in values.items()}
+
+
+def _to_value(value: Any) -> dict:
+    """boto3's TypeSerializer, its three common cases first: they were 40% of the ingest's own
+    CPU per contact record (bench P4)."""
+    kind = type(value)
+    if kind is str:
+        return {"S": value}
+    if kind is bool:
+        return {"BOOL": value}
+    if kind is int:
+        return {"N": str(value)}
+    return _serializer.serialize(value)
 
 
 def _from_item(item: Mapping[str, dict]) -> dict[str, Any]:
