@@ -10,6 +10,7 @@ from moto import mock_aws
 
 from emulator.services import moto_patches
 from harness.in_process import Resources, client, create_resources
+from ops import replay
 
 GOODWILL_WAIT_SECONDS = 600
 
@@ -47,6 +48,21 @@ class Stack(Resources):
     def published(self) -> list[dict]:
         """Bodies of the messages that reached NotificationsTopic."""
         return [json.loads(m["Body"]) for m in self.drain(self.topic_capture_url)]
+
+    def stream_records(self) -> list[dict]:
+        """Every record of the contacts table's stream so far, as Lambda delivers them."""
+        streams = client("dynamodbstreams")
+        table = self.dynamodb.describe_table(TableName=self.contacts_table)["Table"]
+        arn = table["LatestStreamArn"]
+        found = []
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            iterator = streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            while iterator and (page := streams.get_records(ShardIterator=iterator))["Records"]:
+                found += [replay.lambda_record(record, arn) for record in page["Records"]]
+                iterator = page.get("NextShardIterator")
+        return found
 
     def age_idempotency_records(self, seconds: int) -> None:
         """Every idempotency record as if claimed `seconds` earlier (Powertools dates a record's

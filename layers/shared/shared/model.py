@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared import keys, rules
+from shared import files, keys, rules
 from shared.formats import CONTACT_ID, E164, MAX_EMAIL_LENGTH, is_email
 
 # Amazon Connect's ContactId (and a user's id): a UUID, printed in either letter case.
@@ -180,7 +180,7 @@ def parse_contact(
 
 # --- Amazon Connect's contact records (AWSContactTraceRecordFormatVersion 2017-03-10) ---------
 
-CONNECT_CONTACT_ID = "ContactId"
+CONNECT_CONTACT_ID = files.CONNECT_RECORD_KEY  # what makes a record a contact record
 # .../instance/<instance id>/agent/<user id>: the user id is what RouteFunction hands the flow.
 AGENT_ARN = re.compile(r"arn:[a-z-]+:connect:[a-z0-9-]+:[0-9]{12}:instance/[^/]+/agent/([^/]+)")
 TELEPHONE_NUMBER = "TELEPHONE_NUMBER"

@@ -20,7 +20,6 @@ from shared import keys, model, rules
 from harness import connect_records, events
 from harness.in_process import FakeLambdaContext, cold_start
 from tests.unit.ingest.support import Ingest
-from tests.unit.shared.test_model import stream_records
 from tests.unit.support import moto_stack
 
 EXAMPLES = int(os.environ.get("CONTACT_RECORD_EXAMPLES", "6"))
@@ -107,7 +106,7 @@ def test_records_in_any_order_and_copy_are_stored_once_and_act_once_per_interact
         ingest = Ingest(stack, monkeypatch, capsys)
         for key, body in objects:
             assert ingest.run(ingest.put(key, body)) == []
-        records = stream_records(stack)
+        records = stack.stream_records()
         context = FakeLambdaContext()
         for consumer in ("last_agent", "survey", "goodwill"):
             handler = cold_start(consumer, monkeypatch)

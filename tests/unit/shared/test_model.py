@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from shared import formats, model
 from shared.model import Contact, parse_contact
 
-from harness.in_process import client, cold_start
-from ops import replay
+from harness.in_process import cold_start
 from tests.unit.ingest.support import Ingest
 
 GOOD = {
@@ -510,21 +509,6 @@ ABANDONED_ROW = {
 }
 
 
-def stream_records(stack) -> list[dict]:
-    """Every record of the contacts table's stream, as Lambda delivers them."""
-    streams = client("dynamodbstreams")
-    arn = stack.dynamodb.describe_table(TableName=stack.contacts_table)["Table"]["LatestStreamArn"]
-    found = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(
-            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        while iterator and (page := streams.get_records(ShardIterator=iterator))["Records"]:
-            found += [replay.lambda_record(record, arn) for record in page["Records"]]
-            iterator = page.get("NextShardIterator")
-    return found
-
-
 @settings(
     max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -543,7 +527,7 @@ def test_a_uuid_re_exported_in_other_spellings_is_one_contact_with_one_gift_card
         assert ingest.run(ingest.put(f"incoming/{canonical}-{n}.jsonl", json.dumps(row))) == []
 
     goodwill = cold_start("goodwill", monkeypatch)
-    goodwill.lambda_handler({"Records": stream_records(stack)}, lambda_context)
+    goodwill.lambda_handler({"Records": stack.stream_records()}, lambda_context)
 
     def of_this_contact(item_type: str) -> list[str]:
         ids = [item["contact_id"] for item in ingest.items(item_type)]
