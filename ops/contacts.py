@@ -60,7 +60,8 @@ def redrive(
         raise OpsError("not confirmed: nothing sent")
     if claimed:  # --resend: released, or the notifier would refuse them (shared.aws.batch_claims)
         layer = records.persistence(stack, records.CLAIMS["NotifierFunction"])
-        data["released"] = records.release(layer, [({"notification_id": n}, None) for n in claimed])
+        records.release(layer, [{"notification_id": n} for n in claimed])
+        data["released"] = claimed
     delivered = deliver(stack, stream_record(stack, item))
     data["readers"] = delivered
     ok = all(result["outcome"] in ("replayed", "not admitted") for result in delivered)

@@ -181,19 +181,18 @@ def purge(stack: StackClient, args: argparse.Namespace, confirm: Confirm) -> tup
         )
     if confirm is not None and not confirm(question):
         raise OpsError("not confirmed: nothing deleted")
-    purged = release(layer, present)
+    release(layer, [data for data, _ in present])
+    purged = [record.idempotency_key for _, record in present]
     text = f"{label}: {len(purged)} record(s) deleted; the next delivery runs again"
     if published:
         text += " and publishes the notification to the customer again"
     return {"target": label, "purged": purged, "resend": published}, text, True
 
 
-def release(
-    layer: DynamoDBPersistenceLayer, found: list[tuple[dict, DataRecord | None]]
-) -> list[str]:
-    for data, _ in found:
+def release(layer: DynamoDBPersistenceLayer, found: list[dict]) -> None:
+    """Delete the records of these data (what their keys are computed from)."""
+    for data in found:
         layer.delete_record(data, Purged())
-    return [record.idempotency_key if record else json.dumps(data) for data, record in found]
 
 
 NOTIFICATION_DLQ = "NotificationDeadLetterQueue"
@@ -313,7 +312,8 @@ def redrive_notifications(
     if confirm is not None and not confirm(f"{listing}\n{question}"):
         raise OpsError("not confirmed: nothing moved")
     layer = persistence(stack, CLAIMS["NotifierFunction"])
-    released = release(layer, [({"notification_id": m["notification_id"]}, None) for m in claimed])
+    released = [m["notification_id"] for m in claimed]
+    release(layer, [{"notification_id": n} for n in released])
     moved, text, ok = redrive.redrive(stack, NOTIFICATION_DLQ, rate, progress=progress)
     data |= moved | {"released": released}
     if released:
