@@ -1,8 +1,9 @@
 """Who may send to the queues whose messages become a customer's e-mail or a gift card
 (NotificationQueue) or a consumer's work (the consumer queues of the modes that deliver through
-queues): only their producers and the operators' redrives (parameter OperatorRoles), whatever
-IAM grants other principals of the account (issue 43, item 5). Decided by the local stack's IAM
-evaluator (emulator/iam/policy.py) on the policies as each FanOut mode deploys them."""
+queues, and ChangeBus in mode pipe): only their producers and the operators' redrives (parameter
+OperatorRoles), whatever IAM grants other principals of the account (issue 43, item 5). Decided
+by the local stack's IAM evaluator (emulator/iam/policy.py) on the policies as each FanOut mode
+deploys them."""
 
 import re
 
@@ -18,8 +19,16 @@ OPERATOR = f"arn:aws:iam::{ACCOUNT}:role/oncall/OnCall"
 # Another function of the stack whose role a mistake (or an attacker holding it) let send anywhere.
 OUTSIDER = f"arn:aws:iam::{ACCOUNT}:role/IngestFunctionRole"
 SEND_ANYWHERE = Policy.parse(
-    "identity", {"Statement": [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]}
+    "identity",
+    {"Statement": [{"Effect": "Allow", "Action": ["sqs:*", "events:*"], "Resource": "*"}]},
 )
+PSEUDO = {
+    "AWS::Partition": "aws",
+    "AWS::Region": "us-east-1",
+    "AWS::AccountId": ACCOUNT,
+    "AWS::StackName": "stack",
+}
+CHANGE_BUS = f"arn:aws:events:us-east-1:{ACCOUNT}:event-bus/stack-changes"
 
 
 def arn_of(logical_id: str) -> str:
@@ -46,7 +55,7 @@ def resolved(value, parameters: dict[str, str]):
         return parameters.get(value["Ref"]) or arn_of(value["Ref"])
     if "Fn::Sub" in value:
         return re.sub(
-            r"\$\{([A-Za-z]+)(\.Arn)?\}",
+            r"\$\{([A-Za-z:]+)(\.Arn)?\}",
             lambda m: parameters.get(m[1]) or arn_of(m[1]),
             value["Fn::Sub"],
         )
@@ -57,18 +66,34 @@ def resolved(value, parameters: dict[str, str]):
 
 
 def queue_policy(name: str, mode: str, operators: str = "") -> Policy:
+    return resource_policy(f"{name}Policy", "PolicyDocument", mode, operators)
+
+
+def resource_policy(resource: str, field: str, mode: str, operators: str = "") -> Policy:
+    """The policy the property ``field`` of ``resource`` holds, as a stack of FanOut ``mode``
+    and OperatorRoles ``operators`` deploys it."""
     parameters = {n: str(p.get("Default", "")) for n, p in template()["Parameters"].items()} | {
         "FanOut": mode,
         "OperatorRoles": operators,
     }
     conditions = template_conditions(template(), parameters)
-    document = template()["Resources"][f"{name}Policy"]["Properties"]["PolicyDocument"]
+    document = template()["Resources"][resource]["Properties"][field]
     return Policy.parse(
-        f"{name}Policy", resolved(chosen(document, conditions), parameters), resource_based=True
+        resource,
+        resolved(chosen(document, conditions), parameters | PSEUDO),
+        resource_based=True,
     )
 
 
-def may_send(policy: Policy, queue: str, *, role: str = "", service: str = "", source: str = ""):
+def may_send(
+    policy: Policy,
+    queue: str,
+    *,
+    role: str = "",
+    service: str = "",
+    source: str = "",
+    action: str = "sqs:SendMessage",
+):
     context = {"aws:securetransport": ["true"]}
     if source:
         context |= {"aws:sourcearn": [source], "aws:sourceaccount": [ACCOUNT]}
@@ -78,7 +103,8 @@ def may_send(policy: Policy, queue: str, *, role: str = "", service: str = "", s
         identity = [SEND_ANYWHERE]
     else:
         principal, identity = Principal(ACCOUNT, service=service), []
-    request = Request("sqs:SendMessage", arn_of(queue), context)
+    target = queue if queue.startswith("arn:") else arn_of(queue)
+    request = Request(action, target, context)
     return authorize(request, principal, identity, policy, resource_account=ACCOUNT).allowed
 
 
@@ -111,3 +137,10 @@ def test_only_the_fan_out_and_the_operators_send_to_a_consumer_queue(consumer, m
         assert not may_send(policy, queue, service=service, source=source + "-other")
     assert not may_send(policy, queue, role=OUTSIDER)
     assert may_send(policy, queue, role=OPERATOR) == bool(operators)
+
+
+def test_only_the_pipe_puts_changes_on_the_bus():
+    policy = resource_policy("ChangeBus", "Policy", "pipe")
+    put = "events:PutEvents"
+    assert may_send(policy, CHANGE_BUS, role=arn_of("ChangePipeRole"), action=put)
+    assert not may_send(policy, CHANGE_BUS, role=OUTSIDER, action=put)
