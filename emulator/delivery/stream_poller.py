@@ -75,6 +75,7 @@ from emulator.delivery.mappings import (
     MappingStats,
     StreamShards,
     compile_filters,
+    count_events,
     encode_event,
     event_size,
     log,
@@ -525,6 +526,7 @@ class ShardWorker(threading.Thread):
                 self.poller.positions[self.shard_id] = self._checkpoint.position
             self._cond.notify_all()
         self.ctx.touch()
+        count_events(cfg, PolledEventCount=len(raws), FilteredOutEventCount=dropped)
         if dropped:
             self.stats_add(records_filtered=dropped)
             log.info(
@@ -725,6 +727,9 @@ class Lane(threading.Thread):
                 records_failed=len(items) - progress,
                 duplicates=int(delivery > 1),
             )
+            count_events(
+                cfg, InvokedEventCount=len(items), FailedInvokeEventCount=len(items) - progress
+            )
             lane = f" lane={self.index}" if self.worker.lanes_wanted > 1 else ""
             log_invocation(
                 cfg,
@@ -748,6 +753,7 @@ class Lane(threading.Thread):
         worker.stats_add(sent_to_on_failure=len(items))
         first, last = items[0].record, items[-1].record
         if not cfg.on_failure:
+            count_events(cfg, DroppedEventCount=len(items))
             log.warning(
                 "esm %s fn=%s %s: %d record(s) %s..%s dropped (no OnFailure destination)",
                 cfg.short,
@@ -802,7 +808,9 @@ class Lane(threading.Thread):
                 destination,
                 error,
             )
+            count_events(cfg, DroppedEventCount=len(items))
             return
+        count_events(cfg, OnFailureDestinationDeliveredEventCount=len(items))
         log.warning(
             "esm %s fn=%s %s: %d record(s) %s..%s sent to %s",
             cfg.short,

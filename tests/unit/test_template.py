@@ -423,7 +423,15 @@ def test_each_subscription_filters_the_change_itself_in_pipe_topic_mode(consumer
 def test_the_pipe_role_may_deliver_to_its_own_target_only():
     role = RESOURCES["ChangePipeRole"]["Properties"]
     for mode, action, resource in (
-        ("pipe", "events:PutEvents", {"Fn::GetAtt": ["ChangeBus", "Arn"]}),
+        # ChangeBus by its ARN: its policy names this role, GetAtt both ways would be a cycle
+        (
+            "pipe",
+            "events:PutEvents",
+            {
+                "Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:"
+                "event-bus/${AWS::StackName}-changes"
+            },
+        ),
         ("pipe-topic", "sns:Publish", {"Ref": "ChangeTopic"}),
         ("pipe-sfn", "states:StartSyncExecution", {"Ref": "ChangeMachine"}),
     ):
