@@ -1738,3 +1738,21 @@ def test_connect_resources_exist_only_with_an_instance():
     assert association["IntegrationType"] == "LAMBDA_FUNCTION"
     assert association["IntegrationArn"] == {"Fn::GetAtt": ["RouteFunction", "Arn"]}
     assert RESOURCES["RouteFunctionConnectPermission"]["Condition"] == "HasConnectInstance"
+
+
+def test_every_event_source_mapping_counts_its_events_and_every_stream_mapping_alarms():
+    """MetricsConfig EventCount on each mapping (issue 47, item 3); a stream mapping that gives
+    records up to its OnFailure destination has an alarm on it, drawn on the dashboard."""
+    mappings = {
+        n: r for n, r in RESOURCES.items() if r["Type"] == "AWS::Lambda::EventSourceMapping"
+    }
+    for name, mapping in mappings.items():
+        assert mapping["Properties"].get("MetricsConfig") == {"Metrics": ["EventCount"]}, name
+    watched = {
+        r["Properties"]["Dimensions"][0]["Value"]["Ref"]
+        for r in RESOURCES.values()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+        and r["Properties"].get("MetricName") == "OnFailureDestinationDeliveredEventCount"
+    }
+    streams = {n for n, m in mappings.items() if "DestinationConfig" in m["Properties"]}
+    assert streams and watched == streams
