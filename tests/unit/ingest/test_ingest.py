@@ -151,7 +151,8 @@ def test_a_key_with_spaces_and_unicode_arrives_url_encoded_and_is_read_decoded(i
         ("incoming/empty.jsonl", b"", "empty file"),
         ("incoming/empty.csv.gz", gzip.compress(b"", mtime=0), "empty file"),
         ("incoming/corrupt.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "not a valid gzip stream"),
-        ("incoming/truncated.csv.gz", gzip.compress(b"contact_id,caller\n", mtime=0)[:-6], "gzip"),
+        ("incoming/truncated.csv.gz", gzip.compress(as_csv(GOOD).encode(), mtime=0)[:-6], "gzip"),
+        ("incoming/other.csv", b"id,phone\n1,+4915112345678\n", "the header row has no column"),
     ],
 )
 def test_unreadable_files_get_one_report_and_are_acknowledged(ingest, key, body, reason):
