@@ -65,8 +65,14 @@ def queue_status(stack: StackClient, output: str) -> dict[str, Any]:
     in_flight = int(attributes["ApproximateNumberOfMessagesNotVisible"])
     delayed = int(attributes["ApproximateNumberOfMessagesDelayed"])
     name = stack.outputs[output].rstrip("/").rsplit("/", 1)[-1]
-    oldest = latest_maximum(stack, "AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": name})
     is_failure_queue = output in stack.failure_queues
+    # An empty queue has no oldest message; CloudWatch's maximum of the last minutes outlives
+    # the messages it measured.
+    oldest = (
+        latest_maximum(stack, "AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": name})
+        if visible + in_flight
+        else None
+    )
     if oldest is None and is_failure_queue and visible + in_flight:
         sent = [int(m["Attributes"]["SentTimestamp"]) / 1000 for m in stack.peek(output)]
         oldest = time.time() - min(sent) if sent else None
