@@ -44,9 +44,9 @@ OUTPUT_NAMES = (
     "RouteFunctionName",
     "ContactRecordsDeliveryStreamName",
 )
-# The queues of every stack; a pipe or router stack adds a queue and a DLQ per consumer, and a DLQ
-# per consumer for what the fan-out could not deliver to its queue (StackClient.work_queues,
-# .failure_queues).
+# The queues of every stack; a stack of any fan-out mode but lambda adds a queue and a DLQ per
+# consumer, and a DLQ per consumer for what the fan-out could not deliver to its queue
+# (StackClient.work_queues, .failure_queues).
 WORK_QUEUES = ("IngestQueueUrl", "NotificationQueueUrl")
 FAILURE_QUEUES = (
     "IngestDeadLetterQueueUrl",

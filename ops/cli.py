@@ -62,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
     )
     move.add_argument(
         "queue",
-        help="IngestDeadLetterQueue | NotificationDeadLetterQueue; fan-out modes pipe and router: "
+        help="IngestDeadLetterQueue | NotificationDeadLetterQueue; every fan-out mode but lambda: "
         "also LastAgentDeadLetterQueue | SurveyDeadLetterQueue | GoodwillDeadLetterQueue and "
         "what the fan-out could not deliver to those consumers' queues: "
         "LastAgentChangeDeliveryDeadLetterQueue | SurveyChangeDeliveryDeadLetterQueue | "

@@ -1,6 +1,6 @@
 """`ops status`: every queue's depth and oldest message, each event source mapping's state and last
 result with its consumer's iterator age, the stack's pipe (fan-out mode pipe) and the stack's
-alarms in ALARM. In fan-out modes pipe and router every consumer's queue and DLQ are listed too
+alarms in ALARM. In every fan-out mode but lambda every consumer's queue and DLQ are listed too
 (StackClient.work_queues, .failure_queues), and the DLQ of what the bus or the topic could not
 deliver to that queue (<X>ChangeDeliveryDeadLetterQueue); every DLQ flagged like the others.
 Last, the contact files IN_PROGRESS for more than an hour (files.in_progress_for_long: a Scan of
