@@ -164,9 +164,21 @@ test-phase-sam-local:
 # Without SAM's noise (it has no option for it): the functions have no requirements.txt on
 # purpose, their dependencies are the layer's (an empty one trades each warning for a pip run and
 # two other lines per function, every build); and the pipeline deploys, not `sam deploy --guided`.
-build: setup ## sam build (python3.13, arm64 layer, no container)
-	@echo "sam build"
-	@sam build 2>&1 | sed -e '/^requirements.txt file not found. Continuing the build without dependencies.$$/d' \
+# Built again only when what it builds changed (a file of BUILD_SOURCES newer than the last
+# build), so `make up` or `make run` beside a running stack no longer rewrites .aws-sam/build
+# under it; one build at a time (two at once failed inside sam build: [Errno 17] File exists):
+# the second waits, then finds the first's build up to date. A deleted source is not seen: make
+# clean. tests/unit/test_build.py runs two at once.
+BUILT := .aws-sam/build/template.yaml
+BUILD_SOURCES := template.yaml samconfig.toml functions layers
+build: setup ## sam build (python3.13, arm64 layer, no container), when template.yaml, samconfig.toml, functions/ or layers/ changed since the last
+	@mkdir -p .aws-sam
+	@exec 9> .aws-sam/build.lock; \
+	if ! flock -n 9; then echo "another build is running (.aws-sam/build): waiting for it"; flock 9; fi; \
+	newer=$$(find $(BUILD_SOURCES) -type f -newer $(BUILT) -not -path '*/__pycache__/*' -print -quit 2>/dev/null || echo none); \
+	if [ -f $(BUILT) ] && [ -z "$$newer" ]; then echo "sam build: up to date"; exit 0; fi; \
+	echo "sam build"; \
+	sam build 2>&1 | sed -e '/^requirements.txt file not found. Continuing the build without dependencies.$$/d' \
 		-e '/^Commands you can use next$$/,$$d'
 
 up: setup build ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides; FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn; TLS=1: HTTPS too)
