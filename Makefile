@@ -51,11 +51,14 @@ help: ## list the targets
 # root with apt-get, as samlocal installs Docker.
 setup: $(STAMP) ## install the test environment and the tools
 	$(UV) sync --frozen --compile-bytecode
-	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+	command -v chromium >/dev/null || { echo "make setup: chromium (the dashboard test's browser) by apt-get, as root"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 
 # uv too, pinned, into .tools/bin: where the README's PATH line finds it in a new shell.
 $(STAMP):
 	@test -n "$(PY313)" || { echo "Python 3.13 not found (pyenv or python3.13 on PATH)"; exit 1; }
+	@command -v $(UV) >/dev/null || echo "make setup: no uv on PATH: uv $(UV_VERSION) by pip into $(PY313) first"
+	@echo "make setup: uv $(UV_VERSION), the SAM CLI $(SAM_CLI_VERSION), checkov $(CHECKOV_VERSION) and the AWS CLI $(AWSCLI_VERSION) into .tools/ (then the test environment into .venv)"
 	command -v $(UV) >/dev/null || $(PY313) -m pip install --quiet uv==$(UV_VERSION)
 	$(UV) tool install --quiet --compile-bytecode uv==$(UV_VERSION)
 	$(UV) tool install --quiet --compile-bytecode aws-sam-cli==$(SAM_CLI_VERSION)
