@@ -20,61 +20,17 @@ import socket
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from harness.stack import StackClient
+from tests.doc_blocks import ROOT, Block, blocks
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", ROOT / "pipeline" / "README.md", *(ROOT / "docs").glob("*.md")])
-FENCE = re.compile(r"^(\s*)```(.*)$")
-ANNOTATION = re.compile(r"^\s*<!-- doc-test: (skip|expect): (.+?) -->\s*$")
 BLOCK_TIMEOUT = 300
 PARALLEL_BLOCKS = 4
 
 pytestmark = pytest.mark.integration
-
-
-@dataclass
-class Block:
-    path: Path
-    line: int  # the opening fence, 1-based
-    language: str
-    text: str
-    skip: str | None = None
-    expects: list[str] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
-
-
-def blocks(path: Path) -> list[Block]:
-    found: list[Block] = []
-    lines = path.read_text().splitlines()
-    index = 0
-    while index < len(lines):
-        opening = FENCE.match(lines[index])
-        if not opening:
-            index += 1
-            continue
-        end = next(
-            (i for i in range(index + 1, len(lines)) if lines[i].strip().startswith("```")), None
-        )
-        assert end is not None, f"{path.relative_to(ROOT)}:{index + 1}: unclosed fence"
-        block = Block(path, index + 1, opening[2].strip(), "\n".join(lines[index + 1 : end]))
-        above = index - 1
-        while above >= 0 and (annotation := ANNOTATION.match(lines[above])):
-            if annotation[1] == "skip":
-                block.skip = annotation[2]
-            else:
-                block.expects.append(annotation[2])
-            above -= 1
-        found.append(block)
-        index = end + 1
-    return found
 
 
 ALL_BLOCKS = [block for path in DOCS for block in blocks(path)]
