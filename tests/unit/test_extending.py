@@ -9,11 +9,14 @@ template.yaml's section of that name. What is copied is the project's source, so
 the walkthrough against the code as it is now."""
 
 import ast
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from cfnlint.decode import cfn_yaml
 
 from tests.doc_blocks import ROOT, Block, blocks
 
@@ -135,3 +138,22 @@ def test_the_walkthroughs_consumer_passes_its_tests_in_every_fan_out_mode(tmp_pa
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     # each mode's delivery and template pieces, and the changes the filter refuses
     assert re.search(r"\b11 passed\b", run.stdout), run.stdout[-2000:]
+
+
+def test_the_walkthroughs_filter_is_one_filter_wherever_the_doc_writes_it():
+    """Step 3's filter (its JSON block, the patterns its commands test) is the one the template
+    block gives CallbackStreamMapping: a reader copies either."""
+    doc = blocks(DOC)
+    [filter_block] = [block for block in doc if block.language == "json"]
+    stated = json.loads(filter_block.text)
+    [resources_block] = [b for b in doc if b.walkthrough == "resources template.yaml"]
+    mapping = cfn_yaml.loads(resources_block.text)["CallbackStreamMapping"]["Properties"]
+    [declared] = mapping["FilterCriteria"]["Filters"]
+    assert json.loads(declared["Pattern"]) == stated
+    tested = [
+        json.loads(pattern)
+        for block in doc
+        if block.language == "bash"
+        for pattern in re.findall(r"PATTERN='(.+?)'", block.text, re.S)
+    ]
+    assert tested and all(pattern == stated for pattern in tested)
