@@ -328,9 +328,9 @@ class StackClient:
 
     def failed_changes(self, route: FailureRoute, marker: str, since: float) -> list[dict]:
         """The messages (peeked, not consumed) at ``route``'s queue that stand for a test's
-        failed change: the stream record itself, holding ``marker`` (pipe, router), or a failure
-        record of the consumer's mapping sent since ``since`` (lambda: it names a batch, not
-        the records)."""
+        failed change: the stream record itself, holding ``marker`` (every mode but lambda), or
+        a failure record of the consumer's mapping sent since ``since`` (lambda: it names a
+        batch, not the records)."""
         found = []
         for message in self.peek(route.output):
             if route.holds_records:
