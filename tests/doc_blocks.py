@@ -55,5 +55,3 @@ def blocks(path: Path) -> list[Block]:
         found.append(block)
         index = end + 1
     return found
-
-
