@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cfnlint.decode import cfn_yaml
 
+from emulator.stack import load_template, translate
 from tests.doc_blocks import ROOT, Block, blocks
 
 DOC = ROOT / "docs" / "extending.md"
@@ -138,6 +139,21 @@ def test_the_walkthroughs_consumer_passes_its_tests_in_every_fan_out_mode(tmp_pa
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     # each mode's delivery and template pieces, and the changes the filter refuses
     assert re.search(r"\b11 passed\b", run.stdout), run.stdout[-2000:]
+
+    # The template block is SAM the translator takes, as sam build and the local stack do (its
+    # conditions stay conditions: one translation serves every mode).
+    translated = translate(load_template(project / "template.yaml"), {})["Resources"]
+    assert translated["CallbackFunction"]["Type"] == "AWS::Lambda::Function"
+    assert translated["CallbackStreamMapping"]["Condition"] == "FanOutByLambda"
+    role = translated["CallbackFunctionRole"]["Properties"]
+    assert role["ManagedPolicyArns"] == [
+        "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+        "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
+    ]
+    granted = json.dumps(role["Policies"])
+    assert (
+        '"NotificationQueue", "QueueName"' in granted and '"Sid": "ReadContactsStream"' in granted
+    )
 
 
 def test_the_walkthroughs_filter_is_one_filter_wherever_the_doc_writes_it():
