@@ -173,3 +173,26 @@ def test_the_walkthroughs_filter_is_one_filter_wherever_the_doc_writes_it():
         for pattern in re.findall(r"PATTERN='(.+?)'", block.text, re.S)
     ]
     assert tested and all(pattern == stated for pattern in tested)
+
+
+# What is the new consumer's own: its description and the changes it acts on.
+OWN_PROPERTIES = ("Description", "FilterCriteria")
+
+
+def test_the_walkthroughs_template_block_is_surveys_with_the_name_swapped():
+    """The doc's resources are SurveyFunction's as template.yaml has them, the name swapped, but
+    for what is the consumer's own: a change to every consumer's block (a setting, a grant, an
+    alarm's hook) fails this until the walkthrough follows."""
+    [block] = [b for b in blocks(DOC) if b.walkthrough == "resources template.yaml"]
+    walkthrough = cfn_yaml.loads(block.text)
+    template = cfn_yaml.loads((ROOT / "template.yaml").read_text())["Resources"]
+    for name, resource in walkthrough.items():
+        survey = json.loads(
+            json.dumps(template[name.replace("Callback", "Survey")])
+            .replace("Survey", "Callback")
+            .replace("survey", "callback")
+        )
+        for declared in (resource, survey):
+            for own in OWN_PROPERTIES:
+                declared["Properties"].pop(own, None)
+        assert json.loads(json.dumps(resource)) == survey, name
