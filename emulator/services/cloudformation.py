@@ -273,7 +273,9 @@ def processed_template(
     otherwise, as CloudFormation refuses."""
     from moto.cloudformation.exceptions import ValidationError  # noqa: PLC0415
 
-    from emulator.stack import DeployError, check_rules, translate  # noqa: PLC0415
+    from emulator.deploy.errors import DeployError  # noqa: PLC0415
+    from emulator.deploy.rules import check_rules  # noqa: PLC0415
+    from emulator.deploy.translate import translate  # noqa: PLC0415
 
     declared = template.get("Parameters", {})
     unknown = sorted(set(parameters) - set(declared))

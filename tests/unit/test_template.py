@@ -14,7 +14,8 @@ from samtranslator.translator.transform import transform
 from shared import idempotency, keys, model
 from shared.aws import table as contacts_store
 
-from emulator.stack import DeployError, check_rules, chosen, template_conditions
+from emulator.deploy.errors import DeployError
+from emulator.deploy.rules import check_rules, chosen, template_conditions
 from tests.contract import CHANGE_BODY_POLICIES, CHANGE_POLICIES, QUEUE_FILTERS, STREAM_FILTERS
 
 ROOT = Path(__file__).resolve().parents[2]
