@@ -31,7 +31,7 @@ from emulator.deploy.errors import DeployError
 from emulator.deploy.function_code import artifact_code, local_code
 from emulator.deploy.functions import deployed_function_specs
 from emulator.deploy.gaps import Resolver, close_gaps
-from emulator.deploy.parameters import parameter_values
+from emulator.deploy.parameters import check_parameters, parameter_values
 from emulator.deploy.rules import check_rules, chosen, template_conditions
 from emulator.deploy.samconfig import load_samconfig
 from emulator.deploy.translate import ARTIFACTS_BUCKET, load_template, translate
@@ -131,9 +131,7 @@ def deploy(
     sam_template = load_template(template_path)
     overrides = {**config.parameter_overrides, **(parameter_overrides or {})}
     declared = sam_template.get("Parameters", {})
-    unknown = set(overrides) - set(declared)
-    if unknown:
-        raise DeployError(f"parameter overrides not declared by the template: {sorted(unknown)}")
+    check_parameters(declared, overrides)
     cfn_template = translate(sam_template, overrides, region)
     parameters = parameter_values(declared, overrides)
     check_rules(cfn_template, parameters)

@@ -12,6 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from emulator.deploy.deployer import deploy
 from emulator.deploy.errors import DeployError
@@ -24,6 +25,7 @@ Parameters:
   Greeting:
     Type: String
     Default: hello
+    AllowedPattern: "[a-z ]+"
 Globals:
   Function:
     Runtime: python3.13
@@ -381,7 +383,19 @@ def test_invoke_cli_runs_one_function_like_sam_local_invoke(local, tmp_path):
     assert "asked to fail" in done.stderr  # the function's log goes to stderr
 
 
-def test_undeclared_parameter_override_is_refused(local, tmp_path):
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"Nope": "1"}, "Parameters: [Nope] do not exist in the template"),
+        ({"Greeting": "Hi!"}, "Parameter 'Greeting' must match pattern [a-z ]+"),
+    ],
+)
+def test_a_parameter_cloudformation_refuses_is_refused_and_nothing_is_created(
+    local, tmp_path, overrides, message
+):
     template = write_project(tmp_path)
-    with pytest.raises(DeployError, match="Nope"):
-        deploy(local.endpoint_url, template, parameter_overrides={"Nope": "1"})
+    with pytest.raises(DeployError) as refused:
+        deploy(local.endpoint_url, template, stack_name="refused", parameter_overrides=overrides)
+    assert str(refused.value) == message
+    with pytest.raises(ClientError, match="Stack with id refused does not exist"):
+        local.client("cloudformation").describe_stacks(StackName="refused")
