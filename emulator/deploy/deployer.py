@@ -60,7 +60,7 @@ class Deployment:
         return self.resources[logical_id][1]
 
     def chosen(self, value: Any) -> Any:
-        """``value`` as CloudFormation deployed it (see ``chosen``)."""
+        """``value`` as CloudFormation deployed it (see ``rules.chosen``)."""
         return chosen(value, self.conditions)
 
 
