@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emulator.deploy.translate import load_template
 from emulator.iam import access
 from emulator.iam.policy import Policy, action_matches, granted_actions
-from emulator.stack import load_template
 
 EXPLANATIONS = "UnusedGrants"
 # What started an integration run's local stack (run_description's command line): pytest.

@@ -671,7 +671,7 @@ class Lane(threading.Thread):
                 seg.retries += 1
             if 0 <= cfg.max_retry < seg.retries:
                 segments.popleft()
-                self._discard(cfg, seg, seg.items, "RetryAttemptsExhausted")
+                self._send_on_failure_record(cfg, seg, seg.items, "RetryAttemptsExhausted")
                 worker.handled(seg.items)
                 continue
             delay = min(MAX_RETRY_DELAY, self.ctx.retry_delay * 2 ** (seg.retries - 1))
@@ -692,7 +692,7 @@ class Lane(threading.Thread):
             expired += 1
         if expired:
             gone = seg.items[:expired]
-            self._discard(cfg, seg, gone, "RecordAgeExceeded")
+            self._send_on_failure_record(cfg, seg, gone, "RecordAgeExceeded")
             self.worker.handled(gone)
             seg.items = seg.items[expired:]
         return bool(seg.items)
@@ -748,7 +748,11 @@ class Lane(threading.Thread):
         return best
 
     # -- discarding -------------------------------------------------------------------------------
-    def _discard(self, cfg: MappingConfig, seg: Segment, items: list[Item], condition: str) -> None:
+    def _send_on_failure_record(
+        self, cfg: MappingConfig, seg: Segment, items: list[Item], condition: str
+    ) -> None:
+        """Lambda's OnFailure record of ``items`` (their batch info, ``condition``) sent to the
+        mapping's OnFailure destination; without one, the records are logged as dropped."""
         worker = self.worker
         worker.stats_add(sent_to_on_failure=len(items))
         first, last = items[0].record, items[-1].record

@@ -5,7 +5,6 @@ deployed (cfn-lint's decoder understands the short-form intrinsic tags)."""
 import json
 import shlex
 import tomllib
-from pathlib import Path
 
 import pytest
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
@@ -14,14 +13,13 @@ from samtranslator.translator.transform import transform
 from shared import idempotency, keys, model
 from shared.aws import table as contacts_store
 
-from emulator.stack import DeployError, check_rules, chosen, template_conditions
+from emulator.deploy.errors import DeployError
+from emulator.deploy.rules import check_rules, chosen, template_conditions
 from tests.contract import CHANGE_BODY_POLICIES, CHANGE_POLICIES, QUEUE_FILTERS, STREAM_FILTERS
+from tests.unit.template_yaml import RESOURCES, ROOT, TEMPLATE, alarm_threshold, of_type
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
 TEMPLATE_TEXT = (ROOT / "template.yaml").read_text()
 SAMCONFIG = tomllib.loads((ROOT / "samconfig.toml").read_text())
-RESOURCES = TEMPLATE["Resources"]
 PARAMETERS = TEMPLATE["Parameters"]
 GLOBAL_FUNCTION = TEMPLATE.get("Globals", {}).get("Function", {})
 
@@ -102,16 +100,6 @@ DYNAMODB_TYPES = {"S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"}
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def of_type(resource_type: str) -> dict[str, dict]:
-    return {k: v for k, v in RESOURCES.items() if v["Type"] == resource_type}
-
-
-def alarm_threshold(properties: dict) -> float:
-    """An alarm's Threshold: its number in AlarmThresholds, the mapping the dashboard draws too."""
-    mapping, top, second = properties["Threshold"]["Fn::FindInMap"]
-    return TEMPLATE["Mappings"][mapping][top][second]
 
 
 FUNCTION_RESOURCES = of_type("AWS::Serverless::Function")

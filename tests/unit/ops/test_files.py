@@ -14,7 +14,7 @@ from harness.stack import StackClient
 from ops import files, status
 from ops.errors import OpsError
 from tests.unit.ingest.support import Delivery, Ingest, error_response, sqs_event
-from tests.unit.test_template import alarm_threshold, of_type
+from tests.unit.template_yaml import alarm_threshold, of_type
 
 ROWS = 800
 # Deliveries of IngestQueue a file of ROWS rows needs, with room to spare; a file that cycles

@@ -12,7 +12,7 @@ from harness.stack import StackClient
 from ops import callers, records, redrive, replay, status
 from ops.cli import main
 from ops.errors import OpsError
-from tests.unit.ops.conftest import args
+from tests.unit.ops.support import args
 
 
 def test_the_notifier_record_is_found_and_purged_by_its_business_key(

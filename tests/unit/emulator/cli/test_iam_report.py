@@ -4,8 +4,8 @@ whether or not the runs read took it, and the report says which runs it read and
 covered."""
 
 from emulator.cli import iam_report
+from emulator.deploy.translate import load_template
 from emulator.iam.access import Access, run_description
-from emulator.stack import load_template
 from tests.unit.emulator.support import ROOT
 
 TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/contacts"
