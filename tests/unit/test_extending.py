@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cfnlint.decode import cfn_yaml
 
-from emulator.stack import load_template, translate
+from emulator.deploy.translate import load_template, translate
 from tests.doc_blocks import ROOT, Block, blocks
 
 DOC = ROOT / "docs" / "extending.md"

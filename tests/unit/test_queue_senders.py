@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from emulator.deploy.rules import chosen, template_conditions
 from emulator.iam.policy import Policy, Principal, Request, authorize
-from emulator.stack import chosen, template_conditions
 from tests.unit.fanout.fanout_template import CONSUMERS, template
 
 ACCOUNT = "111122223333"

@@ -9,6 +9,7 @@ import threading
 import time
 import zipfile
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -91,6 +92,7 @@ class Aws:
         self.streams = boto3.client("dynamodbstreams", **kwargs)
         self.lam = boto3.client("lambda", **kwargs)
         self.iam = boto3.client("iam", **kwargs)
+        self.cloudwatch = boto3.client("cloudwatch", **kwargs)
         role = self.iam.create_role(RoleName="esm-test", AssumeRolePolicyDocument="{}")
         archive = io.BytesIO()
         with zipfile.ZipFile(archive, "w") as zf:
@@ -165,3 +167,25 @@ def stats_of(esm: EventSourceMappingEngine, mapping: str) -> dict:
 
 def runtime_keys(runtime: FakeRuntime) -> list[str]:
     return [r["dynamodb"]["Keys"]["pk"]["S"] for b in runtime.batches for r in b]
+
+
+def event_counts(aws: Aws, mapping: str) -> dict[str, float]:
+    """The mapping's event-count metrics (AWS/Lambda per EventSourceMappingUUID), summed."""
+    cloudwatch = aws.cloudwatch
+    found = {}
+    for metric in cloudwatch.list_metrics(
+        Namespace="AWS/Lambda",
+        Dimensions=[{"Name": "EventSourceMappingUUID", "Value": mapping}],
+    )["Metrics"]:
+        name = metric["MetricName"]
+        points = cloudwatch.get_metric_statistics(
+            Namespace="AWS/Lambda",
+            MetricName=name,
+            Dimensions=metric["Dimensions"],
+            StartTime=datetime.now(UTC) - timedelta(hours=1),
+            EndTime=datetime.now(UTC) + timedelta(minutes=1),
+            Period=3600,
+            Statistics=["Sum"],
+        )["Datapoints"]
+        found[name] = sum(p["Sum"] for p in points)
+    return found

@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.parser.models import SqsModel
 from emulator.core import wakeups
 from emulator.delivery import engine as esm_module
 from emulator.delivery import sqs_poller
-from tests.unit.emulator.delivery.support import failures, stats_of, wait_for
+from tests.unit.emulator.delivery.support import event_counts, failures, stats_of, wait_for
 from tests.unit.emulator.support import REGION
 
 
@@ -176,6 +176,43 @@ def test_sqs_messages_matching_no_filter_are_deleted_without_invoking(aws, runti
     assert [r["messageId"] for batch in runtime.batches for r in batch] == [wanted]
     assert aws.counts(url) == (0, 0)
     assert stats_of(esm, mapping)["records_filtered"] == 2
+
+
+def test_a_mapping_with_event_count_metrics_counts_what_it_polled_filtered_invoked_and_deleted(
+    aws, runtime, engine
+):
+    """MetricsConfig EventCount (Lambda developer guide, "Event source mapping metrics"): per
+    EventSourceMappingUUID in AWS/Lambda."""
+    url, arn = aws.queue("counted")
+    aws.send(url, json.dumps({"kind": "SURVEY"}), json.dumps({"kind": "SURVEY", "bad": 1}))
+    aws.send(url, json.dumps({"kind": "GIFT_CARD"}))
+
+    failed_once: set[str] = set()
+
+    def behaviour(records, index):  # the bad message fails its first delivery only
+        bad = [r["messageId"] for r in records if "bad" in r["body"]]
+        first = [m for m in bad if m not in failed_once]
+        failed_once.update(first)
+        return failures(*first)
+
+    runtime.behaviour = behaviour
+    mapping = aws.mapping(
+        arn,
+        BatchSize=10,
+        FunctionResponseTypes=["ReportBatchItemFailures"],
+        FilterCriteria={"Filters": [{"Pattern": json.dumps({"body": {"kind": ["SURVEY"]}})}]},
+        MetricsConfig={"Metrics": ["EventCount"]},
+    )
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) >= 2)
+    assert wait_for(lambda: aws.counts(url) == (0, 0))
+    counts = event_counts(aws, mapping)
+    # 3 polled first, the failed one again; the GIFT_CARD filtered out
+    assert counts["PolledEventCount"] == 4
+    assert counts["FilteredOutEventCount"] == 1
+    assert counts["InvokedEventCount"] == 3
+    assert counts["FailedInvokeEventCount"] == 1
+    assert counts["DeletedEventCount"] == 2
 
 
 def test_sqs_message_is_redriven_to_the_dlq_after_max_receive_count(aws, runtime, engine):

@@ -31,7 +31,14 @@ from emulator.delivery.mappings import (
 from emulator.delivery.sources import StreamSource
 from emulator.delivery.stream_poller import StreamMappingPoller
 from emulator.services.dynamodbstreams import shard_source
-from tests.unit.emulator.delivery.support import Aws, failures, runtime_keys, stats_of, wait_for
+from tests.unit.emulator.delivery.support import (
+    Aws,
+    event_counts,
+    failures,
+    runtime_keys,
+    stats_of,
+    wait_for,
+)
 from tests.unit.emulator.support import REGION
 
 
@@ -204,11 +211,37 @@ def test_stream_retries_exhausted_sends_the_batch_info_to_the_on_failure_queue(
     assert info["streamArn"] == stream
     assert info["approximateArrivalOfFirstRecord"].endswith("Z")
     assert stats_of(esm, mapping)["sent_to_on_failure"] == 3
+    assert "OnFailureDestinationDeliveredEventCount" not in event_counts(aws, mapping)
 
     # The shard moved past the discarded batch: the next record is delivered on its own.
     aws.put("exhausted", "later")
     wait_for(lambda: len(runtime.calls) == 4)
     assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in runtime.batches[3]] == ["later"]
+
+
+def test_a_stream_mapping_with_event_count_metrics_counts_what_it_gave_up(aws, runtime, engine):
+    """MetricsConfig EventCount: the records sent to the OnFailure destination, and those that
+    invoked the function (each attempt) and failed (Lambda developer guide, "Event source mapping
+    metrics")."""
+    _, destination = on_failure(aws)
+    stream = aws.table("counted")
+    for n in range(2):
+        aws.put("counted", str(n))
+    runtime.behaviour = lambda records, index: (_ for _ in ()).throw(RuntimeError("always"))
+    mapping = aws.mapping(
+        stream,
+        StartingPosition="TRIM_HORIZON",
+        MaximumRetryAttempts=1,
+        DestinationConfig=destination,
+        MetricsConfig={"Metrics": ["EventCount"]},
+    )
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and len(runtime.calls) == 2)
+    counts = event_counts(aws, mapping)
+    assert counts["PolledEventCount"] == 2
+    assert counts["InvokedEventCount"] == counts["FailedInvokeEventCount"] == 4
+    assert counts["OnFailureDestinationDeliveredEventCount"] == 2
+    assert "DroppedEventCount" not in counts
 
 
 def test_stream_on_failure_destination_can_be_an_sns_topic(aws, runtime, engine):
