@@ -1,4 +1,4 @@
-"""DynamoDB's answers where moto 5.2.5 gives others: ListTables' order, ProjectionExpression's
+"""DynamoDB's answers where moto 5.2.6 gives others: ListTables' order, ProjectionExpression's
 list indexes, ItemCollectionMetrics, PartiQL's writes and statements moto cannot parse.
 
 - ListTables (moto/dynamodb/models/__init__.py ``list_tables``): moto lists tables in creation

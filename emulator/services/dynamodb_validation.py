@@ -1,4 +1,4 @@
-"""DynamoDB's request validation where moto 5.2.5 accepts what DynamoDB refuses, and its numbers
+"""DynamoDB's request validation where moto 5.2.6 accepts what DynamoDB refuses, and its numbers
 as DynamoDB stores them.
 
 Every item request of the DynamoDB handler (and CreateTable's name) is checked before moto acts

@@ -1,4 +1,4 @@
-"""DynamoDB's answers where moto 5.2.5 gave others (emulator/services/dynamodb_api.py), moto in
+"""DynamoDB's answers where moto 5.2.6 gave others (emulator/services/dynamodb_api.py), moto in
 process through boto3. The cases are DynamoDB's documented behaviour: ListTables' paging
 (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ListTables.html) and document
 paths in a ProjectionExpression

@@ -1,4 +1,4 @@
-"""DynamoDB's validation where moto 5.2.5 accepted what DynamoDB refuses
+"""DynamoDB's validation where moto 5.2.6 accepted what DynamoDB refuses
 (emulator/services/dynamodb_validation.py), moto in process through boto3. The cases are the
 documented rules: naming rules and data types
 (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html),
