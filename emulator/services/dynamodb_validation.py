@@ -5,6 +5,13 @@ Every item request of the DynamoDB handler (and CreateTable's name) is checked b
 on it, in this order (each refusal a ValidationException unless said otherwise, as boto3 users
 see it from AWS):
 
+- the parameters' constraints in the API reference, every violation in one message ("2
+  validation errors detected: ...; ..."): TableName given and not empty; ReturnValues,
+  ReturnConsumedCapacity, ReturnItemCollectionMetrics and Select in their enumerations; Query's
+  and Scan's Limit at least 1; TransactItems 1 to 100 (TransactGetItems too: moto takes 25),
+  PartiQL's Statements 1 to 25 and TransactStatements 1 to 100; BatchGetItem and
+  BatchWriteItem's RequestItems present ("The requestItems parameter is required for ..."),
+  at most 100 keys a table in BatchGetItem;
 - table names: 3-255 characters of ``[a-zA-Z0-9_.-]`` (a table ARN is left to moto);
 - an expression beside its legacy parameter (ConditionExpression with Expected,
   KeyConditionExpression with KeyConditions, FilterExpression with QueryFilter/ScanFilter,
@@ -24,7 +31,8 @@ see it from AWS):
 moto itself refuses (left to it): more than 100 transaction actions or two on one item (with
 emulator/services/dynamodb.py), an item over 400 KB, an unparsable number, a number below 1E-130.
 
-The rules are DynamoDB's documented ones:
+The rules are DynamoDB's documented ones (each operation's page of the API reference for the
+parameters' constraints, https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/):
 https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html
 (names, numbers, sets), .../developerguide/ServiceQuotas.html (25 requests, 4 MB, 100 actions),
 https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
@@ -44,6 +52,7 @@ from decimal import Context, Decimal, InvalidOperation, localcontext
 from typing import Any
 
 from moto.core.responses import ActionResult
+from moto.dynamodb import responses as dynamodb_responses
 from moto.dynamodb.exceptions import DynamodbException, MockValidationException
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.responses import DynamoHandler
@@ -63,9 +72,13 @@ _CHECKED_ACTIONS = (
     "transact_get_items",
     "query",
     "scan",
+    "batch_execute_statement",
+    "execute_transaction",
 )
 _TABLE_NAME = re.compile(r"[a-zA-Z0-9_.-]+")
 _MAX_BATCH_WRITES = 25
+_MAX_BATCH_READS = 100
+_MAX_TRANSACTION_ITEMS = 100
 _MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
 _TOKEN_WINDOW_SECONDS = 600
 _NUMBERS = Context(prec=80)  # wider than any valid number: normalising never rounds
@@ -78,6 +91,38 @@ _EXPRESSION_PAIRS = (
     ("UpdateExpression", ("AttributeUpdates",)),
 )
 _SET_TYPES = {"SS": "string", "NS": "number", "BS": "binary"}
+# The enumerations of the API reference, in the order DynamoDB's messages list them, and the
+# actions that take each (PartiQL's and the batches' ReturnConsumedCapacity are left to moto).
+_ENUMS = {
+    "ReturnValues": ("NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"),
+    "ReturnConsumedCapacity": ("INDEXES", "TOTAL", "NONE"),
+    "ReturnItemCollectionMetrics": ("SIZE", "NONE"),
+    "Select": ("SPECIFIC_ATTRIBUTES", "COUNT", "ALL_ATTRIBUTES", "ALL_PROJECTED_ATTRIBUTES"),
+}
+_WRITES = ("ReturnValues", "ReturnConsumedCapacity", "ReturnItemCollectionMetrics")
+_ENUM_ACTIONS: dict[str, tuple[str, ...]] = {
+    "put_item": _WRITES,
+    "update_item": _WRITES,
+    "delete_item": _WRITES,
+    "get_item": ("ReturnConsumedCapacity",),
+    "query": ("ReturnConsumedCapacity", "Select"),
+    "scan": ("ReturnConsumedCapacity", "Select"),
+    "create_table": (),
+    "batch_write_item": (),
+    "batch_get_item": (),
+    "transact_write_items": (),
+    "transact_get_items": (),
+    "execute_statement": (),
+    "batch_execute_statement": (),
+    "execute_transaction": (),
+}
+# (list parameter, its element's type, its most members): 1 to that many (API reference).
+_LISTS = {
+    "transact_write_items": (("TransactItems", "TransactWriteItem", _MAX_TRANSACTION_ITEMS),),
+    "transact_get_items": (("TransactItems", "TransactGetItem", _MAX_TRANSACTION_ITEMS),),
+    "batch_execute_statement": (("Statements", "BatchStatementRequest", 25),),
+    "execute_transaction": (("TransactStatements", "ParameterizedStatement", 100),),
+}
 
 
 class IdempotentParameterMismatch(DynamodbException):
@@ -90,6 +135,8 @@ class IdempotentParameterMismatch(DynamodbException):
 
 
 def install() -> None:
+    # TransactGetItems takes 100 items as TransactWriteItems does (moto: 25)
+    patching.replace(dynamodb_responses, "TRANSACTION_MAX_ITEMS", _MAX_TRANSACTION_ITEMS)
     for name in _CHECKED_ACTIONS:
         patching.replace(DynamoHandler, name, _validated(name, getattr(DynamoHandler, name)))
     patching.replace(
@@ -127,6 +174,7 @@ def _validated(action: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
 def validate_request(action: str, body: dict[str, Any], backend: Any) -> None:
     """Refuse ``body`` as DynamoDB would, normalising its numbers in place."""
+    check_parameters(action, body)
     for name in _table_names(action, body):
         _check_table_name(name)
     _check_expression_mix(body)
@@ -135,10 +183,76 @@ def validate_request(action: str, body: dict[str, Any], backend: Any) -> None:
     _check_values(body)
     if action == "batch_write_item":
         _check_batch_write(body, backend)
+    elif action == "batch_get_item":
+        _check_batch_get(body)
     elif action == "transact_get_items":
         _check_one_read_per_item(body, backend)
     elif action == "transact_write_items":
         _check_transaction_size(body)
+
+
+# --- the request's parameters -----------------------------------------------------------------
+def check_parameters(action: str, body: dict[str, Any]) -> None:
+    """The constraints of the API's shapes, checked before anything else and reported together
+    ("2 validation errors detected: ...; ..."), each naming its parameter in camel case."""
+    if action in ("batch_write_item", "batch_get_item") and not body.get("RequestItems"):
+        operation = "BatchWriteItem" if action == "batch_write_item" else "BatchGetItem"
+        raise MockValidationException(f"The requestItems parameter is required for {operation}")
+    problems = []
+    if action not in ("batch_write_item", "batch_get_item") and not action.startswith(
+        ("transact_", "execute_", "batch_execute_")
+    ):
+        problems += _table_name_problems(body.get("TableName"))
+    for parameter, values in _ENUMS.items():
+        value = body.get(parameter)
+        if value is not None and value not in values and parameter in _ENUM_ACTIONS[action]:
+            problems.append(
+                f"Value '{value}' at '{_camel(parameter)}' failed to satisfy constraint: "
+                f"Member must satisfy enum value set: [{', '.join(values)}]"
+            )
+    limit = body.get("Limit")
+    if action in ("query", "scan") and isinstance(limit, int) and limit < 1:
+        # Query's message names Limit as the request does and leaves its value out
+        where = "at 'Limit'" if action == "query" else f"'{limit}' at 'limit'"
+        problems.append(
+            f"Value {where} failed to satisfy constraint: "
+            "Member must have value greater than or equal to 1"
+        )
+    for parameter, element, most in _LISTS.get(action, ()):
+        members = body.get(parameter)
+        if isinstance(members, list) and not 1 <= len(members) <= most:
+            bound = "greater than or equal to 1" if not members else f"less than or equal to {most}"
+            problems.append(
+                f"Value '{_java_list(element, members)}' at '{_camel(parameter)}' failed to "
+                f"satisfy constraint: Member must have length {bound}"
+            )
+    if problems:
+        count = f"{len(problems)} validation error{'s' if len(problems) > 1 else ''}"
+        raise MockValidationException(f"{count} detected: " + "; ".join(problems))
+
+
+def _table_name_problems(name: Any) -> list[str]:
+    if name is None:
+        return ["Value null at 'tableName' failed to satisfy constraint: Member must not be null"]
+    if name == "":
+        return [
+            "Value '' at 'tableName' failed to satisfy constraint: "
+            "Member must have length greater than or equal to 1"
+        ]
+    return []  # the rest by _check_table_name, which also reads the batches' names
+
+
+def _camel(parameter: str) -> str:
+    return parameter[0].lower() + parameter[1:]
+
+
+def _java_list(element: str, members: list[Any]) -> str:
+    """A list as DynamoDB's messages print one: Java's toString of its elements."""
+    names = (
+        f"com.amazonaws.dynamodb.v20120810.{element}@{i + 0x10000001:x}"
+        for i in range(len(members))
+    )
+    return f"[{', '.join(names)}]"
 
 
 def _table_names(action: str, body: dict[str, Any]) -> list[str]:
@@ -146,6 +260,8 @@ def _table_names(action: str, body: dict[str, Any]) -> list[str]:
         return list(body.get("RequestItems") or {})
     if action.startswith("transact_"):
         return [op.get("TableName", "") for op in _operations(action, body)]
+    if action in ("batch_execute_statement", "execute_transaction"):
+        return []  # the statements name their tables
     return [body.get("TableName", "")]
 
 
@@ -272,10 +388,13 @@ def _check_batch_write(body: dict[str, Any], backend: Any) -> None:
     requests = body.get("RequestItems") or {}
     for writes in requests.values():
         if len(writes) > _MAX_BATCH_WRITES:
+            tables = ", ".join(
+                f"{name}={_java_list('WriteRequest', each)}" for name, each in requests.items()
+            )
             raise MockValidationException(
-                "1 validation error detected: Value at 'requestItems' failed to satisfy "
-                "constraint: Map value must satisfy constraint: [Member must have length less "
-                "than or equal to 25, Member must have length greater than or equal to 1]"
+                f"1 validation error detected: Value '{{{tables}}}' at 'requestItems' failed to "
+                "satisfy constraint: Map value must satisfy constraint: [Member must have length "
+                "less than or equal to 25, Member must have length greater than or equal to 1]"
             )
     if sum(len(writes) for writes in requests.values()) > _MAX_BATCH_WRITES:
         raise MockValidationException("Too many items requested for the BatchWriteItem call")
@@ -292,6 +411,16 @@ def _check_batch_write(body: dict[str, Any], backend: Any) -> None:
             if key in seen:
                 raise MockValidationException("Provided list of item keys contains duplicates")
             seen.add(key)
+
+
+def _check_batch_get(body: dict[str, Any]) -> None:
+    for name, reads in (body.get("RequestItems") or {}).items():
+        if len(reads.get("Keys") or []) > _MAX_BATCH_READS:
+            raise MockValidationException(
+                f"1 validation error detected: Value at 'RequestItems.{name}.member.Keys' failed "
+                f"to satisfy constraint: Member must have length less than or equal to "
+                f"{_MAX_BATCH_READS}"
+            )
 
 
 def _check_one_read_per_item(body: dict[str, Any], backend: Any) -> None:

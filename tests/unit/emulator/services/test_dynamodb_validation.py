@@ -9,11 +9,13 @@ expressions never mixed with legacy parameters
 (.../developerguide/LegacyConditionalParameters.html).
 """
 
+import boto3
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.unit.emulator.support import client, fake_credentials, pk_table
+from tests.unit.emulator.support import REGION, client, fake_credentials, pk_table
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 TABLE = "contacts"
@@ -253,3 +255,72 @@ def test_update_arithmetic_keeps_38_digits_and_stores_the_result_normalised(ddb)
     )["Attributes"]
     assert got["n"] == {"N": "3"}
     assert got["big"] == {"N": "1234567890123456789.0123456788"}  # 29 digits: moto kept 28
+
+
+# The request's parameters, checked against the API reference's constraints before anything else
+# and reported together (API_PutItem.html, API_Query.html, API_TransactGetItems.html,
+# API_BatchGetItem.html, API_ExecuteTransaction.html: "Length Constraints", "Valid Values",
+# "Valid Range"; CommonErrors.html: ValidationException).
+@pytest.fixture
+def unchecked(ddb):
+    """A client that sends what boto3 would refuse itself, as other SDKs may."""
+    return boto3.client("dynamodb", region_name=REGION, config=Config(parameter_validation=False))
+
+
+def test_every_invalid_parameter_is_reported_in_one_message(ddb):
+    message = refused(
+        ddb.delete_item,
+        TableName="no-such-table",
+        Key={"pk": {"S": "a"}},
+        ReturnValues="INVALID",
+        ReturnConsumedCapacity="INVALID",
+    )
+    assert message.startswith("2 validation errors detected: ")
+    assert "Value 'INVALID' at 'returnValues' failed to satisfy constraint" in message
+    assert "Value 'INVALID' at 'returnConsumedCapacity' failed to satisfy constraint" in message
+
+
+def test_an_empty_table_name_is_one_error_of_length(unchecked):
+    message = refused(unchecked.put_item, TableName="", Item={"pk": {"S": "a"}})
+    assert message == (
+        "1 validation error detected: Value '' at 'tableName' failed to satisfy constraint: "
+        "Member must have length greater than or equal to 1"
+    )
+
+
+def test_a_limit_below_one_is_refused(unchecked):
+    message = refused(unchecked.scan, TableName=TABLE, Limit=0)
+    assert message == (
+        "1 validation error detected: Value '0' at 'limit' failed to satisfy constraint: "
+        "Member must have value greater than or equal to 1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "parameter", "members"),
+    [
+        ("transact_get_items", "TransactItems", "transactItems"),
+        ("transact_write_items", "TransactItems", "transactItems"),
+        ("execute_transaction", "TransactStatements", "transactStatements"),
+        ("batch_execute_statement", "Statements", "statements"),
+    ],
+)
+def test_an_empty_list_of_actions_is_refused(unchecked, call, parameter, members):
+    message = refused(getattr(unchecked, call), **{parameter: []})
+    assert message == (
+        f"1 validation error detected: Value '[]' at '{members}' failed to satisfy constraint: "
+        "Member must have length greater than or equal to 1"
+    )
+
+
+def test_empty_request_items_are_a_missing_parameter(unchecked):
+    assert refused(unchecked.batch_get_item, RequestItems={}) == (
+        "The requestItems parameter is required for BatchGetItem"
+    )
+
+
+def test_transact_get_items_reads_100_items_and_refuses_101(ddb):
+    gets = [{"Get": {"TableName": TABLE, "Key": {"pk": {"S": f"k{i}"}}}} for i in range(101)]
+    assert len(ddb.transact_get_items(TransactItems=gets[:100])["Responses"]) == 100
+    message = refused(ddb.transact_get_items, TransactItems=gets)
+    assert message.endswith("Member must have length less than or equal to 100")
