@@ -22,6 +22,9 @@ see it from AWS):
   (``00042`` -> ``42``, ``1.50`` -> ``1.5``, ``1E2`` -> ``100``), so they come back so and a key
   written as ``042`` is the item of ``42``; an update's arithmetic works at 38 digits and stores
   its result so (``1.5 + 1.5`` is ``3``);
+- the legacy parameters as the expressions they stand for: AttributesToGet as a
+  ProjectionExpression (moto ignored it), Expected with ConditionalOperator as a
+  ConditionExpression (moto read OR as AND); AttributeUpdates may not name a key attribute;
 - BatchWriteItem: at most 25 requests, no two for one item;
 - TransactGetItems: no two reads of one item;
 - TransactWriteItems: at most 4 MB of items in all; a ClientRequestToken reused within 10 minutes
@@ -189,6 +192,7 @@ def validate_request(action: str, body: dict[str, Any], backend: Any) -> None:
         _check_one_read_per_item(body, backend)
     elif action == "transact_write_items":
         _check_transaction_size(body)
+    _legacy_as_expressions(action, body, backend)
 
 
 # --- the request's parameters -----------------------------------------------------------------
@@ -307,6 +311,97 @@ def _check_expression_mix(params: dict[str, Any]) -> None:
             f"Non-expression parameters: {{{', '.join(legacy)}}} "
             f"Expression parameters: {{{', '.join(expressions)}}}"
         )
+
+
+# --- legacy parameters ----------------------------------------------------------------------------
+# Expected (with ConditionalOperator) and AttributesToGet as the expressions they stand for
+# (developer guide, "Legacy conditional parameters": Expected -> ConditionExpression,
+# AttributesToGet -> ProjectionExpression); moto applies neither as DynamoDB does (AttributesToGet
+# is ignored, ConditionalOperator OR read as AND).
+_TERMS = {
+    "EQ": "{0} = {1}",
+    "NE": "{0} <> {1}",
+    "LE": "{0} <= {1}",
+    "LT": "{0} < {1}",
+    "GE": "{0} >= {1}",
+    "GT": "{0} > {1}",
+    "CONTAINS": "contains({0}, {1})",
+    "NOT_CONTAINS": "NOT contains({0}, {1})",
+    "BEGINS_WITH": "begins_with({0}, {1})",
+    "NULL": "attribute_not_exists({0})",
+    "NOT_NULL": "attribute_exists({0})",
+    "BETWEEN": "{0} BETWEEN {1} AND {2}",
+}
+
+
+def _legacy_as_expressions(action: str, body: dict[str, Any], backend: Any) -> None:
+    if action in ("get_item", "query", "scan"):
+        _projection_of(body)
+    elif action == "batch_get_item":
+        for reads in (body.get("RequestItems") or {}).values():
+            _projection_of(reads)
+    if action in ("put_item", "update_item", "delete_item") and body.get("Expected"):
+        _condition_of(body)
+    if action == "update_item" and body.get("AttributeUpdates"):
+        _check_no_key_update(body, backend)
+
+
+def _check_no_key_update(body: dict[str, Any], backend: Any) -> None:
+    try:
+        table = backend.get_table(body.get("TableName", ""))
+    except Exception:  # an unknown table is moto's to refuse
+        return
+    for name in body["AttributeUpdates"]:
+        if name in (table.hash_key_attr, table.range_key_attr):
+            raise MockValidationException(
+                "One or more parameter values were invalid: Cannot update attribute "
+                f"{name}. This attribute is part of the key"
+            )
+
+
+def _projection_of(params: dict[str, Any]) -> None:
+    names = params.pop("AttributesToGet", None)
+    if not names:
+        return
+    placeholders = _names(params, names, "#legacy_get")
+    params["ProjectionExpression"] = ", ".join(placeholders)
+
+
+def _names(params: dict[str, Any], names: list[str], prefix: str) -> list[str]:
+    placeholders = [f"{prefix}{i}" for i in range(len(names))]
+    params.setdefault("ExpressionAttributeNames", {}).update(zip(placeholders, names, strict=True))
+    return placeholders
+
+
+def _condition_of(params: dict[str, Any]) -> None:
+    expected: dict[str, Any] = params.pop("Expected")
+    joiner = f" {params.pop('ConditionalOperator', 'AND')} "
+    values = params.setdefault("ExpressionAttributeValues", {})
+    terms = []
+    for i, (name, condition) in enumerate(expected.items()):
+        (path,) = _names(params, [name], f"#legacy_if{i}_")
+        operands = condition.get("AttributeValueList")
+        if operands is None and "Value" in condition:
+            operands = [condition["Value"]]
+        operator_name = condition.get("ComparisonOperator")
+        if operator_name is None:  # Exists / Value
+            operator_name = "NULL" if condition.get("Exists") is False else "EQ"
+        placeholders = [f":legacy_if{i}_{j}" for j in range(len(operands or []))]
+        values.update(zip(placeholders, operands or [], strict=True))
+        terms.append(_term(operator_name, path, placeholders))
+    params["ConditionExpression"] = joiner.join(f"({term})" for term in terms)
+    if not values:
+        del params["ExpressionAttributeValues"]
+
+
+def _term(operator_name: str, path: str, values: list[str]) -> str:
+    if operator_name == "IN":
+        return f"{path} IN ({', '.join(values)})"
+    if operator_name not in _TERMS:
+        raise MockValidationException(
+            f"Unsupported operator on ExpectedAttributeValue: {operator_name}"
+        )
+    return _TERMS[operator_name].format(path, *values)
 
 
 # --- attribute values -----------------------------------------------------------------------------

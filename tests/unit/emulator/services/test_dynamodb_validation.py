@@ -324,3 +324,53 @@ def test_transact_get_items_reads_100_items_and_refuses_101(ddb):
     assert len(ddb.transact_get_items(TransactItems=gets[:100])["Responses"]) == 100
     message = refused(ddb.transact_get_items, TransactItems=gets)
     assert message.endswith("Member must have length less than or equal to 100")
+
+
+# The legacy parameters as the expressions they stand for (developer guide, "Legacy conditional
+# parameters": https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/LegacyConditionalParameters.html,
+# AttributesToGet, Expected, ConditionalOperator "OR - at least one of the conditions must
+# evaluate to true"; AttributeUpdates: a key attribute cannot be updated).
+def test_attributes_to_get_returns_those_attributes_alone(ddb):
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "name": {"S": "n"}, "role": {"S": "r"}})
+    got = ddb.get_item(TableName=TABLE, Key={"pk": {"S": "a"}}, AttributesToGet=["role"])
+    assert got["Item"] == {"role": {"S": "r"}}
+    [scanned] = ddb.scan(TableName=TABLE, AttributesToGet=["name"])["Items"]
+    assert scanned == {"name": {"S": "n"}}
+
+
+def test_expected_with_or_writes_when_one_condition_holds(ddb):
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "status": {"S": "active"}})
+    ddb.put_item(
+        TableName=TABLE,
+        Item={"pk": {"S": "a"}, "status": {"S": "updated"}},
+        Expected={
+            "status": {"ComparisonOperator": "EQ", "AttributeValueList": [{"S": "active"}]},
+            "role": {"ComparisonOperator": "EQ", "AttributeValueList": [{"S": "admin"}]},
+        },
+        ConditionalOperator="OR",
+    )
+    assert items(ddb) == [{"pk": {"S": "a"}, "status": {"S": "updated"}}]
+
+
+def test_expected_not_exists_refuses_a_delete_of_an_item_holding_the_attribute(ddb):
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "data": {"S": "x"}})
+    refused(
+        ddb.delete_item,
+        TableName=TABLE,
+        Key={"pk": {"S": "a"}},
+        Expected={"data": {"Exists": False}},
+        code="ConditionalCheckFailedException",
+    )
+    assert len(items(ddb)) == 1
+
+
+def test_attribute_updates_may_not_change_the_key(ddb):
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "a"}})
+    message = refused(
+        ddb.update_item,
+        TableName=TABLE,
+        Key={"pk": {"S": "a"}},
+        AttributeUpdates={"pk": {"Action": "PUT", "Value": {"S": "b"}}},
+    )
+    assert message.endswith("Cannot update attribute pk. This attribute is part of the key")
+    assert items(ddb) == [{"pk": {"S": "a"}}]
