@@ -13,6 +13,15 @@ see it from AWS):
   BatchWriteItem's RequestItems present ("The requestItems parameter is required for ..."),
   at most 100 keys a table in BatchGetItem;
 - table names: 3-255 characters of ``[a-zA-Z0-9_.-]`` (a table ARN is left to moto);
+- CreateTable: TableName present, AttributeType one of B, N, S, no key attribute named twice,
+  index names unique, a local secondary index only on a table with a sort key and with the
+  table's partition key;
+- the rules between parameters: a Key of exactly the table's key attributes ("The provided key
+  element does not match the schema"), a non-empty KeyConditionExpression, Scan's Segment below
+  TotalSegments (both named), ExpressionAttributeValues on PutItem / DeleteItem only beside a
+  ConditionExpression; NULL only true, a binary set not empty ("Binary sets should not be
+  empty"); UpdateItem's unused names or values and empty UpdateExpression reported without
+  moto's "1 validation error detected:" count (DynamoDB counts only constraint violations);
 - an expression beside its legacy parameter (ConditionExpression with Expected,
   KeyConditionExpression with KeyConditions, FilterExpression with QueryFilter/ScanFilter,
   ProjectionExpression with AttributesToGet, any expression with ConditionalOperator);
@@ -94,6 +103,15 @@ _EXPRESSION_PAIRS = (
     ("UpdateExpression", ("AttributeUpdates",)),
 )
 _SET_TYPES = {"SS": "string", "NS": "number", "BS": "binary"}
+_COUNT_OF_ONE = "1 validation error detected: "
+_UNCOUNTED_IN_COUNT = tuple(
+    _COUNT_OF_ONE + message
+    for message in (
+        "Value provided in ExpressionAttributeNames unused",
+        "Value provided in ExpressionAttributeValues unused",
+        "Invalid UpdateExpression: The expression can not be empty",
+    )
+)
 # The enumerations of the API reference, in the order DynamoDB's messages list them, and the
 # actions that take each (PartiQL's and the batches' ReturnConsumedCapacity are left to moto).
 _ENUMS = {
@@ -169,7 +187,15 @@ def _arithmetic(
 def _validated(action: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def method(self: Any) -> Any:
         validate_request(action, self.body, self.dynamodb_backend)
-        return original(self)
+        try:
+            return original(self)
+        except MockValidationException as error:
+            # moto counts UpdateItem's expression errors as parameter constraints; DynamoDB
+            # counts only "Value ... failed to satisfy constraint" so ("1 validation error ...")
+            message = error.exception_msg
+            if message.startswith(_UNCOUNTED_IN_COUNT):
+                raise MockValidationException(message.removeprefix(_COUNT_OF_ONE)) from None
+            raise
 
     method.__name__ = original.__name__
     return method
@@ -180,6 +206,9 @@ def validate_request(action: str, body: dict[str, Any], backend: Any) -> None:
     check_parameters(action, body)
     for name in _table_names(action, body):
         _check_table_name(name)
+    if action == "create_table":
+        _check_key_schemas(body)
+    _check_request_rules(action, body, backend)
     _check_expression_mix(body)
     for operation in _operations(action, body):
         _check_expression_mix(operation)
@@ -202,6 +231,10 @@ def check_parameters(action: str, body: dict[str, Any]) -> None:
     if action in ("batch_write_item", "batch_get_item") and not body.get("RequestItems"):
         operation = "BatchWriteItem" if action == "batch_write_item" else "BatchGetItem"
         raise MockValidationException(f"The requestItems parameter is required for {operation}")
+    if action == "create_table" and body.get("TableName") is None:
+        raise MockValidationException(
+            "The parameter 'TableName' is required but was not present in the request"
+        )
     problems = []
     if action not in ("batch_write_item", "batch_get_item") and not action.startswith(
         ("transact_", "execute_", "batch_execute_")
@@ -222,6 +255,13 @@ def check_parameters(action: str, body: dict[str, Any]) -> None:
             f"Value {where} failed to satisfy constraint: "
             "Member must have value greater than or equal to 1"
         )
+    for i, definition in enumerate(body.get("AttributeDefinitions") or []):
+        kind = definition.get("AttributeType")
+        if action == "create_table" and kind not in ("B", "N", "S"):
+            problems.append(
+                f"Value '{kind}' at 'attributeDefinitions.{i + 1}.member.attributeType' failed "
+                "to satisfy constraint: Member must satisfy enum value set: [B, N, S]"
+            )
     for parameter, element, most in _LISTS.get(action, ()):
         members = body.get(parameter)
         if isinstance(members, list) and not 1 <= len(members) <= most:
@@ -233,6 +273,93 @@ def check_parameters(action: str, body: dict[str, Any]) -> None:
     if problems:
         count = f"{len(problems)} validation error{'s' if len(problems) > 1 else ''}"
         raise MockValidationException(f"{count} detected: " + "; ".join(problems))
+
+
+def _check_key_schemas(body: dict[str, Any]) -> None:
+    """CreateTable's keys as DynamoDB refuses them (developer guide, "Core components": one
+    partition key, at most one sort key; "Local secondary indexes": the table's partition key
+    and a sort key, which the table needs too; index names unique within the table)."""
+    table_keys = [key.get("AttributeName") for key in body.get("KeySchema") or []]
+    if len(set(table_keys)) < len(table_keys):
+        raise MockValidationException(
+            "Invalid KeySchema: Some index key attribute have no definition"
+        )
+    indexes = [
+        *(body.get("LocalSecondaryIndexes") or []),
+        *(body.get("GlobalSecondaryIndexes") or []),
+    ]
+    names = [index.get("IndexName") for index in indexes]
+    for name in names:
+        if names.count(name) > 1:
+            raise MockValidationException(
+                f"One or more parameter values were invalid: Duplicate index name: {name}"
+            )
+    invalid = "One or more parameter values were invalid: "
+    for index in body.get("LocalSecondaryIndexes") or []:
+        if len(table_keys) < 2:
+            raise MockValidationException(
+                f"{invalid}Table KeySchema does not have a range key, which is required when "
+                "specifying a LocalSecondaryIndex"
+            )
+        hash_key = next(
+            (
+                k.get("AttributeName")
+                for k in index.get("KeySchema") or []
+                if k.get("KeyType") == "HASH"
+            ),
+            None,
+        )
+        if hash_key != table_keys[0]:
+            raise MockValidationException(
+                f"{invalid}Index KeySchema does not have the same leading hash key as table "
+                f"KeySchema for index: {index.get('IndexName')}. index hash key: {hash_key}, "
+                f"table hash key: {table_keys[0]}"
+            )
+
+
+def _check_request_rules(action: str, body: dict[str, Any], backend: Any) -> None:
+    """The rules between parameters, each with DynamoDB's message (API reference of each
+    operation: Key "must provide all of the attributes" of the primary key and no others;
+    Scan's Segment "must be less than the value provided for TotalSegments"; an empty
+    KeyConditionExpression; ExpressionAttributeValues only beside an expression)."""
+    if action in ("get_item", "delete_item", "update_item") and isinstance(body.get("Key"), dict):
+        table = _table_or_none(backend, body.get("TableName", ""))
+        if table is not None:
+            wanted = {n for n in (table.hash_key_attr, table.range_key_attr) if n is not None}
+            if set(body["Key"]) != wanted:
+                raise MockValidationException("The provided key element does not match the schema")
+    if action == "query" and body.get("KeyConditionExpression") == "":
+        raise MockValidationException(
+            "Invalid KeyConditionExpression: The expression can not be empty;"
+        )
+    segment, total = body.get("Segment"), body.get("TotalSegments")
+    if (
+        action == "scan"
+        and isinstance(segment, int)
+        and isinstance(total, int)
+        and segment >= total
+    ):
+        raise MockValidationException(
+            "The Segment parameter is zero-based and must be less than parameter TotalSegments: "
+            f"Segment: {segment} is not less than TotalSegments: {total}"
+        )
+    if (
+        action in ("put_item", "delete_item")
+        and body.get("ExpressionAttributeValues")
+        and body.get("ConditionExpression") is None
+        and not body.get("Expected")
+    ):
+        raise MockValidationException(
+            "ExpressionAttributeValues can only be specified when using expressions: "
+            "ConditionExpression is null"
+        )
+
+
+def _table_or_none(backend: Any, name: str) -> Any:
+    try:
+        return backend.get_table(name)
+    except Exception:  # an unknown table is moto's to refuse
+        return None
 
 
 def _table_name_problems(name: Any) -> list[str]:
@@ -421,16 +548,23 @@ def _check_values(node: Any) -> None:
         if kind in _SET_TYPES and isinstance(value, list):
             _check_set(node, kind, value)
             return
+        if kind == "NULL" and value is False:
+            raise MockValidationException(
+                "One or more parameter values were invalid: "
+                "Null attribute value types must have the value of true"
+            )
     for child in node.values():
         _check_values(child)
 
 
 def _check_set(node: dict[str, Any], kind: str, members: list[Any]) -> None:
     if not members:
-        raise MockValidationException(
-            "One or more parameter values were invalid: "
-            f"An {_SET_TYPES[kind]} set  may not be empty"
+        empty = (
+            "Binary sets should not be empty"
+            if kind == "BS"
+            else (f"An {_SET_TYPES[kind]} set  may not be empty")
         )
+        raise MockValidationException(f"One or more parameter values were invalid: {empty}")
     if kind == "NS" and all(isinstance(m, str) for m in members):
         members = node["NS"] = [normalised_number(m) for m in members]
     if len(set(members)) < len(members):

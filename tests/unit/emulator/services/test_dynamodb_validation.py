@@ -374,3 +374,110 @@ def test_attribute_updates_may_not_change_the_key(ddb):
     )
     assert message.endswith("Cannot update attribute pk. This attribute is part of the key")
     assert items(ddb) == [{"pk": {"S": "a"}}]
+
+
+# CreateTable's keys and indexes (developer guide, "Core components of Amazon DynamoDB": one
+# partition key and at most one sort key; "Local secondary indexes": "same partition key as the
+# base table, but a different sort key"; index names unique; API_CreateTable.html: AttributeType
+# "Valid Values: S | N | B").
+def composite_lsi(table_keys: list[dict], index_hash: str = "pk") -> dict:
+    return {
+        "TableName": "lsi",
+        "AttributeDefinitions": [
+            {"AttributeName": n, "AttributeType": "S"}
+            for n in sorted({k["AttributeName"] for k in table_keys} | {index_hash, "lsiSk"})
+        ],
+        "KeySchema": table_keys,
+        "LocalSecondaryIndexes": [
+            {
+                "IndexName": "byLsiSk",
+                "KeySchema": [
+                    {"AttributeName": index_hash, "KeyType": "HASH"},
+                    {"AttributeName": "lsiSk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+
+
+HASH = {"AttributeName": "pk", "KeyType": "HASH"}
+RANGE = {"AttributeName": "sk", "KeyType": "RANGE"}
+
+
+def test_a_local_secondary_index_needs_the_tables_sort_key_and_partition_key(unchecked):
+    message = refused(unchecked.create_table, **composite_lsi([HASH]))
+    assert message.endswith(
+        "Table KeySchema does not have a range key, which is required when specifying a "
+        "LocalSecondaryIndex"
+    )
+    message = refused(unchecked.create_table, **composite_lsi([HASH, RANGE], index_hash="other"))
+    assert "does not have the same leading hash key as table KeySchema" in message
+    unchecked.create_table(**composite_lsi([HASH, RANGE]))
+
+
+def test_create_table_refuses_an_unknown_attribute_type_and_a_key_named_twice(unchecked):
+    message = refused(
+        unchecked.create_table,
+        TableName="typed",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "INVALID"}],
+        KeySchema=[HASH],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    assert "at 'attributeDefinitions.1.member.attributeType'" in message
+    message = refused(
+        unchecked.create_table,
+        TableName="twice",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[HASH, {"AttributeName": "pk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    assert message == "Invalid KeySchema: Some index key attribute have no definition"
+
+
+# The rules between an item request's parameters, with DynamoDB's messages (API_GetItem.html
+# Key: "you must provide all of the attributes"; API_Scan.html Segment: "must be less than the
+# value provided for TotalSegments"; HowItWorks.NamingRulesDataTypes.html: NULL is true, sets
+# are not empty).
+def test_a_key_missing_its_sort_key_does_not_match_the_schema(ddb):
+    ddb.create_table(
+        TableName="composite",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[HASH, RANGE],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for call in (ddb.get_item, ddb.delete_item):
+        message = refused(call, TableName="composite", Key={"pk": {"S": "a"}})
+        assert message == "The provided key element does not match the schema"
+
+
+def test_a_segment_past_the_total_is_named_with_both_numbers(ddb):
+    message = refused(ddb.scan, TableName=TABLE, Segment=5, TotalSegments=5)
+    assert message.endswith("Segment: 5 is not less than TotalSegments: 5")
+
+
+def test_a_false_null_and_an_empty_binary_set_are_invalid_values(ddb):
+    invalid = "One or more parameter values were invalid: "
+    message = refused(ddb.put_item, TableName=TABLE, Item={"pk": {"S": "a"}, "n": {"NULL": False}})
+    assert message == invalid + "Null attribute value types must have the value of true"
+    message = refused(ddb.put_item, TableName=TABLE, Item={"pk": {"S": "a"}, "b": {"BS": []}})
+    assert message == invalid + "Binary sets should not be empty"
+    assert items(ddb) == []
+
+
+def test_update_items_expression_errors_are_not_counted_as_constraints(ddb):
+    message = refused(
+        ddb.update_item,
+        TableName=TABLE,
+        Key={"pk": {"S": "a"}},
+        UpdateExpression="SET v = :v",
+        ExpressionAttributeValues={":v": {"S": "x"}, ":unused": {"S": "y"}},
+    )
+    assert (
+        message
+        == "Value provided in ExpressionAttributeValues unused in expressions: keys: {:unused}"
+    )
