@@ -13,6 +13,8 @@ see it from AWS):
   BatchWriteItem's RequestItems present ("The requestItems parameter is required for ..."),
   at most 100 keys a table in BatchGetItem;
 - table names: 3-255 characters of ``[a-zA-Z0-9_.-]`` (a table ARN is left to moto);
+- UpdateTable: capacity units at least 1, none with PAY_PER_REQUEST, a change of a provisioned
+  table's throughput that changes something;
 - CreateTable: TableName present, AttributeType one of B, N, S, no key attribute named twice,
   index names unique, a local secondary index only on a table with a sort key and with the
   table's partition key;
@@ -86,6 +88,7 @@ _CHECKED_ACTIONS = (
     "scan",
     "batch_execute_statement",
     "execute_transaction",
+    "update_table",
 )
 _TABLE_NAME = re.compile(r"[a-zA-Z0-9_.-]+")
 _MAX_BATCH_WRITES = 25
@@ -129,6 +132,7 @@ _ENUM_ACTIONS: dict[str, tuple[str, ...]] = {
     "query": ("ReturnConsumedCapacity", "Select"),
     "scan": ("ReturnConsumedCapacity", "Select"),
     "create_table": (),
+    "update_table": (),
     "batch_write_item": (),
     "batch_get_item": (),
     "transact_write_items": (),
@@ -208,6 +212,8 @@ def validate_request(action: str, body: dict[str, Any], backend: Any) -> None:
         _check_table_name(name)
     if action == "create_table":
         _check_key_schemas(body)
+    elif action == "update_table":
+        _check_throughput_change(body, backend)
     _check_request_rules(action, body, backend)
     _check_expression_mix(body)
     for operation in _operations(action, body):
@@ -315,6 +321,45 @@ def _check_key_schemas(body: dict[str, Any]) -> None:
                 f"KeySchema for index: {index.get('IndexName')}. index hash key: {hash_key}, "
                 f"table hash key: {table_keys[0]}"
             )
+
+
+def _check_throughput_change(body: dict[str, Any], backend: Any) -> None:
+    """UpdateTable's capacity (API_ProvisionedThroughput.html: capacity units at least 1;
+    API_UpdateTable.html: PAY_PER_REQUEST takes no provisioned throughput; developer guide,
+    "Service quotas": an update must change the throughput)."""
+    throughput = body.get("ProvisionedThroughput")
+    if not isinstance(throughput, dict):
+        return
+    problems = [
+        f"Value '{throughput[name]}' at 'provisionedThroughput.{_camel(name)}' failed to satisfy "
+        "constraint: Member must have value greater than or equal to 1"
+        for name in ("ReadCapacityUnits", "WriteCapacityUnits")
+        if isinstance(throughput.get(name), int) and throughput[name] < 1
+    ]
+    if problems:
+        count = f"{len(problems)} validation error{'s' if len(problems) > 1 else ''}"
+        raise MockValidationException(f"{count} detected: " + "; ".join(problems))
+    if body.get("BillingMode") == "PAY_PER_REQUEST":
+        raise MockValidationException(
+            "One or more parameter values were invalid: Neither ReadCapacityUnits nor "
+            "WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST"
+        )
+    table = _table_or_none(backend, body.get("TableName", ""))
+    if table is None or table.billing_mode == "PAY_PER_REQUEST":
+        return
+    current = table.throughput or {}
+    if all(
+        current.get(n) == throughput.get(n) for n in ("ReadCapacityUnits", "WriteCapacityUnits")
+    ):
+        raise MockValidationException(
+            "The provisioned throughput for the table will not change. The requested value "
+            "equals the current value. Current ReadCapacityUnits provisioned for the table: "
+            f"{current.get('ReadCapacityUnits')}. Requested ReadCapacityUnits: "
+            f"{throughput.get('ReadCapacityUnits')}. Current WriteCapacityUnits provisioned for "
+            f"the table: {current.get('WriteCapacityUnits')}. Requested WriteCapacityUnits: "
+            f"{throughput.get('WriteCapacityUnits')}. Refer to the Amazon DynamoDB Developer "
+            "Guide for current limits and how to request higher limits."
+        )
 
 
 def _check_request_rules(action: str, body: dict[str, Any], backend: Any) -> None:
