@@ -15,6 +15,10 @@ see it from AWS):
 - table names: 3-255 characters of ``[a-zA-Z0-9_.-]`` (a table ARN is left to moto);
 - UpdateTable: capacity units at least 1, none with PAY_PER_REQUEST, a change of a provisioned
   table's throughput that changes something;
+- expressions: every ``#name`` of a key condition, filter, condition or projection defined
+  ("An expression attribute name used in the document path is not defined"), a projection of
+  names, ``.``, ``[n]`` and commas alone ("Syntax error; token: ..."), in transactions and
+  batches too;
 - CreateTable: TableName present, AttributeType one of B, N, S, no key attribute named twice,
   index names unique, a local secondary index only on a table with a sort key and with the
   table's partition key;
@@ -107,6 +111,14 @@ _EXPRESSION_PAIRS = (
 )
 _SET_TYPES = {"SS": "string", "NS": "number", "BS": "binary"}
 _COUNT_OF_ONE = "1 validation error detected: "
+_EXPRESSIONS = (
+    "KeyConditionExpression",
+    "FilterExpression",
+    "ConditionExpression",
+    "ProjectionExpression",
+)
+_NAME_PLACEHOLDER = re.compile(r"#[A-Za-z0-9_]+")
+_NOT_IN_PROJECTION = re.compile(r"[^A-Za-z0-9_#.\[\],\s]")
 _UNCOUNTED_IN_COUNT = tuple(
     _COUNT_OF_ONE + message
     for message in (
@@ -215,6 +227,8 @@ def validate_request(action: str, body: dict[str, Any], backend: Any) -> None:
     elif action == "update_table":
         _check_throughput_change(body, backend)
     _check_request_rules(action, body, backend)
+    for params in [body, *_operations(action, body), *_batch_reads(action, body)]:
+        _check_expressions(params)
     _check_expression_mix(body)
     for operation in _operations(action, body):
         _check_expression_mix(operation)
@@ -359,6 +373,36 @@ def _check_throughput_change(body: dict[str, Any], backend: Any) -> None:
             f"the table: {current.get('WriteCapacityUnits')}. Requested WriteCapacityUnits: "
             f"{throughput.get('WriteCapacityUnits')}. Refer to the Amazon DynamoDB Developer "
             "Guide for current limits and how to request higher limits."
+        )
+
+
+def _batch_reads(action: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    if action != "batch_get_item":
+        return []
+    return [reads for reads in (body.get("RequestItems") or {}).values() if isinstance(reads, dict)]
+
+
+def _check_expressions(params: dict[str, Any]) -> None:
+    """What DynamoDB's expression parser refuses before it reads a name (developer guide,
+    "Expression attribute names": every ``#name`` defined in ExpressionAttributeNames;
+    "Projection expressions": attribute names, ``.`` and ``[n]`` separated by commas)."""
+    names = params.get("ExpressionAttributeNames") or {}
+    for parameter in _EXPRESSIONS:
+        expression = params.get(parameter)
+        if not isinstance(expression, str):
+            continue
+        for name in _NAME_PLACEHOLDER.findall(expression):
+            if name not in names:
+                raise MockValidationException(
+                    f"Invalid {parameter}: An expression attribute name used in the document "
+                    f"path is not defined; attribute name: {name}"
+                )
+    projection = params.get("ProjectionExpression")
+    if isinstance(projection, str) and (bad := _NOT_IN_PROJECTION.search(projection)):
+        token = bad.group()
+        near = projection[bad.start() : bad.start() + 2]
+        raise MockValidationException(
+            f'Invalid ProjectionExpression: Syntax error; token: "{token}", near: "{near}"'
         )
 
 

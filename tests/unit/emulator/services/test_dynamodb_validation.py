@@ -481,3 +481,28 @@ def test_update_items_expression_errors_are_not_counted_as_constraints(ddb):
         message
         == "Value provided in ExpressionAttributeValues unused in expressions: keys: {:unused}"
     )
+
+
+# Expressions refused by DynamoDB's parser before any item is read (developer guide, "Expression
+# attribute names (aliases) in DynamoDB": a placeholder must be defined in
+# ExpressionAttributeNames; "Using projection expressions": names, dereferences and list indexes
+# separated by commas).
+def test_an_undefined_name_placeholder_is_named_in_the_refusal(ddb):
+    message = refused(
+        ddb.scan,
+        TableName=TABLE,
+        FilterExpression="#missing = :v",
+        ExpressionAttributeValues={":v": {"S": "x"}},
+    )
+    assert message == (
+        "Invalid FilterExpression: An expression attribute name used in the document path is "
+        "not defined; attribute name: #missing"
+    )
+
+
+def test_a_projection_with_a_character_no_path_has_is_a_syntax_error(ddb):
+    expected = 'Invalid ProjectionExpression: Syntax error; token: "!", near: "!!"'
+    key = {"pk": {"S": "a"}}
+    assert refused(ddb.get_item, TableName=TABLE, Key=key, ProjectionExpression="!!") == expected
+    get = {"Get": {"TableName": TABLE, "Key": key, "ProjectionExpression": "!!!"}}
+    assert refused(ddb.transact_get_items, TransactItems=[get]) == expected
