@@ -1,6 +1,6 @@
 """DynamoDB's answers where moto 5.2.6 gives others: ListTables' order, ProjectionExpression's
 list indexes, ItemCollectionMetrics, PartiQL's writes and statements moto cannot parse, tags and
-time to live (at the end of this module).
+time to live, size() and begins_with on binary values (at the end of this module).
 
 - ListTables (moto/dynamodb/models/__init__.py ``list_tables``): moto lists tables in creation
   order and pages by a table's position in that order; DynamoDB lists names in order (UTF-8 byte
@@ -54,6 +54,7 @@ time to live (at the end of this module).
 
 from __future__ import annotations
 
+import base64
 import bisect
 import contextlib
 import inspect
@@ -64,6 +65,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from moto.core.exceptions import JsonRESTError
+from moto.dynamodb.comparisons import FuncBeginsWith, FuncSize
 from moto.dynamodb.exceptions import (
     ERROR_TYPE_PREFIX,
     DynamodbException,
@@ -115,6 +117,10 @@ def install() -> None:
     for action in _COLLECTION_WRITES:
         original = getattr(DynamoHandler, action)
         patching.replace(DynamoHandler, action, _with_collection_metrics(action, original))
+    patching.replace(FuncSize, "expr", _size(patching.original(FuncSize, "expr")))
+    patching.replace(
+        FuncBeginsWith, "expr", _begins_with(patching.original(FuncBeginsWith, "expr"))
+    )
     patching.replace(DynamoDBBackend, "tag_resource", tag_resource)
     patching.replace(DynamoDBBackend, "untag_resource", untag_resource)
     patching.replace(DynamoDBBackend, "list_tags_of_resource", list_tags_of_resource)
@@ -513,3 +519,34 @@ def _checked_ttl(original: Callable[..., Any]) -> Callable[..., Any]:
         original(self, table_name, ttl_spec)
 
     return update_time_to_live
+
+
+# --- size() and begins_with on binary values ------------------------------------------------------
+# moto keeps a binary value as its base64 text: size() counted the text's characters and
+# begins_with matched strings alone; size() of a missing attribute raised inside the server (a
+# 500). DynamoDB (developer guide, "Condition and filter expressions", functions): size of a
+# binary is its number of bytes, begins_with takes a binary prefix of a binary, and a function
+# of an attribute the item does not have makes the condition false.
+def _bytes(value: Any) -> bytes:
+    return base64.b64decode(value) if isinstance(value, str) else bytes(value)
+
+
+def _size(original: Callable[..., Any]) -> Callable[..., Any]:
+    def expr(self: FuncSize, item: Item | None) -> int | None:
+        kind = self.attr.get_type(item)
+        if kind is None:
+            return None  # every comparison with it is false
+        if kind == "B":
+            return len(_bytes(self.attr.expr(item)))
+        return original(self, item)
+
+    return expr
+
+
+def _begins_with(original: Callable[..., Any]) -> Callable[..., Any]:
+    def expr(self: FuncBeginsWith, item: Item | None) -> bool:
+        if self.attr.get_type(item) == self.substr.get_type(item) == "B":
+            return _bytes(self.attr.expr(item)).startswith(_bytes(self.substr.expr(item)))
+        return original(self, item)
+
+    return expr

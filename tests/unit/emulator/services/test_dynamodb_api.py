@@ -489,3 +489,27 @@ def test_update_table_refuses_a_throughput_that_is_invalid_or_unchanged(ddb):
         TableName="provisioned",
         ProvisionedThroughput={"ReadCapacityUnits": 10, "WriteCapacityUnits": 5},
     )
+
+
+# Functions on binary values (developer guide, "Condition and filter expressions": size "if the
+# attribute is of type Binary, returns the number of bytes"; begins_with "a" prefix of "a String
+# or Binary"; a function of an absent attribute makes its comparison false).
+def test_size_and_begins_with_read_a_binary_as_bytes(ddb):
+    create(ddb, "binary")
+    ddb.put_item(
+        TableName="binary", Item={"pk": {"S": "five"}, "b": {"B": b"\x03\x01\x02\x03\x04"}}
+    )
+    ddb.put_item(TableName="binary", Item={"pk": {"S": "none"}})
+
+    def scanned(expression: str, value: dict) -> list[str]:
+        items = ddb.scan(
+            TableName="binary",
+            FilterExpression=expression,
+            ExpressionAttributeValues={":v": value},
+        )["Items"]
+        return [item["pk"]["S"] for item in items]
+
+    assert scanned("size(b) = :v", {"N": "5"}) == ["five"]
+    assert scanned("size(b) > :v", {"N": "5"}) == []
+    assert scanned("begins_with(b, :v)", {"B": b"\x03"}) == ["five"]
+    assert scanned("begins_with(b, :v)", {"B": b"\x04"}) == []
