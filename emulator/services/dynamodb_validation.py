@@ -23,7 +23,8 @@ see it from AWS):
   index names unique, a local secondary index only on a table with a sort key and with the
   table's partition key;
 - the rules between parameters: a Key of exactly the table's key attributes ("The provided key
-  element does not match the schema"), a non-empty KeyConditionExpression, Scan's Segment below
+  element does not match the schema"; in a transaction, TransactionCanceledException with that
+  action's reason ValidationError), a non-empty KeyConditionExpression, Scan's Segment below
   TotalSegments (both named), ExpressionAttributeValues on PutItem / DeleteItem only beside a
   ConditionExpression; NULL only true, a binary set not empty ("Binary sets should not be
   empty"); UpdateItem's unused names or values and empty UpdateExpression reported without
@@ -71,7 +72,11 @@ from typing import Any
 
 from moto.core.responses import ActionResult
 from moto.dynamodb import responses as dynamodb_responses
-from moto.dynamodb.exceptions import DynamodbException, MockValidationException
+from moto.dynamodb.exceptions import (
+    DynamodbException,
+    MockValidationException,
+    TransactionCanceledException,
+)
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.responses import DynamoHandler
 
@@ -417,6 +422,8 @@ def _check_request_rules(action: str, body: dict[str, Any], backend: Any) -> Non
             wanted = {n for n in (table.hash_key_attr, table.range_key_attr) if n is not None}
             if set(body["Key"]) != wanted:
                 raise MockValidationException("The provided key element does not match the schema")
+    if action in ("transact_get_items", "transact_write_items"):
+        _check_transaction_keys(body, backend)
     if action == "query" and body.get("KeyConditionExpression") == "":
         raise MockValidationException(
             "Invalid KeyConditionExpression: The expression can not be empty;"
@@ -442,6 +449,28 @@ def _check_request_rules(action: str, body: dict[str, Any], backend: Any) -> Non
             "ExpressionAttributeValues can only be specified when using expressions: "
             "ConditionExpression is null"
         )
+
+
+def _check_transaction_keys(body: dict[str, Any], backend: Any) -> None:
+    """A transaction's action whose Key is not its table's key cancels the transaction, that
+    action's reason ValidationError (API_TransactGetItems.html / API_TransactWriteItems.html:
+    TransactionCanceledException, "ValidationError" among the cancellation reasons)."""
+    reasons: list[tuple[str | None, str | None, None]] = []
+    for op in _operations("transact_get_items", body):
+        table = _table_or_none(backend, op.get("TableName", ""))
+        key = op.get("Key")
+        if table is None or not isinstance(key, dict):
+            reasons.append((None, None, None))
+            continue
+        wanted = {n for n in (table.hash_key_attr, table.range_key_attr) if n is not None}
+        if set(key) == wanted:
+            reasons.append((None, None, None))
+        else:
+            reasons.append(
+                ("ValidationError", "The provided key element does not match the schema", None)
+            )
+    if any(code for code, _, _ in reasons):
+        raise TransactionCanceledException(reasons)
 
 
 def _table_or_none(backend: Any, name: str) -> Any:

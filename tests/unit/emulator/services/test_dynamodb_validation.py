@@ -506,3 +506,18 @@ def test_a_projection_with_a_character_no_path_has_is_a_syntax_error(ddb):
     assert refused(ddb.get_item, TableName=TABLE, Key=key, ProjectionExpression="!!") == expected
     get = {"Get": {"TableName": TABLE, "Key": key, "ProjectionExpression": "!!!"}}
     assert refused(ddb.transact_get_items, TransactItems=[get]) == expected
+
+
+# An action's key that is not its table's cancels the transaction (API_TransactGetItems.html,
+# TransactionCanceledException: "ValidationError" among the CancellationReasons).
+def test_a_transactions_action_with_a_wrong_key_cancels_it_with_a_validation_error(ddb):
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "a"}})
+    gets = [
+        {"Get": {"TableName": TABLE, "Key": {"pk": {"S": "a"}}}},
+        {"Get": {"TableName": TABLE, "Key": {}}},
+    ]
+    with pytest.raises(ClientError) as error:
+        ddb.transact_get_items(TransactItems=gets)
+    assert error.value.response["Error"]["Code"] == "TransactionCanceledException"
+    reasons = error.value.response["CancellationReasons"]
+    assert [reason["Code"] for reason in reasons] == ["None", "ValidationError"]
