@@ -464,7 +464,8 @@ _original_transaction: Any = DynamoDBBackend.execute_transaction
 # moto appends a tag whose key the table already has (two values for one key), takes any ARN and
 # answers an unknown table with ResourceNotFound whatever its account, and answers
 # UpdateTimeToLive on an unknown table with "ResourceNotFound" (no such error code). DynamoDB
-# (developer guide, "Tagging resources in DynamoDB": a tag of an existing key replaces its value;
+# (API_Tag.html: "If you try to add an existing tag (same key), the existing tag value will be
+# updated to the new value";
 # API_TagResource.html: ValidationException, ResourceNotFoundException, AccessDeniedException for
 # a resource of another account; API_UpdateTimeToLive.html: AttributeName 1 to 255 characters).
 _TABLE_ARN = re.compile(r"arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:(\d{12}):table/[a-zA-Z0-9_.-]{3,255}")

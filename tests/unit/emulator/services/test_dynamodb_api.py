@@ -416,9 +416,10 @@ def test_a_query_reads_only_its_partition_and_answers_as_before(partitions, monk
     assert partitions.query(**query | {"ExpressionAttributeValues": nobody})["Items"] == []
 
 
-# Tags and time to live (developer guide, "Tagging resources in DynamoDB": adding a tag whose key
-# exists replaces its value; API_TagResource.html / API_ListTagsOfResource.html: an ARN that is
-# no table's is a ValidationException, another account's table AccessDeniedException;
+# Tags and time to live (API_Tag.html: "If you try to add an existing tag (same key), the existing
+# tag value will be updated to the new value"; API_TagResource.html / API_ListTagsOfResource.html:
+# an ARN that is no table's is a ValidationException, another account's table
+# AccessDeniedException;
 # API_UpdateTimeToLive.html: AttributeName of 1 to 255 characters, ResourceNotFoundException).
 def test_a_tag_of_an_existing_key_replaces_its_value(ddb):
     create(ddb, "tagged")
