@@ -39,7 +39,7 @@ LOCK := $(UV) pip compile --quiet --generate-hashes --no-annotate --python-versi
 FANOUT ?= lambda
 FANOUT_MODES := lambda pipe router pipe-topic pipe-sfn
 
-.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools
+.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools dynamodb-conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -206,6 +206,12 @@ chaos-modes: setup build ## make chaos in every fan-out mode (FANOUT_MODES; CHAO
 
 chaos-mode-%:
 	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $*
+
+# Not in `make test`: the suite is another project's (CI reaches package registries only), so
+# give a checkout of nubo-db/dynamodb-conformance; node and npm from the machine's packages.
+dynamodb-conformance: setup build ## DynamoDB's conformance suite against the local stack, failing below the recorded count (CONFORMANCE_DIR=checkout; RECORD=1 records a higher one)
+	@test -n "$(CONFORMANCE_DIR)" || { echo "CONFORMANCE_DIR=<a checkout of nubo-db/dynamodb-conformance>"; exit 2; }
+	$(UV) run python -m tests.conformance.dynamodb --checkout "$(CONFORMANCE_DIR)" $(if $(filter 1,$(RECORD)),--record-new)
 
 iam-report: setup ## grants no call used and calls denied, from the last integration run and demo
 	$(UV) run python -m emulator iam-report

@@ -1,4 +1,4 @@
-"""moto 5.2.5's Lambda as the local stack needs it: event source mappings kept as data (the
+"""moto 5.2.6's Lambda as the local stack needs it: event source mappings kept as data (the
 engine of emulator/delivery/ delivers them) and validated as Lambda validates them, and Invoke run
 on the stack's function workers with Lambda's payload limits and asynchronous retries."""
 

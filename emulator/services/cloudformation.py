@@ -1,4 +1,4 @@
-"""moto 5.2.5's CloudFormation: the resource types it lacks, as ``StackResource`` models the
+"""moto 5.2.6's CloudFormation: the resource types it lacks, as ``StackResource`` models the
 services give install(), an ``AWS::NoValue`` list item left out as CloudFormation does, and the
 API `sam deploy` / `sam delete` and the AWS CLI drive (change sets, resources, templates) as
 CloudFormation answers it."""

@@ -1,7 +1,7 @@
 """EventBridge rules as AWS runs them: event patterns matched with emulator/core/filters.py, and SQS
 targets sent the event as EventBridge sends it.
 
-Gaps in moto 5.2.5 (moto/events/models.py) and what this module does about them:
+Gaps in moto 5.2.6 (moto/events/models.py) and what this module does about them:
 
 - ``Rule.send_to_targets`` matches with moto's ``EventPattern``, which flattens the event and
   never descends into arrays of objects (``{"items": {"k": ["a"]}}`` never matches

@@ -1,4 +1,4 @@
-"""Every in-process patch of moto 5.2.5 the local stack relies on, installed and undone here.
+"""Every in-process patch of moto 5.2.6 the local stack relies on, installed and undone here.
 
 Each service module (emulator/services/<service>.py) says which gaps of moto it closes and where
 in moto the behaviour lives, and installs its patches with ``patching.replace``; ``uninstall()``
