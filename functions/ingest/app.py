@@ -101,7 +101,7 @@ def ingest_file_once(
     metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=result.rows_ok)
     metrics.add_metric(name="RowsSuperseded", unit=MetricUnit.Count, value=result.rows_superseded)
     metrics.add_metric(name="RowsRejected", unit=MetricUnit.Count, value=result.rows_rejected)
-    logger.info("file outcome recorded", extra=asdict(result))
+    logger.info("file outcome recorded", extra={"transition": "step_ended", **asdict(result)})
     return asdict(result)
 
 

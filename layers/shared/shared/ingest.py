@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import IO, Any
 
+from aws_lambda_powertools import Logger
+
 from shared import files, keys, model
 from shared.aws import files_bucket, table
 from shared.s3_events import FileTask
@@ -200,6 +202,7 @@ def ingest_file(
     margin: float,
 ) -> FileOutcome:
     s3_object = task.s3_object
+    _trace("file step started", "step_started", task, after_line=task.after_line)
     log = table.file_log(dynamodb, table_name, s3_object.file_id)
     resume = functools.partial(
         _resume,
@@ -215,7 +218,7 @@ def ingest_file(
         return _start_run(
             task, log, resume, dynamodb=dynamodb, table_name=table_name, now=settings.ingested_at
         )
-    if _number(task.run) < _number(log.get("run")):
+    if of_earlier_run(task, log):
         return _obsolete(task)  # the file was reprocessed after this step was sent
     started = log["run_started_at"] if task.run is not None else s3_object.event_time
     if log["outcome"] in FINAL_OUTCOMES:  # done before: a duplicate or a late retry
@@ -263,9 +266,24 @@ def _start_run(
         starts_run=True,
     ):
         return _obsolete(task)  # a newer run started meanwhile
+    _trace("file run started", "run_started", task)
     if newer is not None:
         return _outcome(task, STALE, progress, None, started)
     return resume(progress, started)
+
+
+def of_earlier_run(task: FileTask, log: dict[str, Any]) -> bool:
+    """The step's run is older than the one the file's log holds: the fence of a reprocess."""
+    return _number(task.run) < _number(log.get("run"))
+
+
+def _trace(message: str, transition: str, task: FileTask, **fields: Any) -> None:
+    """A file step's transition (harness.trace checks runs against them): one line a step, never
+    one a row (ingest is the hot path). A child of the handler's Logger, built at the call: the
+    service, JSON format and context keys of the function running it."""
+    Logger(child=True).info(
+        message, transition=transition, file_id=task.s3_object.file_id, run=task.run, **fields
+    )
 
 
 def _number(run: Any) -> int:

@@ -14,6 +14,11 @@ called again under that claim, keeping its claim time, only while the claim is y
 `adopt_within` (the window in which the callee itself absorbs a repeated call: SNS FIFO's
 deduplication), and fails with CallMayHaveHappened, naming when, once it is older. Its message then
 ends in its DLQ, where the operator decides (ops dlq redrive says so and asks for --resend).
+
+Each item's transitions are logged at INFO where they happen, one line each, with a stable
+`transition` key and the item's ids (harness.trace checks runs against them; docs/design.md):
+`claimed` or `adopted` (with `claimed_at`), `sent` (its call succeeded; `recorded`: whether its
+COMPLETED record was saved) and `duplicate` (completed before).
 """
 
 import time
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.idempotency import (
     BasePersistenceLayer,
     IdempotencyConfig,
@@ -43,7 +49,7 @@ class CallMayHaveHappened(Exception):
 
     def __init__(self, key: str, claimed_at: float):
         super().__init__(
-            f"claimed at {datetime.fromtimestamp(claimed_at, UTC).isoformat(timespec='seconds')} "
+            f"claimed at {_iso(claimed_at)} "
             f"and never recorded: it may have been done; not done again ({key})"
         )
         self.claimed_at = claimed_at
@@ -66,16 +72,25 @@ class BatchClaims:
         self,
         persistence: BasePersistenceLayer,
         config: IdempotencyConfig,
+        *,
         key_prefix: str,
         result: Callable[[dict], dict],
         adopt_within: float,
+        name: str,
+        log_fields: Callable[[dict], dict],
     ):
+        """`name` the items' kind in the log's messages (`<name> claimed`, `<name> sent`, ...),
+        `log_fields` an item's ids for its lines (never personal data)."""
         persistence.configure(config=config, key_prefix=key_prefix)
         self._store = persistence
         self._config = config
         self._key = persistence.event_key_compiled_jmespath  # the key Powertools hashes
         self._result = result  # what the record of a completed item stores
         self._adopt_within = adopt_within
+        self._name = name
+        self._log_fields = log_fields
+        # A child of the handler's Logger: the same service, its JSON format and context keys.
+        self._logger = Logger(child=True)
 
     def around(self, items: list[dict], call: BatchCall) -> Outcomes:
         """`call` the items not completed before, each under its claim (a failed claim fails its
@@ -93,6 +108,7 @@ class BatchClaims:
                     claimed.append(position)
                 else:
                     outcomes.duplicates.append(position)
+                    self._log(f"{self._name} already sent", "duplicate", item)
             except Exception as error:  # the claim's own failure fails its item
                 outcomes.failed[position] = error
         if claimed:
@@ -119,7 +135,12 @@ class BatchClaims:
             item, error = items[position], call_failures.get(index)
             try:
                 if error is None:
-                    self._store.save_success(data=item, result=self._result(item))
+                    try:
+                        self._store.save_success(data=item, result=self._result(item))
+                    except Exception:  # sent all the same: the line says it is unrecorded
+                        self._log(f"{self._name} sent", "sent", item, recorded=False)
+                        raise
+                    self._log(f"{self._name} sent", "sent", item, recorded=True)
                     outcomes.done.append(position)
                 else:
                     outcomes.failed[position] = error
@@ -141,7 +162,22 @@ class BatchClaims:
             claimed_at = claim_time(record, life)
             if time.time() - claimed_at >= self._adopt_within:
                 raise CallMayHaveHappened(record.idempotency_key, claimed_at) from None
+            self._log(
+                f"{self._name} claim adopted: never recorded, sent again",
+                "adopted",
+                item,
+                claimed_at=_iso(claimed_at),
+            )
+            return True
+        self._log(f"{self._name} claimed", "claimed", item)
         return True
+
+    def _log(self, message: str, transition: str, item: dict, **fields: Any) -> None:
+        self._logger.info(message, transition=transition, **self._log_fields(item), **fields)
+
+
+def _iso(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="seconds")
 
 
 def claim_time(record: DataRecord, expires_after_seconds: int) -> float:
