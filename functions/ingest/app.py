@@ -96,6 +96,7 @@ def ingest_file_once(
         settings=ingest.Settings(GOODWILL_WAIT_SECONDS, SURVEY_ATTRIBUTES, datetime.now(UTC)),
         seconds_left=lambda: seconds_left(lambda_context),
         margin=margin,
+        logger=logger,
     )
     metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=result.rows_ok)

@@ -200,9 +200,11 @@ def ingest_file(
     settings: Settings,
     seconds_left: Callable[[], float],
     margin: float,
+    logger: Logger,
 ) -> FileOutcome:
+    """`logger`: the handler's, for the step's transitions."""
     s3_object = task.s3_object
-    _trace("file step started", "step_started", task, after_line=task.after_line)
+    _trace(logger, "file step started", "step_started", task, after_line=task.after_line)
     log = table.file_log(dynamodb, table_name, s3_object.file_id)
     resume = functools.partial(
         _resume,
@@ -216,7 +218,13 @@ def ingest_file(
     )
     if log is None or _number(task.run) > _number(log.get("run")):
         return _start_run(
-            task, log, resume, dynamodb=dynamodb, table_name=table_name, now=settings.ingested_at
+            task,
+            log,
+            resume,
+            dynamodb=dynamodb,
+            table_name=table_name,
+            now=settings.ingested_at,
+            logger=logger,
         )
     if of_earlier_run(task, log):
         return _obsolete(task)  # the file was reprocessed after this step was sent
@@ -238,6 +246,7 @@ def _start_run(
     dynamodb,
     table_name: str,
     now: datetime,
+    logger: Logger,
 ) -> FileOutcome:
     """A run's first step: its log replaces none, or an earlier run's. The first run started
     with the upload (the event's time); a reprocess run starts now. The key's newest version is
@@ -266,7 +275,7 @@ def _start_run(
         starts_run=True,
     ):
         return _obsolete(task)  # a newer run started meanwhile
-    _trace("file run started", "run_started", task)
+    _trace(logger, "file run started", "run_started", task)
     if newer is not None:
         return _outcome(task, STALE, progress, None, started)
     return resume(progress, started)
@@ -277,11 +286,10 @@ def of_earlier_run(task: FileTask, log: dict[str, Any]) -> bool:
     return _number(task.run) < _number(log.get("run"))
 
 
-def _trace(message: str, transition: str, task: FileTask, **fields: Any) -> None:
+def _trace(logger: Logger, message: str, transition: str, task: FileTask, **fields: Any) -> None:
     """A file step's transition (harness.trace checks runs against them): one line a step, never
-    one a row (ingest is the hot path). A child of the handler's Logger, built at the call: the
-    service, JSON format and context keys of the function running it."""
-    Logger(child=True).info(
+    one a row (ingest is the hot path)."""
+    logger.info(
         message, transition=transition, file_id=task.s3_object.file_id, run=task.run, **fields
     )
 
