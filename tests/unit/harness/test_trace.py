@@ -65,7 +65,8 @@ def test_a_good_run_passes_with_every_record_traced(pipeline, logs, tmp_path):
 
     assert report.violations == []
     assert len(pipeline.received_by_subscriber()) == 5
-    sent = [line for line in trace.transitions([tmp_path / "functions.log"]) if line["transition"] == "sent"]
+    lines = trace.transitions([tmp_path / "functions.log"])
+    sent = [line for line in lines if line["transition"] == "sent"]
     assert sorted(line["notification_id"] for line in sent) == [
         f"SURVEY#c-{n}" for n in range(1, 6)
     ]
