@@ -4,7 +4,8 @@ The functions log each record's transitions at INFO where they happen, with a `t
 and the record's ids (never a phone number or an e-mail):
 
 - NotifierFunction (shared.aws.batch_claims), per notification_id: `claimed` or `adopted` (a
-  claim never recorded, younger than SNS's deduplication window), `sent` (the publish succeeded;
+  claim never recorded, younger than SNS's deduplication window; both with `checked_at`, before
+  the claim read the record), `sent` (the publish succeeded;
   `recorded`: its COMPLETED record saved), `duplicate` (completed before: not sent).
 - IngestFunction (shared.ingest and its handler), per file_id: `run_started` (a run's first
   step took the file's processing log), `step_started` (before the step reads the log),
@@ -16,7 +17,8 @@ and the record's ids (never a phone number or an e-mail):
 Forbidden, each naming its record:
 
 - a notification sent by an invocation that holds no claim on it (claimed or adopted);
-- a notification sent after one of its sends was recorded COMPLETED;
+- a notification sent by an invocation whose claim began (`checked_at`) after one of its sends
+  was recorded COMPLETED (that claim had to find it completed);
 - a notification sent twice, unless the second send adopted the first's claim within SNS's
   5-minute deduplication window (a save that failed after the publish: SNS absorbs the repeat);
 - a file step that began after a newer run of its file had started and ended other than OBSOLETE
@@ -30,8 +32,9 @@ processes' lines interleave in a file.
 
 Several local stacks append to the same .emulator/logs: records are told apart by
 `function_name`, which names the stack's deployment (CloudFormation's suffix, new for every
-stack), so lines of concurrent runs in other fan-out modes never mix. CloudWatch Logs exports
-(one JSON line per event, or the events' messages) read the same.
+stack), so lines of concurrent runs in other fan-out modes never mix. CloudWatch Logs read the
+same: `sam logs` output (the JSON after its stream and time) or exported events whose `message`
+is the line (docs/operations.md).
 
     python -m harness.trace <log dir or files> [--function NAME ...]
 
@@ -116,8 +119,8 @@ def transitions(
                     report.lines += 1
                 if b"transition" not in raw:  # most lines: not parsed
                     continue
-                try:
-                    line = json.loads(raw)
+                try:  # the JSON wherever it starts (`sam logs` puts the stream and time first)
+                    line = json.loads(raw[raw.find(b"{") :])
                 except ValueError:
                     continue
                 if isinstance(line, dict) and "message" in line and "transition" not in line:
@@ -161,7 +164,8 @@ class _Trace:
     def __init__(self) -> None:
         self.violations: list[Violation] = []
         self.sends: dict[tuple, list[dict]] = defaultdict(list)
-        self.claims: dict[tuple, set[str]] = defaultdict(set)  # request ids holding a claim
+        # (function, id) -> request id holding a claim -> when its claim began (checked_at)
+        self.claims: dict[tuple, dict[str, datetime | None]] = defaultdict(dict)
         self.adoptions: dict[tuple, set[str]] = defaultdict(set)
         self.runs: dict[tuple, list[tuple[int, datetime]]] = defaultdict(list)
         self.steps: dict[tuple, list[list]] = defaultdict(list)  # [started, ended or None]
@@ -176,7 +180,9 @@ class _Trace:
 
     # NotifierFunction: per notification_id
     def claimed(self, function: str, request: str, line: dict) -> None:
-        self.claims[(function, line["notification_id"])].add(request)
+        began = line.get("checked_at")
+        claims = self.claims[(function, line["notification_id"])]
+        claims[request] = _timestamp(began) if began else None
 
     def adopted(self, function: str, request: str, line: dict) -> None:
         self.claimed(function, request, line)
@@ -184,9 +190,8 @@ class _Trace:
 
     def sent(self, function: str, request: str, line: dict) -> None:
         key = (function, line["notification_id"])
-        what = _forbidden_send(
-            line, self.sends[key], request in self.claims[key], self.adoptions[key]
-        )
+        adopted = request in self.adoptions[key]
+        what = _forbidden_send(line, self.sends[key], self.claims[key], adopted)
         if what:
             self.violations.append(Violation(line["at"], function, key[1], what))
         self.sends[key].append(line)
@@ -252,16 +257,24 @@ class _Trace:
         return found
 
 
-def _forbidden_send(line: dict, earlier: list[dict], claimed: bool, adopted: set[str]) -> str:
-    if not claimed:
+def _forbidden_send(
+    line: dict, earlier: list[dict], claims: dict[str, datetime | None], adopted: bool
+) -> str:
+    """Why this send breaks the notifier's transitions, or "" (earlier: the record's sends)."""
+    request = line.get("function_request_id")
+    if request not in claims:
         return "sent by an invocation that holds no claim on it"
-    if any(send.get("recorded") for send in earlier):
-        return "sent again after it was recorded COMPLETED"
+    began = claims[request]
+    recorded = [send["at"] for send in earlier if send.get("recorded")]
+    if recorded and began is not None and began > min(recorded):
+        return (
+            f"claimed at {began.isoformat(timespec='milliseconds')}, after it was recorded "
+            f"COMPLETED ({min(recorded).isoformat(timespec='milliseconds')}), and sent again"
+        )
     if earlier:
-        first = earlier[0]["at"]
-        if line.get("function_request_id") not in adopted:
+        if not adopted:
             return "sent a second time without adopting the first send's claim"
-        if (line["at"] - first).total_seconds() >= SNS_DEDUPLICATION_SECONDS:
+        if (line["at"] - earlier[0]["at"]).total_seconds() >= SNS_DEDUPLICATION_SECONDS:
             return "sent a second time past SNS's 5-minute deduplication window"
     return ""
 

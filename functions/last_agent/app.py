@@ -64,18 +64,19 @@ def count(
     transition: str | None = None,
     checked_at: datetime | None = None,
 ) -> None:
-    """The record's one line: its outcome; with a `transition` (harness.trace), what it names."""
+    """The record's line: at INFO the transitions harness.trace checks (a LAST_AGENT write, a
+    contact gone), with what they name; other outcomes only at DEBUG (an INFO line for every
+    record was 17% of a worker: docs/performance.md)."""
     outcomes[outcome] += 1
     if outcome in _METRICS:
         metrics.add_metric(name=_METRICS[outcome], unit=MetricUnit.Count, value=1)
-    fields = {"contact_id": contact["contact_id"], "change": side, "outcome": outcome}
+    fields = {"change": side, "outcome": outcome}
+    fields.update(zip(("contact_id", "ended_at", "agent_id"), _named(contact), strict=True))
     if transition is not None:
-        fields.update(
-            transition=transition, ended_at=contact["ended_at"], agent_id=contact["agent_id"]
-        )
+        fields["transition"] = transition
     if checked_at is not None:
         fields["checked_at"] = checked_at.isoformat(timespec="milliseconds")
-    logger.info("last agent checked", **fields)
+    (logger.info if transition else logger.debug)("last agent checked", **fields)
 
 
 changes = TableChanges(record_handler)

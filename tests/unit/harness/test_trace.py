@@ -142,6 +142,31 @@ def test_runs_of_other_stacks_in_the_same_logs_do_not_mix(tmp_path):
     assert [v.function for v in trace.check([tmp_path]).violations] == ["stack-c-Notifier-3"]
 
 
+def test_a_claim_begun_after_the_record_completed_is_caught_a_concurrent_adoption_is_not(
+    tmp_path,
+):
+    """Two deliveries at once: the second adopts the first's claim before the first records it,
+    and both publish (SNS drops the repeat): allowed. A claim that began after the record was
+    completed must have found it completed: its send is forbidden."""
+    at = "2026-12-07 03:00:00,{:03d}+0000".format
+    began = "2026-12-07T03:00:00.{:03d}+00:00".format
+    lines = [
+        _line("Notifier-1", "r1", "claimed", at(100), checked_at=began(90)),
+        _line("Notifier-1", "r2", "adopted", at(150), checked_at=began(140)),
+        _line("Notifier-1", "r1", "sent", at(200)),
+        _line("Notifier-1", "r2", "sent", at(300)),
+    ]
+    (tmp_path / "NotifierFunction.log").write_text("\n".join(lines) + "\n")
+    assert trace.check([tmp_path]).violations == []
+
+    late = _line("Notifier-1", "r3", "adopted", at(500), checked_at=began(450))
+    again = _line("Notifier-1", "r3", "sent", at(600))
+    (tmp_path / "NotifierFunction.log").write_text("\n".join([*lines, late, again]) + "\n")
+    (violation,) = trace.check([tmp_path]).violations
+    assert (violation.record, violation.at.microsecond // 1000) == ("SURVEY#c-1", 600)
+    assert "after it was recorded COMPLETED" in violation.what
+
+
 def test_a_last_agent_set_begun_after_its_contact_was_gone_is_caught(tmp_path):
     contact = {"contact_id": "c-1", "ended_at": "2026-11-29T10:01:00Z", "agent_id": "agent-1"}
     gone = _line("LastAgent-1", "r1", "contact_gone", "2026-12-07 03:00:01,000+0000", **contact)

@@ -17,8 +17,9 @@ ends in its DLQ, where the operator decides (ops dlq redrive says so and asks fo
 
 Each item's transitions are logged at INFO where they happen, one line each, with a stable
 `transition` key and the item's ids (harness.trace checks runs against them; docs/design.md):
-`claimed` or `adopted` (with `claimed_at`), `sent` (its call succeeded; `recorded`: whether its
-COMPLETED record was saved) and `duplicate` (completed before).
+`claimed` or `adopted` (with `claimed_at`; `checked_at`: when the claim began, before it read the
+record), `sent` (its call succeeded; `recorded`: whether its COMPLETED record was saved) and
+`duplicate` (completed before).
 """
 
 import time
@@ -49,7 +50,7 @@ class CallMayHaveHappened(Exception):
 
     def __init__(self, key: str, claimed_at: float):
         super().__init__(
-            f"claimed at {_iso(claimed_at)} "
+            f"claimed at {_iso(claimed_at, 'seconds')} "
             f"and never recorded: it may have been done; not done again ({key})"
         )
         self.claimed_at = claimed_at
@@ -152,6 +153,7 @@ class BatchClaims:
         """True: claimed now, or a claim young enough adopted; False: completed before. Raises
         CallMayHaveHappened for an older claim never recorded."""
         life = self._config.expires_after_seconds
+        checked_at = time.time()  # before the claim reads the record: the trace's order
         try:
             # Held for the record's whole life: only this class decides to adopt a claim.
             self._store.save_inprogress(data=item, remaining_time_in_millis=life * 1000)
@@ -167,17 +169,18 @@ class BatchClaims:
                 "adopted",
                 item,
                 claimed_at=_iso(claimed_at),
+                checked_at=_iso(checked_at),
             )
             return True
-        self._log(f"{self._name} claimed", "claimed", item)
+        self._log(f"{self._name} claimed", "claimed", item, checked_at=_iso(checked_at))
         return True
 
     def _log(self, message: str, transition: str, item: dict, **fields: Any) -> None:
         self._logger.info(message, transition=transition, **self._log_fields(item), **fields)
 
 
-def _iso(epoch_seconds: float) -> str:
-    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="seconds")
+def _iso(epoch_seconds: float, timespec: str = "milliseconds") -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec=timespec)
 
 
 def claim_time(record: DataRecord, expires_after_seconds: int) -> float:
