@@ -19,8 +19,9 @@ Forbidden, each naming its record:
 - a notification sent by an invocation that holds no claim on it (claimed or adopted);
 - a notification sent by an invocation whose claim began (`checked_at`) after one of its sends
   was recorded COMPLETED (that claim had to find it completed);
-- a notification sent twice, unless the second send adopted the first's claim within SNS's
-  5-minute deduplication window (a save that failed after the publish: SNS absorbs the repeat);
+- a notification sent again 5 minutes or more after its first send, past SNS's deduplication
+  (a repeat inside it, by the claimer and an invocation that adopted its claim, or after a save
+  that failed, reaches no subscriber);
 - a file step that began after a newer run of its file had started and ended other than OBSOLETE
   (a fenced step stores nothing: no rows, log, report or continuation);
 - LAST_AGENT set to a contact copy after a line said that copy was gone (the write's check began
@@ -166,7 +167,6 @@ class _Trace:
         self.sends: dict[tuple, list[dict]] = defaultdict(list)
         # (function, id) -> request id holding a claim -> when its claim began (checked_at)
         self.claims: dict[tuple, dict[str, datetime | None]] = defaultdict(dict)
-        self.adoptions: dict[tuple, set[str]] = defaultdict(set)
         self.runs: dict[tuple, list[tuple[int, datetime]]] = defaultdict(list)
         self.steps: dict[tuple, list[list]] = defaultdict(list)  # [started, ended or None]
         self.open_steps: dict[tuple, list] = {}
@@ -184,14 +184,11 @@ class _Trace:
         claims = self.claims[(function, line["notification_id"])]
         claims[request] = _timestamp(began) if began else None
 
-    def adopted(self, function: str, request: str, line: dict) -> None:
-        self.claimed(function, request, line)
-        self.adoptions[(function, line["notification_id"])].add(request)
+    adopted = claimed  # a claim never recorded, taken over: held all the same
 
     def sent(self, function: str, request: str, line: dict) -> None:
         key = (function, line["notification_id"])
-        adopted = request in self.adoptions[key]
-        what = _forbidden_send(line, self.sends[key], self.claims[key], adopted)
+        what = _forbidden_send(line, self.sends[key], self.claims[key])
         if what:
             self.violations.append(Violation(line["at"], function, key[1], what))
         self.sends[key].append(line)
@@ -257,9 +254,7 @@ class _Trace:
         return found
 
 
-def _forbidden_send(
-    line: dict, earlier: list[dict], claims: dict[str, datetime | None], adopted: bool
-) -> str:
+def _forbidden_send(line: dict, earlier: list[dict], claims: dict[str, datetime | None]) -> str:
     """Why this send breaks the notifier's transitions, or "" (earlier: the record's sends)."""
     request = line.get("function_request_id")
     if request not in claims:
@@ -271,11 +266,8 @@ def _forbidden_send(
             f"claimed at {began.isoformat(timespec='milliseconds')}, after it was recorded "
             f"COMPLETED ({min(recorded).isoformat(timespec='milliseconds')}), and sent again"
         )
-    if earlier:
-        if not adopted:
-            return "sent a second time without adopting the first send's claim"
-        if (line["at"] - earlier[0]["at"]).total_seconds() >= SNS_DEDUPLICATION_SECONDS:
-            return "sent a second time past SNS's 5-minute deduplication window"
+    if earlier and (line["at"] - earlier[0]["at"]).total_seconds() >= SNS_DEDUPLICATION_SECONDS:
+        return "sent a second time past SNS's 5-minute deduplication window of the first send"
     return ""
 
 
