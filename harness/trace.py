@@ -101,9 +101,13 @@ def _timestamp(text: str) -> datetime:
 
 
 def log_files(paths: Iterable[Path]) -> list[Path]:
+    """The files of `paths`, a directory's `*.log` at any depth (none yet: none)."""
     found: list[Path] = []
     for path in paths:
-        found += sorted(path.rglob("*.log")) if path.is_dir() else [path]
+        if path.is_dir():
+            found += sorted(path.rglob("*.log"))
+        elif path.exists():
+            found.append(path)
     return found
 
 

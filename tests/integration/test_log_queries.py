@@ -96,7 +96,7 @@ def named_fields(command: str) -> list[str]:
     if command.startswith("fields "):
         return [name.strip() for name in command[7:].split(",") if not name.strip().startswith("@")]
     if command.startswith("stats "):
-        inside = re.findall(r"\w+\((\w+)\)", command)
+        inside = re.findall(r"(?:sum|avg|min|max|count_distinct)\((\w+)\)", command)
         by = command.split(" by ", 1)[1].split(",") if " by " in command else []
         return [*inside, *(name.strip() for name in by if "(" not in name)]
     return []
