@@ -165,7 +165,7 @@ class BatchClaims:
             if time.time() - claimed_at >= self._adopt_within:
                 raise CallMayHaveHappened(record.idempotency_key, claimed_at) from None
             self._log(
-                f"{self._name} claim adopted: never recorded, sent again",
+                f"{self._name} claim adopted: never recorded",
                 "adopted",
                 item,
                 claimed_at=_iso(claimed_at),
