@@ -3,6 +3,7 @@
 whose ingest ignores the fence of a reprocessed file, fail, naming the record."""
 
 import io
+import json
 import logging
 
 import pytest
@@ -167,6 +168,28 @@ def test_a_claim_begun_after_the_record_completed_is_caught_a_concurrent_adoptio
     assert "after it was recorded COMPLETED" in violation.what
 
 
+def test_a_repeat_send_past_sns_deduplication_is_caught(tmp_path):
+    """A save that failed after the publish leaves the claim unrecorded: adopted and sent again
+    inside SNS's 5 minutes, the repeat reaches no one; 5 minutes after the first send, it would."""
+    lines = [
+        _line("Notifier-1", "r1", "claimed", "2026-12-07 03:00:00,000+0000"),
+        _line("Notifier-1", "r1", "sent", "2026-12-07 03:00:00,100+0000", recorded=False),
+        _line("Notifier-1", "r2", "adopted", "2026-12-07 03:04:00,000+0000"),
+        _line("Notifier-1", "r2", "sent", "2026-12-07 03:04:00,100+0000"),
+    ]
+    (tmp_path / "NotifierFunction.log").write_text("\n".join(lines) + "\n")
+    assert trace.check([tmp_path]).violations == []
+
+    late = [
+        _line("Notifier-1", "r3", "adopted", "2026-12-07 03:05:00,000+0000"),
+        _line("Notifier-1", "r3", "sent", "2026-12-07 03:05:00,100+0000"),
+    ]
+    lines[-1] = _line("Notifier-1", "r2", "sent", "2026-12-07 03:04:00,100+0000", recorded=False)
+    (tmp_path / "NotifierFunction.log").write_text("\n".join([*lines, *late]) + "\n")
+    (violation,) = trace.check([tmp_path]).violations
+    assert violation.record == "SURVEY#c-1" and "past SNS's 5-minute" in violation.what
+
+
 def test_a_last_agent_set_begun_after_its_contact_was_gone_is_caught(tmp_path):
     contact = {"contact_id": "c-1", "ended_at": "2026-11-29T10:01:00Z", "agent_id": "agent-1"}
     gone = _line("LastAgent-1", "r1", "contact_gone", "2026-12-07 03:00:01,000+0000", **contact)
@@ -195,8 +218,6 @@ def test_the_command_line_names_the_record_and_fails(tmp_path, capsys):
 
 
 def _line(function: str, request: str, transition: str, timestamp: str, **fields) -> str:
-    import json  # noqa: PLC0415
-
     fields.setdefault("notification_id", "SURVEY#c-1")
     return json.dumps(
         {
