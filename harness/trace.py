@@ -34,8 +34,8 @@ processes' lines interleave in a file.
 Several local stacks append to the same .emulator/logs: records are told apart by
 `function_name`, which names the stack's deployment (CloudFormation's suffix, new for every
 stack), so lines of concurrent runs in other fan-out modes never mix. CloudWatch Logs read the
-same: `sam logs` output (the JSON after its stream and time) or exported events whose `message`
-is the line (docs/operations.md).
+same: the events' messages, one a line (docs/operations.md), or a line with a prefix before its
+JSON, or an exported event whose `message` is the line.
 
     python -m harness.trace <log dir or files> [--function NAME ...]
 
