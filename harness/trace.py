@@ -12,7 +12,8 @@ and the record's ids (never a phone number or an e-mail):
   `step_ended` (its outcome).
 - LastAgentFunction, per contact as LAST_AGENT names it (contact_id, ended_at, agent_id):
   `contact_gone` (a change took it away: no CONTACT item holds it any more) and
-  `last_agent_set` (a write naming it committed; `checked_at`: before its transaction began).
+  `last_agent_set` (a write naming it committed; `checked_at`: before its transaction began),
+  each with `changed_at`, its stream record's ApproximateCreationDateTime (epoch seconds).
 
 Forbidden, each naming its record:
 
@@ -24,8 +25,9 @@ Forbidden, each naming its record:
   that failed, reaches no subscriber);
 - a file step that began after a newer run of its file had started and ended other than OBSOLETE
   (a fenced step stores nothing: no rows, log, report or continuation);
-- LAST_AGENT set to a contact copy after a line said that copy was gone (the write's check began
-  after it: its transaction must have refused).
+- LAST_AGENT set to a contact copy from a change older than the one that took the copy away, by
+  a write whose check began after that was logged (its transaction must have refused; a newer
+  change, the contact stored again, may set it).
 
 Time order between invocations comes only from a line logged after the fact (gone, run started)
 and one logged before the act (checked_at, step started), so no rule depends on how two
@@ -174,7 +176,7 @@ class _Trace:
         self.runs: dict[tuple, list[tuple[int, datetime]]] = defaultdict(list)
         self.steps: dict[tuple, list[list]] = defaultdict(list)  # [started, ended or None]
         self.open_steps: dict[tuple, list] = {}
-        self.gone: dict[tuple, datetime] = {}
+        self.gone: dict[tuple, list[dict]] = defaultdict(list)
         self.sets: list[tuple[tuple, dict]] = []
 
     @property
@@ -234,28 +236,41 @@ class _Trace:
     # LastAgentFunction: per contact as LAST_AGENT names it
     def contact_gone(self, function: str, request: str, line: dict) -> None:
         key = (function, line["contact_id"], line["ended_at"], line["agent_id"])
-        self.gone[key] = min(self.gone.get(key, line["at"]), line["at"])
+        self.gone[key].append(line)
 
     def last_agent_set(self, function: str, request: str, line: dict) -> None:
         key = (function, line["contact_id"], line["ended_at"], line["agent_id"])
         self.sets.append((key, line))
 
     def stale_sets(self) -> list[Violation]:
+        """A set whose check began after a gone line, from a change older (by its stream
+        record's second) than the change that took the contact away: the item it checked no
+        longer held it. A newer change (the contact stored again) may set it."""
         found = []
         for key, line in self.sets:
-            went = self.gone.get(key)
-            if went is None or _timestamp(line["checked_at"]) <= went:
-                continue
-            found.append(
-                Violation(
-                    line["at"],
-                    key[0],
-                    f"contact {key[1]}",
-                    f"LAST_AGENT set to it (ended_at {key[2]}) by a write begun after it was "
-                    f"gone ({went.isoformat(timespec='milliseconds')})",
+            for gone in self.gone.get(key, []):
+                if not _before(line, gone):
+                    continue
+                found.append(
+                    Violation(
+                        line["at"],
+                        key[0],
+                        f"contact {key[1]}",
+                        f"LAST_AGENT set to it (ended_at {key[2]}) from a change of "
+                        f"{line['changed_at']} by a write begun after the change of "
+                        f"{gone['changed_at']} took it away "
+                        f"(logged {gone['at'].isoformat(timespec='milliseconds')})",
+                    )
                 )
-            )
+                break
         return found
+
+
+def _before(set_line: dict, gone: dict) -> bool:
+    changed, went = set_line.get("changed_at"), gone.get("changed_at")
+    if changed is None or went is None or not set_line.get("checked_at"):
+        return False
+    return int(changed) < int(went) and _timestamp(set_line["checked_at"]) > gone["at"]
 
 
 def _forbidden_send(line: dict, earlier: list[dict], claims: dict[str, datetime | None]) -> str:

@@ -36,18 +36,21 @@ _METRICS = {
 
 def record_handler(record: DynamoDBRecord) -> None:
     new, old = contacts.new_contact(record), contacts.old_contact(record)
+    changed_at = record.dynamodb.approximate_creation_date_time  # the change's, epoch seconds
     if new is not None and not rules.sets_last_agent(new):
         new = None
     if old is not None and rules.sets_last_agent(old) and not rules.same_version(old, new):
         outcome = table.replace_last_agent(dynamodb, CONTACTS_TABLE_NAME, old)
         # Gone: no CONTACT item holds this contact, at this time, with this agent any more.
         gone = new is None or _named(new) != _named(old)
-        count(outcome, old, "corrected", transition="contact_gone" if gone else None)
+        transition = "contact_gone" if gone else None
+        count(outcome, old, "corrected", transition=transition, changed_at=changed_at)
     if new is not None:
         checked_at = datetime.now(UTC)  # before the transaction that checks the item
         outcome = table.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, new)
         if outcome == table.LAST_AGENT_UPDATED:
-            count(outcome, new, "new", transition="last_agent_set", checked_at=checked_at)
+            set_at = {"checked_at": checked_at, "changed_at": changed_at}
+            count(outcome, new, "new", transition="last_agent_set", **set_at)
         else:
             count(outcome, new, "new")
 
@@ -61,8 +64,10 @@ def count(
     outcome: str,
     contact: dict,
     side: str,
+    *,
     transition: str | None = None,
     checked_at: datetime | None = None,
+    changed_at: int | None = None,
 ) -> None:
     """The record's line: at INFO the transitions harness.trace checks (a LAST_AGENT write, a
     contact gone), with what they name; other outcomes only at DEBUG (an INFO line for every
@@ -73,7 +78,7 @@ def count(
     fields = {"change": side, "outcome": outcome}
     fields.update(zip(("contact_id", "ended_at", "agent_id"), _named(contact), strict=True))
     if transition is not None:
-        fields["transition"] = transition
+        fields.update(transition=transition, changed_at=changed_at)
     if checked_at is not None:
         fields["checked_at"] = checked_at.isoformat(timespec="milliseconds")
     (logger.info if transition else logger.debug)("last agent checked", **fields)

@@ -190,22 +190,31 @@ def test_a_repeat_send_past_sns_deduplication_is_caught(tmp_path):
     assert violation.record == "SURVEY#c-1" and "past SNS's 5-minute" in violation.what
 
 
-def test_a_last_agent_set_begun_after_its_contact_was_gone_is_caught(tmp_path):
+def test_a_last_agent_set_from_a_change_older_than_the_contacts_removal_is_caught(tmp_path):
+    """The removal's change (second 100) was logged at 03:00:01.000. A set checked before that,
+    or from a newer change (the contact stored again), is allowed; one from an older change
+    checked after it means its transaction did not check the contact."""
     contact = {"contact_id": "c-1", "ended_at": "2026-11-29T10:01:00Z", "agent_id": "agent-1"}
-    gone = _line("LastAgent-1", "r1", "contact_gone", "2026-12-07 03:00:01,000+0000", **contact)
-    before = _line(
-        "LastAgent-1", "r2", "last_agent_set", "2026-12-07 03:00:01,005+0000",
-        checked_at="2026-12-07T03:00:00.990+00:00", **contact,
-    )  # fmt: skip
-    after = _line(
-        "LastAgent-1", "r3", "last_agent_set", "2026-12-07 03:00:01,020+0000",
-        checked_at="2026-12-07T03:00:01.010+00:00", **contact,
-    )  # fmt: skip
-    (tmp_path / "LastAgentFunction.log").write_text("\n".join([gone, before, after]) + "\n")
+    at = "2026-12-07 03:00:01,{:03d}+0000".format
+    checked = "2026-12-07T03:00:01.{:03d}+00:00".format
+
+    def set_line(request: str, logged: int, began: str, changed_at: int) -> str:
+        return _line(
+            "LastAgent-1", request, "last_agent_set", at(logged),
+            checked_at=began, changed_at=changed_at, **contact,
+        )  # fmt: skip
+
+    lines = [
+        _line("LastAgent-1", "r1", "contact_gone", at(0), changed_at=100, **contact),
+        set_line("r2", 5, "2026-12-07T03:00:00.990+00:00", 99),  # checked before the removal
+        set_line("r3", 30, checked(20), 101),  # the contact stored again, a newer change
+        set_line("r4", 50, checked(40), 99),  # a late delivery of the old change
+    ]
+    (tmp_path / "LastAgentFunction.log").write_text("\n".join(lines) + "\n")
 
     violations = trace.check([tmp_path]).violations
 
-    assert [(v.record, v.at.microsecond // 1000) for v in violations] == [("contact c-1", 20)]
+    assert [(v.record, v.at.microsecond // 1000) for v in violations] == [("contact c-1", 50)]
 
 
 def test_the_command_line_names_the_record_and_fails(tmp_path, capsys):
