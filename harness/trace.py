@@ -36,8 +36,8 @@ processes' lines interleave in a file.
 Several local stacks append to the same .emulator/logs: records are told apart by
 `function_name`, which names the stack's deployment (CloudFormation's suffix, new for every
 stack), so lines of concurrent runs in other fan-out modes never mix. CloudWatch Logs read the
-same: the events' messages, one a line (docs/operations.md), or a line with a prefix before its
-JSON, or an exported event whose `message` is the line.
+same: the events' messages, one a line (docs/operations.md), or lines with a prefix before their
+JSON (`sam logs`: the stream and the time).
 
     python -m harness.trace <log dir or files> [--function NAME ...]
 
@@ -84,7 +84,7 @@ class Violation:
 
 @dataclass
 class Report:
-    lines: int = 0  # JSON lines read
+    lines: int = 0  # log lines read
     transitions: int = 0
     records: int = 0
     violations: list[Violation] = field(default_factory=list)
@@ -130,18 +130,8 @@ def transitions(
                     line = json.loads(raw[raw.find(b"{") :])
                 except ValueError:
                     continue
-                if isinstance(line, dict) and "message" in line and "transition" not in line:
-                    line = _exported(line)  # a CloudWatch Logs export: the event's message
                 if isinstance(line, dict) and "transition" in line:
                     yield line
-
-
-def _exported(event: dict) -> dict:
-    try:
-        inner = json.loads(event["message"])
-    except (TypeError, ValueError):
-        return event
-    return inner if isinstance(inner, dict) else event
 
 
 def check(

@@ -219,7 +219,10 @@ def test_a_last_agent_set_from_a_change_older_than_the_contacts_removal_is_caugh
 
 def test_the_command_line_names_the_record_and_fails(tmp_path, capsys):
     line = _line("stack-a-Notifier-1", "r1", "sent", "2026-12-07 03:00:00,000+0000")
-    (tmp_path / "NotifierFunction.log").write_text(line + "\n")
+    # as `sam logs` prints an event: its stream and time before the line
+    (tmp_path / "NotifierFunction.log").write_text(
+        f"2026/12/07/[$LATEST]ab 2026-12-07T03:00:00 {line}\n"
+    )
 
     assert trace.main([str(tmp_path)]) == 1
     assert "SURVEY#c-1: sent by an invocation that holds no claim" in capsys.readouterr().out
