@@ -191,8 +191,14 @@ run: setup build ## demo: local stack, demo files in, summary out (FANOUT=lambda
 	$(UV) run python -m harness.demo --fan-out $(FANOUT)
 
 CHAOS_CONTACTS ?= 10000
-chaos: setup build ## exactly-once under duplicates, reorders, crashes, throttles and an operator's recovery (CHAOS_CONTACTS=10000, FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn)
-	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $(FANOUT)
+# Each chaos run keeps its stack's logs (DEMO_LOGS) for the trace checker (harness.trace: every
+# record's transitions against docs/design.md's), which fails the run on a forbidden one.
+CHAOS_RUN = logs=$$(mktemp -d) && status=0 && \
+	{ DEMO_LOGS=$$logs $(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $(1) || status=$$?; } && \
+	{ $(UV) run python -m harness.trace $$logs || status=$$((status ? status : 1)); } ; \
+	rm -rf $$logs; exit $$status
+chaos: setup build ## exactly-once under duplicates, reorders, crashes, throttles and an operator's recovery, each record's trace checked (CHAOS_CONTACTS=10000, FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn)
+	$(call CHAOS_RUN,$(FANOUT))
 
 # Each mode on a local stack of its own, as many at once as the machine has cores (CHAOS_JOBS).
 # Unlike the integration suites, a chaos run keeps its stack busy: five at once on two cores
@@ -205,7 +211,7 @@ chaos-modes: setup build ## make chaos in every fan-out mode (FANOUT_MODES; CHAO
 		--output-sync=target $(addprefix chaos-mode-,$(FANOUT_MODES))
 
 chaos-mode-%:
-	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $*
+	$(call CHAOS_RUN,$*)
 
 # Not in `make test`: the suite is another project's (CI reaches package registries only), so
 # give a checkout of nubo-db/dynamodb-conformance; node and npm from the machine's packages.

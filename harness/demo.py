@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         args.callers = max(1, args.contacts // 10)
 
     echo = (lambda line: say("  | " + line)) if args.stack_output else None
-    with tempfile.TemporaryDirectory(prefix="demo-logs-") as log_dir:
+    with tempfile.TemporaryDirectory(prefix="demo-logs-", dir=os.environ.get("DEMO_LOGS"), delete="DEMO_LOGS" not in os.environ) as log_dir:  # fmt: skip  # noqa: E501 (kept for harness.trace)
         local = LocalStackProcess(
             args.port or free_port(PORTS),
             up_args=["--log-dir", log_dir, *fan_out_args(args.fan_out)],

@@ -44,12 +44,9 @@ def record_handler(record: DynamoDBRecord) -> dict | None:
     )
     if created:
         metrics.add_metric(name="GiftCardsIssued", unit=MetricUnit.Count, value=1)
-    logger.debug(
-        "gift card due",
-        contact_id=contact["contact_id"],
-        gift_card_id=card["gift_card_id"],
-        card_created=created,
-    )
+        logger.info(
+            "gift card issued", contact_id=card["contact_id"], gift_card_id=card["gift_card_id"]
+        )
     return notifications.gift_card(card)
 
 
@@ -57,13 +54,21 @@ def enqueue_batch(batch: list[dict]) -> dict[int, Exception]:
     failures = messaging.enqueue_all(sqs, NOTIFICATION_QUEUE_URL, batch)
     enqueued = len(batch) - len(failures)
     logger.info("gift card notifications enqueued", enqueued=enqueued, failed=len(failures))
-    for position, error in failures.items():
-        logger.warning(
-            "gift card notification not enqueued",
-            contact_id=batch[position]["contact_id"],
-            gift_card_id=batch[position]["gift_card_id"],
-            reason=str(error),
-        )
+    for position, notification in enumerate(batch):
+        ids = {
+            "contact_id": notification["contact_id"],
+            "gift_card_id": notification["gift_card_id"],
+        }
+        if position in failures:
+            logger.warning(
+                "gift card notification not enqueued", **ids, reason=str(failures[position])
+            )
+        else:
+            logger.info(
+                "gift card notification enqueued",
+                **ids,
+                notification_id=notification["notification_id"],
+            )
     return failures
 
 

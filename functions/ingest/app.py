@@ -101,12 +101,13 @@ def ingest_file_once(
         settings=ingest.Settings(GOODWILL_WAIT_SECONDS, SURVEY_ATTRIBUTES, datetime.now(UTC)),
         seconds_left=lambda: seconds_left(lambda_context),
         margin=margin,
+        logger=logger,
     )
     metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=result.rows_ok)
     metrics.add_metric(name="RowsSuperseded", unit=MetricUnit.Count, value=result.rows_superseded)
     metrics.add_metric(name="RowsRejected", unit=MetricUnit.Count, value=result.rows_rejected)
-    logger.info("file outcome recorded", extra=asdict(result))
+    logger.info("file outcome recorded", extra={"transition": "step_ended", **asdict(result)})
     return asdict(result)
 
 

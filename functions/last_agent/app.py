@@ -10,6 +10,7 @@ export a correction has replaced changes nothing, and any order converges.
 
 import os
 from collections import Counter
+from datetime import UTC, datetime
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -35,21 +36,52 @@ _METRICS = {
 
 def record_handler(record: DynamoDBRecord) -> None:
     new, old = contacts.new_contact(record), contacts.old_contact(record)
+    changed_at = record.dynamodb.approximate_creation_date_time  # the change's, epoch seconds
     if new is not None and not rules.sets_last_agent(new):
         new = None
     if old is not None and rules.sets_last_agent(old) and not rules.same_version(old, new):
-        count(table.replace_last_agent(dynamodb, CONTACTS_TABLE_NAME, old), old, "corrected")
+        outcome = table.replace_last_agent(dynamodb, CONTACTS_TABLE_NAME, old)
+        # Gone: no CONTACT item holds this contact, at this time, with this agent any more.
+        gone = new is None or _named(new) != _named(old)
+        transition = "contact_gone" if gone else None
+        count(outcome, old, "corrected", transition=transition, changed_at=changed_at)
     if new is not None:
-        count(table.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, new), new, "new")
+        checked_at = datetime.now(UTC)  # before the transaction that checks the item
+        outcome = table.update_last_agent(dynamodb, CONTACTS_TABLE_NAME, new)
+        if outcome == table.LAST_AGENT_UPDATED:
+            set_at = {"checked_at": checked_at, "changed_at": changed_at}
+            count(outcome, new, "new", transition="last_agent_set", **set_at)
+        else:
+            count(outcome, new, "new")
 
 
-def count(outcome: str, contact: dict, side: str) -> None:
+def _named(contact: dict) -> tuple:
+    """What a LAST_AGENT item names of a contact, and checks its CONTACT item for."""
+    return contact["contact_id"], contact["ended_at"], contact["agent_id"]
+
+
+def count(
+    outcome: str,
+    contact: dict,
+    side: str,
+    *,
+    transition: str | None = None,
+    checked_at: datetime | None = None,
+    changed_at: int | None = None,
+) -> None:
+    """The record's line: at INFO the transitions harness.trace checks (a LAST_AGENT write, a
+    contact gone), with what they name; other outcomes only at DEBUG (an INFO line for every
+    record was 17% of a worker: docs/performance.md)."""
     outcomes[outcome] += 1
     if outcome in _METRICS:
         metrics.add_metric(name=_METRICS[outcome], unit=MetricUnit.Count, value=1)
-    logger.debug(
-        "last agent checked", contact_id=contact["contact_id"], change=side, outcome=outcome
-    )
+    fields = {"change": side, "outcome": outcome}
+    fields.update(zip(("contact_id", "ended_at", "agent_id"), _named(contact), strict=True))
+    if transition is not None:
+        fields.update(transition=transition, changed_at=changed_at)
+    if checked_at is not None:
+        fields["checked_at"] = checked_at.isoformat(timespec="milliseconds")
+    (logger.info if transition else logger.debug)("last agent checked", **fields)
 
 
 changes = TableChanges(record_handler)

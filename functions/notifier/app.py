@@ -9,7 +9,8 @@ within 5 minutes of the first publish). A claim never recorded and older than th
 have been published: it is not published again (CallMayHaveHappened, logged with the claim's
 time), and its message ends in the DLQ, where `ops dlq redrive` says so and asks for --resend.
 docs/design.md states the horizon this gives. The claims of a batch are all taken before its one
-publish, and each is recorded, or released, by its own entry's outcome (shared.aws.batch_claims).
+publish, and each is recorded, or released, by its own entry's outcome (shared.aws.batch_claims,
+which logs each notification's claim and its `notification sent` line).
 
 A message that is not a valid notification fails its record every time, so after the queue's
 maxReceiveCount it ends in the DLQ; the rest of the batch is unaffected.
@@ -40,6 +41,11 @@ claims = BatchClaims(
     key_prefix=idempotency.NOTIFICATIONS.key_prefix,
     result=lambda notification: {"notification_id": notification["notification_id"]},
     adopt_within=idempotency.REPUBLISH_WINDOW_SECONDS,
+    name="notification",
+    log_fields=lambda notification: {
+        "notification_id": notification["notification_id"],
+        "kind": notification["kind"],
+    },
 )
 
 
@@ -71,13 +77,6 @@ def publish_batch(batch: list[dict]) -> dict[int, Exception]:
         duplicates=len(outcomes.duplicates),
         failed=len(outcomes.failed),
     )
-    for label, positions in (("sent", outcomes.done), ("already sent", outcomes.duplicates)):
-        for position in positions:
-            logger.debug(
-                f"notification {label}",
-                notification_id=batch[position]["notification_id"],
-                kind=batch[position]["kind"],
-            )
     for position, error in outcomes.failed.items():
         logger.warning(
             "notification not sent",

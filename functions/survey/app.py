@@ -31,7 +31,6 @@ def record_handler(record: DynamoDBRecord) -> dict | None:
     if contact is None or not rules.survey_due(contact):
         logger.debug("record skipped: no survey due", event_id=record.event_id)
         return None
-    logger.debug("survey due", contact_id=contact["contact_id"])
     return notifications.survey(contact)
 
 
@@ -41,10 +40,12 @@ def enqueue_batch(batch: list[dict]) -> dict[int, Exception]:
     if enqueued:
         metrics.add_metric(name="SurveysEnqueued", unit=MetricUnit.Count, value=enqueued)
     logger.info("surveys enqueued", enqueued=enqueued, failed=len(failures))
-    for position, error in failures.items():
-        logger.warning(
-            "survey not enqueued", contact_id=batch[position]["contact_id"], reason=str(error)
-        )
+    for position, notification in enumerate(batch):
+        ids = {"contact_id": notification["contact_id"]}
+        if position in failures:
+            logger.warning("survey not enqueued", **ids, reason=str(failures[position]))
+        else:
+            logger.info("survey enqueued", **ids, notification_id=notification["notification_id"])
     return failures
 
 

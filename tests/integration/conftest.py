@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from shared import keys
 
 from emulator.process import LocalStackProcess, fan_out_args, free_port
+from harness import trace
 from harness.stack import StackClient
 from harness.topic import TopicCapture
 from ops.cli import main
@@ -38,6 +40,8 @@ from tests.integration.support import Files
 from tests.session_stack import running_stack
 
 LOCAL_PORTS = range(4800, 4900)
+# Where the local stack's functions log (emulator up's default): harness.trace reads it.
+LOG_DIR = Path(__file__).resolve().parents[2] / ".emulator" / "logs"
 # The local stack delivers 5% of its SQS and stream batches twice (the duplicate_rate switch):
 # Lambda's pollers are at-least-once, so every run, and not only the duplicate tests, should meet
 # some duplicates. A suite run delivers a few hundred batches, so 5% is a few dozen duplicates
@@ -89,8 +93,14 @@ def stack() -> Iterator[StackClient]:
         tail_lines=80,
     )
     _LOCAL_STACKS.append(local)
+    offsets = trace.offsets_now([LOG_DIR])  # other suites' stacks append to the same files
     with running_stack(local, LOCAL_PORTS) as client:
+        listed = client.client("lambda").list_functions()["Functions"]
         yield client
+    # The session's records against the design's transitions (harness.trace), its stack's only.
+    report = trace.check([LOG_DIR], {f["FunctionName"] for f in listed}, offsets)
+    if report.first is not None:
+        pytest.fail(f"trace: FORBIDDEN {report.first} ({len(report.violations)} in all)")
 
 
 @pytest.fixture

@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import IO, Any
 
+from aws_lambda_powertools import Logger
+
 from shared import files, keys, model
 from shared.aws import files_bucket, table
 from shared.s3_events import FileTask
@@ -199,8 +201,11 @@ def ingest_file(
     settings: Settings,
     seconds_left: Callable[[], float],
     margin: float,
+    logger: Logger,
 ) -> FileOutcome:
+    """`logger`: the handler's, for the step's transitions."""
     s3_object = task.s3_object
+    _trace(logger, "file step started", "step_started", task, after_line=task.after_line)
     log = table.file_log(dynamodb, table_name, s3_object.file_id)
     resume = functools.partial(
         _resume,
@@ -214,9 +219,15 @@ def ingest_file(
     )
     if log is None or _number(task.run) > _number(log.get("run")):
         return _start_run(
-            task, log, resume, dynamodb=dynamodb, table_name=table_name, now=settings.ingested_at
+            task,
+            log,
+            resume,
+            dynamodb=dynamodb,
+            table_name=table_name,
+            now=settings.ingested_at,
+            logger=logger,
         )
-    if _number(task.run) < _number(log.get("run")):
+    if of_earlier_run(task, log):
         return _obsolete(task)  # the file was reprocessed after this step was sent
     started = log["run_started_at"] if task.run is not None else s3_object.event_time
     if log["outcome"] in FINAL_OUTCOMES:  # done before: a duplicate or a late retry
@@ -236,6 +247,7 @@ def _start_run(
     dynamodb,
     table_name: str,
     now: datetime,
+    logger: Logger,
 ) -> FileOutcome:
     """A run's first step: its log replaces none, or an earlier run's. The first run started
     with the upload (the event's time); a reprocess run starts now. The key's newest version is
@@ -264,9 +276,23 @@ def _start_run(
         starts_run=True,
     ):
         return _obsolete(task)  # a newer run started meanwhile
+    _trace(logger, "file run started", "run_started", task)
     if newer is not None:
         return _outcome(task, STALE, progress, None, started)
     return resume(progress, started)
+
+
+def of_earlier_run(task: FileTask, log: dict[str, Any]) -> bool:
+    """The step's run is older than the one the file's log holds: the fence of a reprocess."""
+    return _number(task.run) < _number(log.get("run"))
+
+
+def _trace(logger: Logger, message: str, transition: str, task: FileTask, **fields: Any) -> None:
+    """A file step's transition (harness.trace checks runs against them): one line a step, never
+    one a row (ingest is the hot path)."""
+    logger.info(
+        message, transition=transition, file_id=task.s3_object.file_id, run=task.run, **fields
+    )
 
 
 def _number(run: Any) -> int:

@@ -105,10 +105,16 @@ def test_stale_and_updated_outcomes_are_counted(stack, last_agent, lambda_contex
     out = capsys.readouterr().out
     assert '"LastAgentUpdated":[1.0]' in out.replace(" ", "")
     assert '"LastAgentStale":[1.0]' in out.replace(" ", "")
-    # one INFO line for the batch, its outcomes counted; a record's own line only at DEBUG
-    (line,) = [r for r in caplog.records if r.name.startswith("last_agent")]
-    assert (line.levelname, line.getMessage()) == ("INFO", "last agents checked")
-    assert (line.updated, line.stale) == (1, 1)
+    # at INFO the write (the trace checker's transition, naming the contact), not the stale
+    # record (DEBUG), then the invocation's counts
+    lines = [r for r in caplog.records if r.name.startswith("last_agent")]
+    assert [(r.levelname, r.getMessage()) for r in lines] == [
+        ("INFO", "last agent checked"),
+        ("INFO", "last agents checked"),
+    ]
+    assert (lines[0].contact_id, lines[0].outcome) == (LATE["contact_id"], "updated")
+    assert lines[0].transition == "last_agent_set"
+    assert (lines[1].updated, lines[1].stale) == (1, 1)
     assert CALLER not in out + caplog.text
 
 

@@ -169,20 +169,25 @@ def test_a_publish_call_that_fails_fails_each_of_its_records_and_the_retry_publi
     ]
 
 
-def test_a_batch_logs_one_info_line_of_counts_and_no_contact_data(
+def test_a_batch_logs_a_line_per_notification_outcome_its_counts_and_no_contact_data(
     stack, monkeypatch, lambda_context, capsys
 ):
     event = queued_event(stack, SURVEY, GIFT_CARD, GIFT_CARD)
     cold_start("notifier", monkeypatch).lambda_handler(event, lambda_context)
 
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"level"' in line]
-    assert [(line["level"], line["message"]) for line in lines] == [
-        ("INFO", "notifications published")
+    assert [(line["message"], line.get("notification_id")) for line in lines] == [
+        ("notification claimed", "SURVEY#c-1"),
+        ("notification claimed", "GIFT_CARD#c-2"),
+        ("notification sent", "SURVEY#c-1"),
+        ("notification sent", "GIFT_CARD#c-2"),
+        ("notifications published", None),
     ]
-    assert (lines[0]["sent"], lines[0]["duplicates"], lines[0]["failed"]) == (2, 1, 0)
-    assert not {GIFT_CARD["caller"], SURVEY["caller"], SURVEY["email"]} & set(
-        map(str, lines[0].values())
-    )
+    assert {line["level"] for line in lines} == {"INFO"}
+    assert [line["recorded"] for line in lines[2:4]] == [True, True]
+    assert (lines[-1]["sent"], lines[-1]["duplicates"], lines[-1]["failed"]) == (2, 1, 0)
+    logged = {str(value) for line in lines for value in line.values()}
+    assert not {GIFT_CARD["caller"], SURVEY["caller"], SURVEY["email"]} & logged
 
 
 def test_a_poison_message_ends_in_the_dead_letter_queue(stack, notifier, lambda_context):

@@ -14,6 +14,12 @@ called again under that claim, keeping its claim time, only while the claim is y
 `adopt_within` (the window in which the callee itself absorbs a repeated call: SNS FIFO's
 deduplication), and fails with CallMayHaveHappened, naming when, once it is older. Its message then
 ends in its DLQ, where the operator decides (ops dlq redrive says so and asks for --resend).
+
+Each item's transitions are logged at INFO where they happen, one line each, with a stable
+`transition` key and the item's ids (harness.trace checks runs against them; docs/design.md):
+`claimed` or `adopted` (with `claimed_at`; `checked_at`: when the claim began, before it read the
+record), `sent` (its call succeeded; `recorded`: whether its COMPLETED record was saved) and
+`duplicate` (completed before).
 """
 
 import time
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.idempotency import (
     BasePersistenceLayer,
     IdempotencyConfig,
@@ -43,7 +50,7 @@ class CallMayHaveHappened(Exception):
 
     def __init__(self, key: str, claimed_at: float):
         super().__init__(
-            f"claimed at {datetime.fromtimestamp(claimed_at, UTC).isoformat(timespec='seconds')} "
+            f"claimed at {_iso(claimed_at, 'seconds')} "
             f"and never recorded: it may have been done; not done again ({key})"
         )
         self.claimed_at = claimed_at
@@ -66,16 +73,25 @@ class BatchClaims:
         self,
         persistence: BasePersistenceLayer,
         config: IdempotencyConfig,
+        *,
         key_prefix: str,
         result: Callable[[dict], dict],
         adopt_within: float,
+        name: str,
+        log_fields: Callable[[dict], dict],
     ):
+        """`name` the items' kind in the log's messages (`<name> claimed`, `<name> sent`, ...),
+        `log_fields` an item's ids for its lines (never personal data)."""
         persistence.configure(config=config, key_prefix=key_prefix)
         self._store = persistence
         self._config = config
         self._key = persistence.event_key_compiled_jmespath  # the key Powertools hashes
         self._result = result  # what the record of a completed item stores
         self._adopt_within = adopt_within
+        self._name = name
+        self._log_fields = log_fields
+        # A child of the handler's Logger: the same service, its JSON format and context keys.
+        self._logger = Logger(child=True)
 
     def around(self, items: list[dict], call: BatchCall) -> Outcomes:
         """`call` the items not completed before, each under its claim (a failed claim fails its
@@ -93,6 +109,7 @@ class BatchClaims:
                     claimed.append(position)
                 else:
                     outcomes.duplicates.append(position)
+                    self._log(f"{self._name} already sent", "duplicate", item)
             except Exception as error:  # the claim's own failure fails its item
                 outcomes.failed[position] = error
         if claimed:
@@ -119,7 +136,12 @@ class BatchClaims:
             item, error = items[position], call_failures.get(index)
             try:
                 if error is None:
-                    self._store.save_success(data=item, result=self._result(item))
+                    try:
+                        self._store.save_success(data=item, result=self._result(item))
+                    except Exception:  # sent all the same: the line says it is unrecorded
+                        self._log(f"{self._name} sent", "sent", item, recorded=False)
+                        raise
+                    self._log(f"{self._name} sent", "sent", item, recorded=True)
                     outcomes.done.append(position)
                 else:
                     outcomes.failed[position] = error
@@ -131,6 +153,7 @@ class BatchClaims:
         """True: claimed now, or a claim young enough adopted; False: completed before. Raises
         CallMayHaveHappened for an older claim never recorded."""
         life = self._config.expires_after_seconds
+        checked_at = time.time()  # before the claim reads the record: the trace's order
         try:
             # Held for the record's whole life: only this class decides to adopt a claim.
             self._store.save_inprogress(data=item, remaining_time_in_millis=life * 1000)
@@ -141,7 +164,23 @@ class BatchClaims:
             claimed_at = claim_time(record, life)
             if time.time() - claimed_at >= self._adopt_within:
                 raise CallMayHaveHappened(record.idempotency_key, claimed_at) from None
+            self._log(
+                f"{self._name} claim adopted: never recorded",
+                "adopted",
+                item,
+                claimed_at=_iso(claimed_at),
+                checked_at=_iso(checked_at),
+            )
+            return True
+        self._log(f"{self._name} claimed", "claimed", item, checked_at=_iso(checked_at))
         return True
+
+    def _log(self, message: str, transition: str, item: dict, **fields: Any) -> None:
+        self._logger.info(message, transition=transition, **self._log_fields(item), **fields)
+
+
+def _iso(epoch_seconds: float, timespec: str = "milliseconds") -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec=timespec)
 
 
 def claim_time(record: DataRecord, expires_after_seconds: int) -> float:
