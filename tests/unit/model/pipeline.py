@@ -621,6 +621,18 @@ class Pipeline:
         ).get("Messages", [])
         return bool(messages)
 
+    def dead_letter(self, function: str, crash_after: int) -> None:
+        """A batch of the function's queue fails at each of its receives (its invocation crashes
+        after the same call each time, if it gets that far), a visibility timeout apart, until
+        SQS moves its messages to the dead-letter queue (at the receive after MAX_RECEIVES)."""
+        for _ in range(MAX_RECEIVES):
+            if not self.deliver_queue(function, 10, crash_after, twice=False):
+                return
+            self.time_passes(VISIBILITY_SECONDS[function] + 1)
+
+    def dead_letters_held(self) -> bool:
+        return any(self._count(dead) for dead in self.dead_letters.values())
+
     def time_passes(self, seconds: float) -> None:
         """The model's clock moves on: visibility timeouts end, claims held by crashed
         invocations expire, SNS's deduplication windows close, claims age."""

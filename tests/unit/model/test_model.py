@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -303,6 +304,14 @@ class PipelineMachine(RuleBasedStateMachine):
         function = data.draw(st.sampled_from(readers))
         self.pipeline.deliver_queue(function, n, crash_after, False, overlap_after=overlap_after)
 
+    @rule(data=st.data(), crash_after=st.integers(1, 8))
+    def a_batch_fails_until_dead_lettered(self, data, crash_after):
+        """A queue's batch crashes at every receive, its visibility timeout apart, until its
+        messages are in the dead-letter queue (a notification's claim then older than 270 s
+        after a few such minutes, or not)."""
+        readers = [f for f in self.pipeline.order if f not in self.pipeline.filters]
+        self.pipeline.dead_letter(data.draw(st.sampled_from(readers)), crash_after)
+
     @rule(data=st.data(), n=st.integers(1, 10))
     def a_stream_batch_is_given_up(self, data, n):
         reader = data.draw(st.sampled_from(sorted(self.pipeline.filters)))
@@ -328,19 +337,26 @@ class PipelineMachine(RuleBasedStateMachine):
             operation = data.draw(st.sampled_from(OPERATIONS[function]))
             self.pipeline.throttle(function, operation, times)
 
-    # -- the operator, at any moment ---------------------------------------------------------------
+    # -- the operator, at any moment (once there is something to act on) --------------------------
+    def ingested(self) -> bool:
+        return bool(self.pipeline.started_files)
+
+    @precondition(lambda self: self.pipeline.stream_failures)
     @rule(crash_after=crash_points)
     def operator_replays_a_failed_stream_batch(self, crash_after):
         self.pipeline.stream_replay(crash_after)
 
+    @precondition(lambda self: self.pipeline.dead_letters_held())
     @rule(resend=st.booleans())
     def operator_redrives_the_dead_letter_queues(self, resend):
         self.pipeline.dlq_redrive(resend)
 
+    @precondition(ingested)
     @rule(data=st.data())
     def operator_reprocesses_a_file(self, data):
         self.pipeline.file_reprocess(data.draw(st.sampled_from(self.pipeline.uploads)))
 
+    @precondition(ingested)
     @rule(data=st.data(), resend=st.booleans())
     def operator_purges_a_notifications_record(self, data, resend):
         """Of a notification some interaction of the files may be due (most have a record by
@@ -351,12 +367,14 @@ class PipelineMachine(RuleBasedStateMachine):
             contact = data.draw(st.sampled_from(contacts))
             self.pipeline.idempotency_purge(keys.notification_id(kind, contact), resend)
 
+    @precondition(ingested)
     @rule(data=st.data(), resend=st.booleans())
     def operator_redrives_a_contact(self, data, resend):
         contacts = self.contact_ids()
         if contacts:
             self.pipeline.contact_redrive(data.draw(st.sampled_from(contacts)), resend)
 
+    @precondition(ingested)
     @rule(data=st.data())
     def operator_purges_a_files_records(self, data):
         self.pipeline.idempotency_purge(data.draw(st.sampled_from(self.pipeline.uploads)), False)
