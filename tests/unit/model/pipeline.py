@@ -154,6 +154,7 @@ VISIBILITY_SECONDS = {
     "NotifierFunction": 60,
     **dict.fromkeys(CONSUMERS, 60),
 }
+RELEASE = ops_records.release  # ops' own, which the model wraps
 # SNS FIFO drops a publish whose deduplication id was accepted less than 5 minutes before.
 DEDUPLICATION_SECONDS = 300
 # What the operator's commands call (a throttle may strike them too).
@@ -361,6 +362,7 @@ class Pipeline:
         # ops contact redrive's delivery to the stream readers (it invokes them through Lambda,
         # the pipe's targets or the topic): the model's readers, filtered as their mappings are
         monkeypatch.setattr(ops_contacts, "deliver", self._deliver_change)
+        monkeypatch.setattr(ops_records, "release", self._release)
 
     def _dead_letter_queues(self) -> dict[str, str]:
         """IngestQueue's and NotificationQueue's dead-letter queues (redrive after MAX_RECEIVES,
@@ -737,10 +739,7 @@ class Pipeline:
         )
         if result is None:
             return False
-        data = result[0]
-        if data.get("resend"):
-            self.resent[data["target"]] += 1
-        return bool(data.get("purged"))
+        return bool(result[0].get("purged"))
 
     def dlq_redrive(self, resend: bool = False) -> bool:
         """`ops dlq redrive <X>DeadLetterQueue --yes` of every dead-letter queue holding messages:
@@ -768,9 +767,7 @@ class Pipeline:
                     progress=False,
                 ),
             )
-            if result is not None:
-                self.resent.update(result[0].get("released", []))
-                moved = True
+            moved |= result is not None
         return moved
 
     def contact_redrive(self, contact_id: str, resend: bool) -> bool:
@@ -783,9 +780,16 @@ class Pipeline:
                 self.operator_stack, contact_id, dry_run=False, resend=resend, confirm=None
             ),
         )
-        if result is not None:
-            self.resent.update(result[0].get("released", []))
         return result is not None
+
+    def _release(self, layer, found: list[dict]) -> None:
+        """ops.records.release, each notification it releases counted as sent again on purpose
+        (ops releases a notifier's record only under --resend), as soon as it is deleted: a
+        command throttled part way has released some."""
+        for data in found:
+            RELEASE(layer, [data])
+            if "notification_id" in data:
+                self.resent[data["notification_id"]] += 1
 
     def _deliver_change(self, stack, record: dict) -> list[dict]:
         """ops.contacts.deliver, to the model's stream readers."""

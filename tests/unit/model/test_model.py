@@ -1,15 +1,21 @@
 """Model-based test of the promise: hypothesis drives the whole pipeline (tests/unit/model/
 pipeline.py), in each fan-out mode, through S3 events that are duplicated, late or for reordered
-versions; exports and corrections of every kind (agent changed, disposition changed, ended_at
-moved, agent removed); stream and queue deliveries that are duplicated, reordered, held in flight
-past their visibility timeout, dead-lettered or given up; crashes after any AWS call of any
-invocation and throttled calls; and the operator's commands at any moment (`ops stream replay`,
-`ops dlq redrive`, `ops file reprocess`, `ops idempotency purge`). Then everything is delivered
-without faults, and the final state must be the one the design defines for the same files
+versions (their event times in any order); exports and corrections of every kind (agent changed,
+disposition changed, ended_at moved, agent removed) in JSON lines, CSV and Connect's contact
+records (transfers; re-deliveries with older, equal and newer LastUpdateTimestamp), timestamps in
+UTC or at an offset, over two days; stream and queue deliveries that are duplicated, reordered,
+held in flight past their visibility timeout, overlapping, dead-lettered or given up; crashes
+after any AWS call of any invocation and throttled calls; time passing (seconds to hours: claims
+age and expire, SNS FIFO's 5-minute deduplication closes); and the operator's commands at any
+moment, through ops' own code and on clients a throttle may strike (`ops stream replay`,
+`ops dlq redrive` of every DLQ with and without --resend, `ops file reprocess`,
+`ops idempotency purge` of a file's or a notification's records with and without --resend,
+`ops contact redrive` with and without --resend). Then everything is delivered without faults,
+and the final state must be the one the design defines for the same files
 (tests/unit/model/design.py).
 
-`make test` runs 6 examples of up to 30 steps per mode (about 60 s with -n 2);
-MODEL_EXAMPLES=N and MODEL_STEPS=N run more.
+`make test` runs MODEL_EXAMPLES=6 examples of up to MODEL_STEPS=30 steps per mode; larger
+MODEL_EXAMPLES (and MODEL_STEPS) search deeper.
 """
 
 import os
