@@ -164,19 +164,23 @@ class ShrinkingClock(FakeLambdaContext):
     so an invocation that checks the clock per step of work lasts a fixed number of steps.
 
     Powertools reads it too, for the in-progress expiry of a claim, as does shared.aws.batch_claims
-    for the claims it takes through Powertools: to them it answers 0.
-    SQS redelivers a message only after its visibility timeout, later than the deadline of an
-    invocation that crashed with it, so by then the claim such a crash left behind has expired;
-    a test that redelivers at once must see it expired too."""
+    for the claims it takes through Powertools: to them it answers 0 by default. SQS redelivers a
+    message only after its visibility timeout, later than the deadline of an invocation that
+    crashed with it, so by then the claim such a crash left behind has expired; a test that
+    redelivers at once must see it expired too. With `claims_held` it answers them the time left
+    (without shrinking it): a test that keeps its own clock (tests/unit/model/pipeline.py) lets
+    the claim expire when its clock passes the invocation's deadline, and a duplicate delivered
+    before then meets the claim in progress."""
 
-    def __init__(self, remaining_ms: int = 30_000, cost_ms: int = 5_000):
+    def __init__(self, remaining_ms: int = 30_000, cost_ms: int = 5_000, claims_held: bool = False):
         super().__init__(remaining_ms=remaining_ms)
         self.cost_ms = cost_ms
+        self.claims_held = claims_held
 
     def get_remaining_time_in_millis(self) -> int:
         caller = sys._getframe(1).f_code.co_filename
         if any(claimer in caller for claimer in CLAIMERS):
-            return 0
+            return max(self._remaining_ms, 0) if self.claims_held else 0
         remaining = self._remaining_ms
         self._remaining_ms -= self.cost_ms
         return remaining

@@ -112,8 +112,8 @@ def parser() -> argparse.ArgumentParser:
             command.add_argument(
                 "--resend",
                 action="store_true",
-                help="NotifierFunction: purge a COMPLETED (published) record, so that the "
-                "customer gets the notification again",
+                help="NotifierFunction: purge a COMPLETED (published) or INPROGRESS (may have "
+                "been published) record, so that the customer gets the notification again",
             )
 
     file = group(commands, "file", "contact files")

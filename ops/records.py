@@ -156,37 +156,48 @@ def show(stack: StackClient, args: argparse.Namespace) -> tuple[Any, str, bool]:
 
 
 def purge(stack: StackClient, args: argparse.Namespace, confirm: Confirm) -> tuple[Any, str, bool]:
-    """A purge makes the function's next delivery of the record's event run again. For a
-    notification that is right only while its record is INPROGRESS (a crashed attempt holding the
-    claim): a COMPLETED one was published, and publishing it again, past SNS FIFO's 5-minute
-    deduplication, reaches the customer twice. That takes --resend, and is said before it asks."""
+    """A purge makes the function's next delivery of the record's event run again. A
+    notification's record never allows that without --resend, said before it asks: a COMPLETED
+    one was published, and an INPROGRESS one, whatever its age, is a claim never recorded whose
+    publish may have happened. The notifier itself publishes again under a claim only within
+    270 s of it, inside SNS FIFO's 5-minute deduplication; purged, the claim is gone, and the
+    message's next delivery (a backlog, a DLQ redrive an hour later) publishes it again whenever
+    it comes: past those 5 minutes the customer gets it twice."""
     label, layer, found = targets(stack, args)
     present = [(data, record) for data, record in found if record is not None]
     if not present:
         return {"target": label, "purged": []}, f"{label}: no idempotency record", True
-    published = args.function == "NotifierFunction" and any(
-        record.status == COMPLETED or may_have_been_published(record) for _, record in present
-    )
-    if published and not args.resend:
+    notifier = args.function == "NotifierFunction"
+    published = notifier and any(record.status == COMPLETED for _, record in present)
+    claimed = [record for _, record in present if notifier and record.status == INPROGRESS]
+    resend = published or bool(claimed)
+    if resend and not args.resend:
+        since = f" at {table.utc(claimed_at(claimed[0]))}" if claimed else ""
         raise OpsError(
-            f"{label} was published, or may have been (its record is COMPLETED, or claimed more "
-            "than SNS's 5 minutes ago and never recorded): purging it sends the customer this "
-            "notification again on its next delivery. Purge is for a claim younger than that; "
-            "pass --resend to send it again on purpose"
+            f"{label} was published, or may have been (its record is COMPLETED, or claimed"
+            f"{since} and never recorded): purging it lets its next delivery publish it again, "
+            "whenever that comes, past SNS's 5-minute deduplication. The notifier publishes a "
+            "claim never recorded again by itself within 270 s of it; pass --resend to send it "
+            "again on purpose"
         )
     question = f"delete {len(present)} idempotency record(s) of {label}"
     if published:
         question = (
             f"{label} was published: the customer gets it AGAIN on its next delivery; {question}"
         )
+    elif claimed:
+        question = (
+            f"{label} may have been published: the customer may get it AGAIN on its next "
+            f"delivery; {question}"
+        )
     if confirm is not None and not confirm(question):
         raise OpsError("not confirmed: nothing deleted")
     release(layer, [data for data, _ in present])
     purged = [record.idempotency_key for _, record in present]
     text = f"{label}: {len(purged)} record(s) deleted; the next delivery runs again"
-    if published:
+    if resend:
         text += " and publishes the notification to the customer again"
-    return {"target": label, "purged": purged, "resend": published}, text, True
+    return {"target": label, "purged": purged, "resend": resend}, text, True
 
 
 def release(layer: DynamoDBPersistenceLayer, found: list[dict]) -> None:

@@ -5,10 +5,13 @@ Powertools persistence layers are built on them), so hooks on those clients see 
 - `crash_after_call(module, k)`: the k-th call takes effect, then the execution environment dies
   before the function sees the response (`Crash`, a BaseException: no handler runs, nothing is
   cleaned up, as when Lambda's process is killed). Any later call of that module fails too.
+- `CallLog.meanwhile`: after the k-th call takes effect, something else runs (another
+  invocation, overlapping this one) before the function sees the response.
 - `throttle(module, operation, times)`: the next `times` such calls fail with the service's
   throttling error, as after boto3 has spent its own retries.
 """
 
+from collections.abc import Callable
 from types import ModuleType
 
 from botocore.awsrequest import AWSResponse
@@ -42,6 +45,8 @@ class CallLog:
         self.calls: list[str] = []
         self.crash_after: int | None = None
         self.crashed = False
+        # (k, what runs after the k-th call, before the function goes on), once
+        self.meanwhile: tuple[int, Callable[[], object]] | None = None
 
 
 def record_calls(module: ModuleType, crash_after: int | None = None) -> CallLog:
@@ -58,6 +63,9 @@ def record_calls(module: ModuleType, crash_after: int | None = None) -> CallLog:
 
         def after(model, _client=client, **kwargs):
             log.calls.append(operation_name(_client, model))
+            if log.meanwhile is not None and len(log.calls) == log.meanwhile[0]:
+                run, log.meanwhile = log.meanwhile[1], None
+                run()
             if log.crash_after is not None and len(log.calls) == log.crash_after:
                 log.crashed = True
                 raise Crash(f"after call {len(log.calls)}: {log.calls[-1]}")

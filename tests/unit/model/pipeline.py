@@ -25,24 +25,52 @@ Every fan-out mode (template parameter FanOut):
   delivered again, or given up and replayed.
 In every mode but lambda a consumer's queue is a standard queue: batches are taken in any order,
 a message can be held in flight and come back after its visibility timeout (behind later ones),
-and after 5 receives it moves to the consumer's dead-letter queue, from which `ops dlq redrive`
-moves it back. A given-up stream batch of the pipe or the router is replayed as in lambda mode.
+and after 5 receives it moves to the consumer's dead-letter queue. A given-up stream batch of
+the pipe or the router is replayed as in lambda mode.
+
+Time is the model's (ModelClock): it moves only when the test lets it (seconds to hours), and
+everything that decides by time reads it: SQS's visibility timeouts (a failed or crashed
+message comes back after its queue's: IngestQueue 720 s, the others 60 s) and retention,
+Powertools' claims, the notifier's 270 s to adopt a claim, ops' "may have been published", and
+SNS FIFO's 5-minute deduplication (FifoSubscriber: the oracle counts what a subscriber
+received, so a publish repeated past the window is a duplicate it sees). An invocation's claims
+are held for the time it has left: a duplicate delivered at once meets the claim in progress and
+is retried after the visibility timeout. Two invocations of a queue's function overlap: after the
+first one's k-th call, a second one gets the same messages and runs to its end, then the first
+goes on.
 
 SQS semantics kept from AWS (IngestQueue, NotificationQueue and the consumer queues): a batch of
 received messages; those the function did not report as failed are deleted; the others (or all,
-on a crash) are received again later. The claim a crashed invocation left has expired by then (SQS
-waits out the visibility timeout, longer than the function's timeout: see
-harness.in_process.ShrinkingClock). Not modelled: two invocations running at the very same time (the
-local stack's chaos run has those), IngestQueue's and NotificationQueue's own dead-letter queues
-(their redrive is the same move as a consumer queue's).
+on a crash) come back after the visibility timeout, and after 5 receives move to the queue's
+dead-letter queue (IngestQueue's and NotificationQueue's too).
+
+The operator's commands run through ops' own code, on ops' own clients (which a throttle may
+strike): `ops file reprocess`, `ops idempotency purge` (a file's records, or a notification's,
+with or without --resend), `ops dlq redrive` (NotificationDeadLetterQueue's listing, refusal
+and --resend are ops.records'; SQS's move task, which moto lacks, and the other queues' redrive
+are the same move done here), `ops contact redrive` (with or without --resend; its delivery to
+the stream readers is the model's) and `ops stream replay` (the model's replay of a given-up
+batch). What --resend releases is allowed one more message at the subscriber, as docs/design.md
+says; nothing else is.
+
+Not modelled: the fan-out's delivery dead-letter queues (what the bus or the topic could not
+deliver to a consumer's queue: the model's bus and topic always deliver) and their redrive;
+DynamoDB TTL's removes and the stream's 24-hour trim (both need the ingest's own clock 400 days
+on); two stream invocations of one shard at once (Lambda never does that).
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import datetime as dt
 import functools
 import hashlib
+import io
 import itertools
 import json
+import time
+import types
 from collections import Counter
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -51,14 +79,29 @@ from urllib.parse import quote_plus
 
 import boto3
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from aws_lambda_powertools.utilities.idempotency.persistence import base as powertools_base
+from aws_lambda_powertools.utilities.idempotency.persistence import (
+    datarecord as powertools_datarecord,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence import (
+    dynamodb as powertools_dynamodb,
+)
+from botocore.exceptions import ClientError
+from moto.core import utils as moto_utils
+from moto.sqs import models as moto_sqs
 from shared import ingest, keys
+from shared.aws import batch_claims
 
 from emulator.core.filters import FilterCriteria
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
+from emulator.services import sqs as emulator_sqs
 from harness.events import sqs_event
 from harness.in_process import ACCOUNT, REGION, ShrinkingClock, client, load_handler
 from harness.stack import StackClient
+from ops import contacts as ops_contacts
 from ops import files as ops_files
+from ops import records as ops_records
+from ops import redrive as ops_redrive
 from ops.errors import OpsError
 from tests.faults import CallLog, Crash, Throttle, record_calls, throttle
 from tests.unit.fanout import fanout_template
@@ -103,8 +146,104 @@ OPERATIONS = {
     "GoodwillFunction": ("dynamodb:PutItem", "sqs:SendMessageBatch"),
     "NotifierFunction": ("dynamodb:PutItem", "dynamodb:UpdateItem", "sns:PublishBatch"),
 }
-# template.yaml: a consumer's queue redrives to its dead-letter queue after 5 receives
+# template.yaml: every queue a function reads redrives to its dead-letter queue after 5 receives
 MAX_RECEIVES = 5
+# template.yaml's defaults: how long a received message stays invisible (seconds)
+VISIBILITY_SECONDS = {
+    "IngestFunction": 720,
+    "NotifierFunction": 60,
+    **dict.fromkeys(CONSUMERS, 60),
+}
+RELEASE = ops_records.release  # ops' own, which the model wraps
+# SNS FIFO drops a publish whose deduplication id was accepted less than 5 minutes before.
+DEDUPLICATION_SECONDS = 300
+# What the operator's commands call (a throttle may strike them too).
+OPS_OPERATIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "s3:HeadObject",
+)
+
+
+class ModelClock:
+    """The test's clock: the real one plus the time the test let pass (seconds to hours). Whatever
+    decides by time reads it: Powertools' claims (their in-progress expiry), the notifier's
+    adoption of a claim (shared.aws.batch_claims), ops' "may have been published", SNS FIFO's
+    deduplication (FifoSubscriber) and SQS (moto's and the local stack's fidelity patches:
+    visibility timeouts, retention)."""
+
+    def __init__(self) -> None:
+        self.passed = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.passed
+
+    def advance(self, seconds: float) -> None:
+        self.passed += seconds
+
+    def install(self, monkeypatch) -> None:
+        clock = self
+
+        class Now(dt.datetime):
+            @classmethod
+            def now(cls, tz=None):
+                return dt.datetime.now(tz) + dt.timedelta(seconds=clock.passed)
+
+        shifted = types.ModuleType("datetime")
+        shifted.__dict__.update(vars(dt))
+        shifted.datetime = Now
+        for module in (powertools_base, powertools_dynamodb, powertools_datarecord):
+            monkeypatch.setattr(module, "dt", shifted)
+        for module in (batch_claims, ops_records):
+            monkeypatch.setattr(module, "time", types.SimpleNamespace(time=self.time))
+
+        def unix_time(at=None) -> float:
+            return moto_utils.unix_time(at) if at else moto_utils.unix_time() + clock.passed
+
+        monkeypatch.setattr(moto_sqs, "unix_time", unix_time)
+        monkeypatch.setattr(moto_sqs, "unix_time_millis", lambda at=None: unix_time(at) * 1000)
+        monkeypatch.setattr(emulator_sqs, "now_ms", lambda: unix_time() * 1000)
+
+
+class FifoSubscriber:
+    """NotificationsTopic and a FIFO queue subscribed to it, by the model's clock: each entry a
+    PublishBatch accepted is delivered, unless an entry with its deduplication id was delivered
+    less than DEDUPLICATION_SECONDS before (SNS FIFO's deduplication interval). So a publish
+    repeated an hour later is a second message the subscriber receives."""
+
+    def __init__(self, clock: ModelClock):
+        self.clock = clock
+        self.delivered_at: dict[str, float] = {}  # deduplication id -> its window's start
+        self.received: Counter = Counter()  # (kind, contact_id) of each message received
+        self.ids: dict[tuple[str, str], str] = {}  # (kind, contact_id) -> notification id
+
+    def watch(self, sns) -> None:
+        """See what the client's PublishBatch calls send and what the topic accepts."""
+
+        def sending(params, context, **kwargs):
+            context["model_entries"] = {e["Id"]: e for e in params["PublishBatchRequestEntries"]}
+
+        def accepted(parsed, context, **kwargs):
+            for success in parsed.get("Successful", []):
+                self.publish(context["model_entries"][success["Id"]])
+
+        # more specific than the crash's after-call hook (tests.faults): runs first
+        sns.meta.events.register("before-parameter-build.sns.PublishBatch", sending)
+        sns.meta.events.register("after-call.sns.PublishBatch", accepted)
+
+    def publish(self, entry: dict) -> None:
+        now, dedup_id = self.clock.time(), entry["MessageDeduplicationId"]
+        first = self.delivered_at.get(dedup_id)
+        if first is not None and now - first < DEDUPLICATION_SECONDS:
+            return
+        self.delivered_at[dedup_id] = now
+        body = json.loads(entry["Message"])
+        self.received[(body["kind"], body["contact_id"])] += 1
+        self.ids[(body["kind"], body["contact_id"])] = body["notification_id"]
 
 
 def stream_readers(mode: str) -> dict[str, FilterCriteria]:
@@ -172,10 +311,17 @@ class Pipeline:
         # consumer -> (its queue's URL, its dead-letter queue's URL), in the modes with queues
         self.change_queues = self._change_queues() if mode != "lambda" else {}
         self.queue_filters = queue_filters(mode) if mode != "lambda" else {}
-        self.in_flight: list[tuple[str, str]] = []  # (queue URL, receipt handle): held, invisible
+        self.clock = ModelClock()
+        self.clock.install(monkeypatch)
+        self.subscriber = FifoSubscriber(self.clock)
+        # notification id -> times the operator sent it again on purpose (--resend)
+        self.resent: Counter = Counter()
+        # queue URL -> its dead-letter queue's URL: IngestQueue, NotificationQueue, change queues
+        self.dead_letters = self._dead_letter_queues()
         # (stream reader, records): batches the mapping gave up on, in StreamFailureQueue
         self.stream_failures: list[tuple[str, list[dict]]] = []
         self.operator: Counter = Counter()  # operator commands run (and refused)
+        self.operator_throttles: list[Throttle] = []
         # the order a round of deliveries follows: ingest, the stream's readers, the consumers
         self.order = [
             "IngestFunction",
@@ -185,7 +331,6 @@ class Pipeline:
         ]
         self.uploads: list[Upload] = []
         self.held: list[str] = []  # S3 events taken out of the queue, to be delivered late
-        self.received: Counter = Counter()  # (kind, contact_id) a topic subscriber received
         self.last_failures: list[str] = []  # what failed in the last round of drain()
         self.started_files: set[str] = set()  # file ids with a processing log, seen so far
         self.must_be_stale: set[str] = set()  # started after a newer version of their key
@@ -211,6 +356,29 @@ class Pipeline:
         }
         self._records: dict[str, list[dict[str, Any]]] = {shard: [] for shard in self._iterators}
         self._positions = {reader: dict.fromkeys(self._iterators, 0) for reader in self.filters}
+        # the redrive SQS itself does (StartMessageMoveTask, which moto lacks), under ops' own
+        # decisions (ops.records lists and refuses before it calls this)
+        monkeypatch.setattr(ops_redrive, "redrive", self._move_back)
+        # ops contact redrive's delivery to the stream readers (it invokes them through Lambda,
+        # the pipe's targets or the topic): the model's readers, filtered as their mappings are
+        monkeypatch.setattr(ops_contacts, "deliver", self._deliver_change)
+        monkeypatch.setattr(ops_records, "release", self._release)
+
+    def _dead_letter_queues(self) -> dict[str, str]:
+        """IngestQueue's and NotificationQueue's dead-letter queues (redrive after MAX_RECEIVES,
+        as template.yaml sets them), and each change queue's."""
+        sqs, queues = self.stack.sqs, {}
+        for name, url in (
+            ("ingest", self.stack.ingest_queue_url),
+            ("notifications", self.stack.notification_queue_url),
+        ):
+            dead = sqs.create_queue(QueueName=f"{name}-dead-letters")["QueueUrl"]
+            redrive = {"deadLetterTargetArn": _arn(sqs, dead), "maxReceiveCount": MAX_RECEIVES}
+            sqs.set_queue_attributes(
+                QueueUrl=url, Attributes={"RedrivePolicy": json.dumps(redrive)}
+            )
+            queues[url] = dead
+        return queues | {url: dead for url, dead in self.change_queues.values()}
 
     def _change_queues(self) -> dict[str, tuple[str, str]]:
         """Each consumer's queue and its dead-letter queue (redrive after MAX_RECEIVES); in router
@@ -245,14 +413,24 @@ class Pipeline:
 
     # -- S3 --------------------------------------------------------------------------------------
     def upload(
-        self, key: str, rows: list[dict | str], same_moment: bool = False, newline: bool = True
+        self,
+        key: str,
+        rows: list[dict | str],
+        moment: int | None = None,
+        newline: bool = True,
     ) -> Upload:
-        """Rows as lines of a flat export, or contact records as Firehose writes them (a newline
-        after each with the AppendDelimiterToRecord processor, none without it)."""
-        end = "\n" if newline or key.endswith(".jsonl") else ""
-        body = "".join((r if isinstance(r, str) else json.dumps(r)) + end for r in rows)
+        """Rows as lines of a flat export (JSON lines, or CSV under a header row: every value a
+        string, an absent one empty), or contact records as Firehose writes them (a newline
+        after each with the AppendDelimiterToRecord processor, none without it). The event's
+        time is the next second, or `moment` (seconds into the hour: S3's event times need not
+        grow with its sequencers across keys)."""
+        if key.endswith(".csv"):
+            body = csv_export(rows)
+        else:
+            end = "\n" if newline or key.endswith(".jsonl") else ""
+            body = "".join((r if isinstance(r, str) else json.dumps(r)) + end for r in rows)
         response = self.stack.s3.put_object(Bucket=self.stack.bucket, Key=key, Body=body.encode())
-        second = next(self._seconds) - (1 if same_moment and self.uploads else 0)
+        second = next(self._seconds) if moment is None else moment
         event_time = f"2026-11-29T12:{second // 60:02d}:{second % 60:02d}.000Z"
         sequencer = f"{next(self._sequencers):018X}"
         record = {
@@ -305,12 +483,17 @@ class Pipeline:
             self.send_ingest(self.held.pop(0))
 
     # -- invocations -----------------------------------------------------------------------------
-    def environment(self, function: str) -> Environment:
-        env = self.envs.get(function)
+    def environment(self, function: str, concurrent: bool = False) -> Environment:
+        """The function's execution environment; `concurrent`: a second one, for an invocation
+        that overlaps another."""
+        name = f"{function} (concurrent)" if concurrent else function
+        env = self.envs.get(name)
         if env is None:
             self.monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", FUNCTION_DIRS[function])
             module = load_handler(FUNCTION_DIRS[function], self.monkeypatch)
-            env = self.envs[function] = Environment(function, module, record_calls(module))
+            if function == "NotifierFunction":
+                self.subscriber.watch(module.sns)
+            env = self.envs[name] = Environment(function, module, record_calls(module))
         return env
 
     def throttle(self, function: str, operation: str, times: int) -> None:
@@ -324,18 +507,33 @@ class Pipeline:
         until one makes that many calls and crashes."""
         self.armed[function] = after_call
 
-    def invoke(self, function: str, event: dict, crash_after: int | None) -> set[str] | None:
+    def invoke(
+        self,
+        function: str,
+        event: dict,
+        crash_after: int | None,
+        meanwhile: tuple[int, Any] | None = None,
+        concurrent: bool = False,
+    ) -> set[str] | None:
         """Run one invocation; the ids of the records it reported as failed (every id of the
-        event when all failed), or None when the environment crashed."""
-        env = self.environment(function)
+        event when all failed), or None when the environment crashed. `meanwhile` (k, run): after
+        its k-th call, `run` (another invocation) runs before this one goes on. Its claims are
+        held for the time it has left, by the model's clock."""
+        env = self.environment(function, concurrent)
         env.calls.calls.clear()
-        crash_after = crash_after or self.armed.get(function)
+        if not concurrent:
+            crash_after = crash_after or self.armed.get(function)
         env.calls.crash_after = crash_after
+        env.calls.meanwhile = meanwhile
         try:
-            response = env.module.lambda_handler(event, ShrinkingClock(cost_ms=9_000))
+            response = env.module.lambda_handler(
+                event, ShrinkingClock(cost_ms=9_000, claims_held=True)
+            )
         except Crash:
-            del self.envs[function]  # the next invocation starts cold
-            self.armed.pop(function, None)
+            # the next invocation starts cold
+            del self.envs[f"{function} (concurrent)" if concurrent else function]
+            if not concurrent:
+                self.armed.pop(function, None)
             self.crashes.append((function, tuple(env.calls.calls)))
             return None
         except BatchProcessingError as error:  # every record failed
@@ -343,6 +541,7 @@ class Pipeline:
             return {r.get("messageId") or r["dynamodb"]["SequenceNumber"] for r in event["Records"]}
         finally:
             env.calls.crash_after = None
+            env.calls.meanwhile = None
             self.calls_made[function] = max(self.calls_made[function], len(env.calls.calls))
         failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
         if failed:
@@ -364,14 +563,19 @@ class Pipeline:
         crash_after: int | None,
         twice: bool,
         reverse: bool = False,
+        overlap_after: int | None = None,
     ) -> bool:
         """One batch from the function's queue (in reverse order: a standard queue keeps none);
-        False when the queue was empty."""
+        False when the queue was empty. A failed message is received again once the model's
+        clock has passed its visibility timeout. `overlap_after` k: after the invocation's k-th
+        call, a second invocation (another environment) gets the same messages, as when their
+        visibility timeout ended while the first ran, and runs to its end; then the first goes
+        on."""
         url = self.queue_url(function)
         messages = self.stack.sqs.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=max_messages,
-            VisibilityTimeout=0,  # a failed message is received again at once
+            VisibilityTimeout=VISIBILITY_SECONDS[function],
             MessageSystemAttributeNames=["All"],
         ).get("Messages", [])
         if not messages:
@@ -388,10 +592,21 @@ class Pipeline:
             event["Records"] = list(itertools.compress(event["Records"], admitted))
             if not messages:
                 return True
+        every = {m["MessageId"] for m in messages}
         failed: set[str] = set()
+        overlapping: dict[str, set[str] | None] = {}
+
+        def overlap() -> None:
+            overlapping["outcome"] = self.invoke(function, event, None, concurrent=True)
+            self.operator["overlapping invocations"] += 1
+
         for delivery in range(2 if twice else 1):
-            outcome = self.invoke(function, event, crash_after if delivery == 0 else None)
-            failed = {m["MessageId"] for m in messages} if outcome is None else outcome
+            meanwhile = (overlap_after, overlap) if overlap_after and delivery == 0 else None
+            crash = crash_after if delivery == 0 else None
+            outcome = self.invoke(function, event, crash, meanwhile)
+            failed = every if outcome is None else outcome
+            if "outcome" in overlapping:  # received last: its receipt handles delete
+                failed = every if overlapping["outcome"] is None else overlapping.pop("outcome")
         for message in messages:
             if message["MessageId"] not in failed:
                 self.stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
@@ -404,23 +619,31 @@ class Pipeline:
         invisible until its visibility timeout ends, while later messages go by."""
         url = self.change_queues[consumer][0]
         messages = self.stack.sqs.receive_message(
-            QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=3600
+            QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=VISIBILITY_SECONDS[consumer]
         ).get("Messages", [])
-        self.in_flight += [(url, message["ReceiptHandle"]) for message in messages]
         return bool(messages)
 
-    def visibility_timeouts_end(self) -> None:
-        while self.in_flight:
-            url, receipt = self.in_flight.pop(0)
-            self.stack.sqs.change_message_visibility(
-                QueueUrl=url, ReceiptHandle=receipt, VisibilityTimeout=0
-            )
+    def dead_letter(self, function: str, crash_after: int) -> None:
+        """A batch of the function's queue fails at each of its receives (its invocation crashes
+        after the same call each time, if it gets that far), a visibility timeout apart, until
+        SQS moves its messages to the dead-letter queue (at the receive after MAX_RECEIVES)."""
+        for _ in range(MAX_RECEIVES):
+            if not self.deliver_queue(function, 10, crash_after, twice=False):
+                return
+            self.time_passes(VISIBILITY_SECONDS[function] + 1)
+
+    def dead_letters_held(self) -> bool:
+        return any(self._count(dead) for dead in self.dead_letters.values())
+
+    def time_passes(self, seconds: float) -> None:
+        """The model's clock moves on: visibility timeouts end, claims held by crashed
+        invocations expire, SNS's deduplication windows close, claims age."""
+        self.clock.advance(seconds)
 
     # -- the operator's commands -----------------------------------------------------------------
-    @functools.cached_property
-    def ops_stack(self) -> StackClient:
-        """The stack as `python -m ops` sees it (its outputs), on moto; also the test's own
-        reader of the table."""
+    def stack_client(self) -> StackClient:
+        """The stack as `python -m ops` sees it (its outputs), on moto. Marked local (no endpoint:
+        moto's mock answers), so ops reads its queues without long polls."""
         return StackClient(
             name="model",
             session=boto3.session.Session(region_name=REGION),
@@ -429,10 +652,45 @@ class Pipeline:
                 "ContactsTableName": self.stack.contacts_table,
                 "IdempotencyTableName": self.stack.idempotency_table,
                 "IngestQueueUrl": self.stack.ingest_queue_url,
+                "NotificationQueueUrl": self.stack.notification_queue_url,
+                f"{ops_records.NOTIFICATION_DLQ}Url": self.dead_letters[
+                    self.stack.notification_queue_url
+                ],
                 "FanOut": self.mode,
             },
-            parameters={},
+            parameters={"GoodwillWaitSeconds": "600"},
+            local=types.SimpleNamespace(endpoint=None, ca_bundle=None),
         )
+
+    @functools.cached_property
+    def ops_stack(self) -> StackClient:
+        """The test's own reader of the table (never throttled)."""
+        return self.stack_client()
+
+    @functools.cached_property
+    def operator_stack(self) -> StackClient:
+        """The operator's: its clients are the ones a throttle may strike."""
+        return self.stack_client()
+
+    def throttle_operator(self, operation: str, times: int) -> None:
+        """The operator's next `times` calls of `operation` fail, throttled."""
+        stack = self.operator_stack
+        clients = types.SimpleNamespace(dynamodb=stack.dynamodb, sqs=stack.sqs, s3=stack.s3)
+        self.operator_throttles.append(throttle(clients, operation, times))
+
+    def run_operator(self, command: str, run) -> Any:
+        """Run an ops command; its result, or None when ops refused it or a throttled call
+        failed it (counted, by what happened)."""
+        try:
+            result = run()
+        except OpsError:
+            self.operator[f"{command} refused"] += 1
+            return None
+        except ClientError:
+            self.operator[f"{command} failed (throttled)"] += 1
+            return None
+        self.operator[command] += 1
+        return result
 
     def file_reprocess(self, upload: Upload) -> bool:
         """`ops file reprocess s3://<bucket>/<key> --version-id <v> --yes` (ops.files) of any file,
@@ -443,44 +701,133 @@ class Pipeline:
         log = self.ops_stack.file_log(upload.file_id)
         state = "no log" if log is None else log["outcome"]["S"]
         url = f"s3://{upload.bucket}/{upload.key}"
-        try:
-            ops_files.reprocess(self.ops_stack, url, upload.version_id, confirm=None)
-        except OpsError:
-            self.operator[f"file reprocess refused ({state})"] += 1
-            return False
-        self.operator[f"file reprocess ({state})"] += 1
-        return True
+        return (
+            self.run_operator(
+                f"file reprocess ({state})",
+                lambda: (
+                    ops_files.reprocess(self.operator_stack, url, upload.version_id, confirm=None)
+                    or True
+                ),
+            )
+            is not None
+        )
 
-    def idempotency_purge(self) -> bool:
-        """`ops idempotency purge` of an INPROGRESS record (a claim a crashed invocation left, not
-        yet expired): deleted. A COMPLETED record's purge is refused without --resend (it would
-        repeat the effect): modelled as refused, nothing changes."""
-        table = self.stack.idempotency_table
-        items = self.stack.dynamodb.scan(TableName=table)["Items"]
-        in_progress = [item for item in items if item["status"]["S"] == "INPROGRESS"]
-        if not in_progress:
-            self.operator["idempotency purge refused"] += bool(items)
+    def idempotency_purge(self, target: Upload | str, resend: bool) -> bool:
+        """`ops idempotency purge --yes` (ops.records) of a file's step records (IngestFunction,
+        whatever their status) or of a notification's record (NotifierFunction, by its id
+        KIND#contact_id): a notification published, or claimed too long ago and never recorded,
+        is refused unless `--resend`, which the operator may pass; what it lets be sent again is
+        allowed once more at the subscriber."""
+        args = argparse.Namespace(
+            function="NotifierFunction",
+            file=None,
+            version_id=None,
+            notification_id=None,
+            kind=None,
+            contact_id=None,
+            resend=resend,
+        )
+        if isinstance(target, Upload):
+            args.function = "IngestFunction"
+            args.file, args.version_id = f"s3://{target.bucket}/{target.key}", target.version_id
+        else:
+            args.notification_id = target
+        flag = " --resend" if resend else ""
+        result = self.run_operator(
+            f"idempotency purge {args.function}{flag}",
+            lambda: ops_records.purge(self.operator_stack, args, None),
+        )
+        if result is None:
             return False
-        self.stack.dynamodb.delete_item(TableName=table, Key={"id": in_progress[0]["id"]})
-        self.operator["idempotency purge"] += 1
-        return True
+        return bool(result[0].get("purged"))
 
-    def dlq_redrive(self) -> bool:
-        """`ops dlq redrive <X>DeadLetterQueue` for every consumer's: the messages move back to
-        the source queue (SQS StartMessageMoveTask's effect)."""
+    def dlq_redrive(self, resend: bool = False) -> bool:
+        """`ops dlq redrive <X>DeadLetterQueue --yes` of every dead-letter queue holding messages:
+        NotificationDeadLetterQueue's through ops (ops.records: what was published is listed, what
+        was claimed too long ago and never recorded is refused unless `--resend`, which releases
+        those claims: each is allowed once more at the subscriber); the others are SQS's move
+        back to their source queue, all `ops dlq redrive` does for them."""
         moved = False
-        for url, dead in self.change_queues.values():
-            while messages := self.stack.sqs.receive_message(
-                QueueUrl=dead, MaxNumberOfMessages=10, VisibilityTimeout=0
-            ).get("Messages", []):
-                for message in messages:
-                    self.stack.sqs.send_message(QueueUrl=url, MessageBody=message["Body"])
-                    self.stack.sqs.delete_message(
-                        QueueUrl=dead, ReceiptHandle=message["ReceiptHandle"]
-                    )
+        for url, dead in self.dead_letters.items():
+            if not self._count(dead):
+                continue
+            if url != self.stack.notification_queue_url:
+                self._move(dead, url)
+                self.operator["dlq redrive"] += 1
                 moved = True
-        self.operator["dlq redrive"] += moved
+                continue
+            result = self.run_operator(
+                "dlq redrive NotificationDeadLetterQueue" + (" --resend" if resend else ""),
+                lambda: ops_records.redrive_notifications(
+                    self.operator_stack,
+                    None,
+                    dry_run=False,
+                    resend=resend,
+                    confirm=None,
+                    progress=False,
+                ),
+            )
+            moved |= result is not None
         return moved
+
+    def contact_redrive(self, contact_id: str, resend: bool) -> bool:
+        """`ops contact redrive <id> --yes` (ops.contacts): the contact's stored state sent to
+        the stream's readers again; a notification claimed and never recorded is refused unless
+        `--resend`, which releases its claim (allowed once more at the subscriber)."""
+        result = self.run_operator(
+            "contact redrive" + (" --resend" if resend else ""),
+            lambda: ops_contacts.redrive(
+                self.operator_stack, contact_id, dry_run=False, resend=resend, confirm=None
+            ),
+        )
+        return result is not None
+
+    def _release(self, layer, found: list[dict]) -> None:
+        """ops.records.release, each notification it releases counted as sent again on purpose
+        (ops releases a notifier's record only under --resend), as soon as it is deleted: a
+        command throttled part way has released some."""
+        for data in found:
+            RELEASE(layer, [data])
+            if "notification_id" in data:
+                self.resent[data["notification_id"]] += 1
+
+    def _deliver_change(self, stack, record: dict) -> list[dict]:
+        """ops.contacts.deliver, to the model's stream readers."""
+        results = []
+        for reader, criteria in self.filters.items():
+            if not criteria.matches(record):
+                results.append({"reader": reader, "outcome": "not admitted"})
+                continue
+            outcome = "replayed" if self.run_reader(reader, [record], None) == set() else "failed"
+            results.append({"reader": reader, "outcome": outcome})
+        return results
+
+    def _count(self, url: str) -> int:
+        attributes = self.stack.sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return sum(int(count) for count in attributes.values())
+
+    def _move(self, dead: str, url: str) -> int:
+        """SQS's StartMessageMoveTask, done at once: every visible message of `dead` sent back
+        to `url`."""
+        moved = 0
+        while messages := self.stack.sqs.receive_message(
+            QueueUrl=dead, MaxNumberOfMessages=10, VisibilityTimeout=0
+        ).get("Messages", []):
+            for message in messages:
+                self.stack.sqs.send_message(QueueUrl=url, MessageBody=message["Body"])
+                self.stack.sqs.delete_message(QueueUrl=dead, ReceiptHandle=message["ReceiptHandle"])
+                moved += 1
+        return moved
+
+    def _move_back(self, stack, queue: str, rate, *, progress: bool):
+        """ops.redrive.redrive, as moto can run it (no message move tasks)."""
+        assert queue == ops_records.NOTIFICATION_DLQ, queue
+        url = self.stack.notification_queue_url
+        moved = self._move(self.dead_letters[url], url)
+        return {"queue": queue, "status": "COMPLETED", "moved": moved}, f"{moved} moved", True
 
     def stream_replay(self, crash_after: int | None = None) -> bool:
         """`ops stream replay`: the oldest batch in StreamFailureQueue, its records invoked again
@@ -622,15 +969,7 @@ class Pipeline:
 
     def received_by_subscriber(self) -> Counter:
         """(kind, contact_id) of every message a FIFO queue subscribed to the topic received."""
-        url = self.stack.topic_capture_url
-        while messages := self.stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(
-            "Messages", []
-        ):
-            for message in messages:
-                body = json.loads(message["Body"])
-                self.received[(body["kind"], body["contact_id"])] += 1
-                self.stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        return self.received
+        return self.subscriber.received
 
     def deliver(
         self,
@@ -661,13 +1000,15 @@ class Pipeline:
                 return
 
     # -- the end -----------------------------------------------------------------------------------
-    def drain(self, max_rounds: int = 200) -> None:
-        """Deliver everything left, without faults, until nothing moves: held events and
-        messages come back, and the operator replays what StreamFailureQueue holds and redrives
-        the dead-letter queues."""
+    def drain(self, max_rounds: int = 400) -> None:
+        """Deliver everything left, without faults, until nothing moves: held events come
+        back, time passes until every message in flight is visible again, and the operator
+        replays what StreamFailureQueue holds and redrives the dead-letter queues, sending again
+        on purpose (--resend) what may have been published (the design leaves that to them)."""
         self.release_held()
-        self.visibility_timeouts_end()
         self.armed.clear()
+        for throttled in self.operator_throttles:
+            throttled.clear()
         for env in self.envs.values():
             for throttled in env.throttles:
                 throttled.clear()
@@ -675,28 +1016,69 @@ class Pipeline:
             self.last_failures.clear()
             if self.flow():
                 continue
-            if not (self.stream_replay() or self.dlq_redrive()):
+            if waiting := self.in_flight():
+                self.time_passes(min(waiting) + 1)
+                continue
+            if not (self.stream_replay() or self.dlq_redrive(resend=True)):
                 return
         raise AssertionError(
             f"the pipeline did not settle in {max_rounds} rounds; still failing: "
             f"{self.last_failures}"
         )
 
-    def quiet(self) -> dict[str, str]:
-        """Every queue's messages left (visible or in flight), by URL: all "0" once quiet."""
-        urls = [self.stack.ingest_queue_url, self.stack.notification_queue_url]
-        urls += [url for pair in self.change_queues.values() for url in pair]
-        left = {}
-        for url in urls:
+    def in_flight(self) -> list[float]:
+        """The visibility timeout of each queue holding a message in flight (seconds; a
+        dead-letter queue's: ops looked at it, ops.records.LOOK_SECONDS)."""
+        readers = [f for f in VISIBILITY_SECONDS if f not in CONSUMERS or self.change_queues]
+        timeouts = {self.queue_url(f): VISIBILITY_SECONDS[f] for f in readers}
+        timeouts |= dict.fromkeys(self.dead_letters.values(), ops_records.LOOK_SECONDS)
+        waiting = []
+        for url, timeout in timeouts.items():
             attributes = self.stack.sqs.get_queue_attributes(
-                QueueUrl=url,
-                AttributeNames=[
-                    "ApproximateNumberOfMessages",
-                    "ApproximateNumberOfMessagesNotVisible",
-                ],
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
             )["Attributes"]
-            left[url] = str(sum(int(count) for count in attributes.values()))
-        return left
+            if int(attributes["ApproximateNumberOfMessagesNotVisible"]):
+                waiting.append(timeout)
+        return waiting
+
+    def quiet(self) -> dict[str, int]:
+        """Every queue's and dead-letter queue's messages left (visible or in flight), by URL:
+        all 0 once quiet."""
+        return {url: self._count(url) for pair in self.dead_letters.items() for url in pair}
+
+
+# The flat format's fields, the header of a CSV export.
+FLAT_FIELDS = (
+    "contact_id",
+    "caller",
+    "agent_id",
+    "started_at",
+    "ended_at",
+    "updated_at",
+    "disposition",
+    "wait_seconds",
+    "email",
+    "survey_opt_in",
+)
+
+
+def csv_export(rows: list[dict | str]) -> str:
+    """The rows as a CSV export: a header, then each row's values as text (true/false, digits,
+    empty for an absent one); a str row is a line as it stands."""
+    lines = [",".join(FLAT_FIELDS)]
+    for row in rows:
+        if isinstance(row, str):
+            lines.append(row)
+            continue
+        out = io.StringIO()
+        csv.writer(out, lineterminator="").writerow(
+            [
+                str(value).lower() if isinstance(value, bool) else str(value)
+                for value in (row.get(name, "") for name in FLAT_FIELDS)
+            ]
+        )
+        lines.append(out.getvalue())
+    return "\n".join(lines) + "\n"
 
 
 def _arn(sqs, url: str) -> str:

@@ -1,46 +1,56 @@
 """Model-based test of the promise: hypothesis drives the whole pipeline (tests/unit/model/
 pipeline.py), in each fan-out mode, through S3 events that are duplicated, late or for reordered
-versions; exports and corrections of every kind (agent changed, disposition changed, ended_at
-moved, agent removed); stream and queue deliveries that are duplicated, reordered, held in flight
-past their visibility timeout, dead-lettered or given up; crashes after any AWS call of any
-invocation and throttled calls; and the operator's commands at any moment (`ops stream replay`,
-`ops dlq redrive`, `ops file reprocess`, `ops idempotency purge`). Then everything is delivered
-without faults, and the final state must be the one the design defines for the same files
+versions (their event times in any order); exports and corrections of every kind (agent changed,
+disposition changed, ended_at moved, agent removed) in JSON lines, CSV and Connect's contact
+records (transfers; re-deliveries with older, equal and newer LastUpdateTimestamp), timestamps in
+UTC or at an offset, over two days; stream and queue deliveries that are duplicated, reordered,
+held in flight past their visibility timeout, overlapping, dead-lettered or given up; crashes
+after any AWS call of any invocation and throttled calls; time passing (seconds to hours: claims
+age and expire, SNS FIFO's 5-minute deduplication closes); and the operator's commands at any
+moment, through ops' own code and on clients a throttle may strike (`ops stream replay`,
+`ops dlq redrive` of every DLQ with and without --resend, `ops file reprocess`,
+`ops idempotency purge` of a file's or a notification's records with and without --resend,
+`ops contact redrive` with and without --resend). Then everything is delivered without faults,
+and the final state must be the one the design defines for the same files
 (tests/unit/model/design.py).
 
-`make test` runs 6 examples of up to 30 steps per mode (about 60 s with -n 2);
-MODEL_EXAMPLES=N and MODEL_STEPS=N run more.
+`make test` runs MODEL_EXAMPLES=6 examples of up to MODEL_STEPS=30 steps per mode; larger
+MODEL_EXAMPLES (and MODEL_STEPS) search deeper.
 """
 
 import os
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
-from shared import ingest, rules
+from shared import ingest, keys, rules
 
 from tests.unit.model.design import check_final_state
-from tests.unit.model.pipeline import MODES, OPERATIONS, PIPE, Pipeline
+from tests.unit.model.pipeline import MODES, OPERATIONS, OPS_OPERATIONS, PIPE, Pipeline
 from tests.unit.support import moto_stack
 
 EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "6"))
 STEPS = int(os.environ.get("MODEL_STEPS", "30"))
-# Flat exports, and Connect's contact records as Firehose writes them (no suffix).
+# Flat exports (JSON lines, CSV), and Connect's contact records as Firehose writes them (no
+# suffix).
 KEYS = (
     "incoming/a.jsonl",
     "incoming/b.jsonl",
+    "incoming/c.csv",
     "contact-records/2026/11/29/12/contact-records-1-2026-11-29-12-00-00-a",
     "contact-records/2026/11/29/12/contact-records-1-2026-11-29-12-05-00-b",
 )
 CALLERS = ("+15550000001", "+15550000002", "+15550000003")
-# Copies of a contact carry one of these versions: newer, older and equal ones all happen.
-UPDATED = tuple(f"2026-11-29T11:0{m}:00Z" for m in range(4))
+CONTACTS = 10  # c-0 .. c-9, r-0 .. r-9
+ROWS = 12  # at most, a file
 # The legs of the small world's interactions: r-1 was transferred on from r-0, r-3 from r-2.
 # Records have ids of their own: one contact's copies come from one source, and share one
 # interaction.
@@ -52,6 +62,28 @@ def is_record(key: str) -> bool:
     return key.startswith("contact-records/")
 
 
+def moment(draw, day: int, hour: int, minute: int) -> str:
+    """An instant of November 2026, spelled in UTC or at an offset (the same instant spelled
+    otherwise is the same time)."""
+    instant = datetime(2026, 11, day, hour, minute, tzinfo=UTC)
+    offset = draw(st.sampled_from([0, 0, 2, -5]))
+    if offset == 0:
+        return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return instant.astimezone(timezone(timedelta(hours=offset))).isoformat()
+
+
+def updated(draw) -> str:
+    """A copy's version: one of four minutes, so newer, older and equal ones all happen."""
+    return moment(draw, 29, 11, draw(st.integers(0, 3)))
+
+
+def ended(draw) -> str:
+    return moment(draw, draw(st.sampled_from([28, 29])), 10, draw(st.integers(0, 3)))
+
+
+STARTED = "2026-11-28T09:00:00Z"  # before every end
+
+
 @st.composite
 def contact_rows(draw) -> dict | str:
     """A row of a small world (few contact ids, callers and times), so that re-exports,
@@ -60,11 +92,11 @@ def contact_rows(draw) -> dict | str:
         return draw(st.sampled_from(['{"contact_id": "c-broken"}', "not json", "[]"]))
     disposition = draw(st.sampled_from(rules.DISPOSITIONS))
     row = {
-        "contact_id": f"c-{draw(st.integers(0, 5))}",
+        "contact_id": f"c-{draw(st.integers(0, CONTACTS - 1))}",
         "caller": draw(st.sampled_from(CALLERS)),
-        "started_at": "2026-11-29T09:00:00Z",
-        "ended_at": f"2026-11-29T10:0{draw(st.integers(0, 3))}:00Z",
-        "updated_at": draw(st.sampled_from(UPDATED)),
+        "started_at": STARTED,
+        "ended_at": ended(draw),
+        "updated_at": updated(draw),
         "disposition": disposition,
         "wait_seconds": draw(st.sampled_from([5, 900])),
     }
@@ -83,7 +115,7 @@ def contact_records(draw) -> dict | str:
     or a chat (no number); now and then a record that is broken or no contact record."""
     if draw(st.integers(0, 9)) == 0:
         return draw(st.sampled_from(['{"ContactId": "r-broken"}', "not json", "[]", "{"]))
-    contact_id = f"r-{draw(st.integers(0, 5))}"
+    contact_id = f"r-{draw(st.integers(0, CONTACTS - 1))}"
     voice = draw(st.integers(0, 5)) > 0
     record = {
         "AWSContactTraceRecordFormatVersion": "2017-03-10",
@@ -91,9 +123,9 @@ def contact_records(draw) -> dict | str:
         "InitialContactId": INITIAL_CONTACT.get(contact_id),
         "Channel": "VOICE" if voice else "CHAT",
         "InitiationMethod": "TRANSFER" if contact_id in INITIAL_CONTACT else "INBOUND",
-        "InitiationTimestamp": "2026-11-29T09:00:00Z",
-        "DisconnectTimestamp": f"2026-11-29T10:0{draw(st.integers(0, 3))}:00Z",
-        "LastUpdateTimestamp": draw(st.sampled_from(UPDATED)),
+        "InitiationTimestamp": STARTED,
+        "DisconnectTimestamp": ended(draw),
+        "LastUpdateTimestamp": updated(draw),
         "CustomerEndpoint": (
             {"Address": draw(st.sampled_from(CALLERS)), "Type": "TELEPHONE_NUMBER"}
             if voice
@@ -131,7 +163,8 @@ def with_outcome(record: dict, draw) -> dict:
     return fixed
 
 
-crash_points = st.one_of(st.none(), st.integers(1, 6))
+# After any call of an invocation: its first few (claims, reads) most often, any later one too.
+crash_points = st.one_of(st.none(), st.integers(1, 6), st.integers(7, 40))
 # How a correction changes an exported contact (the design's corrections: any field may change).
 CORRECTIONS = (
     "agent changed",
@@ -146,7 +179,7 @@ def corrected(row: dict, kind: str, draw) -> dict:
     fixed = dict(row)
     if kind == "re-uploaded":  # an old copy uploaded again as it was (the runbooks once did)
         return fixed
-    fixed["updated_at"] = draw(st.sampled_from(UPDATED))
+    fixed["updated_at"] = updated(draw)
     if kind == "agent changed":
         fixed["agent_id"] = f"agent-{draw(st.integers(4, 6))}"
         if fixed["disposition"] == rules.ABANDONED:
@@ -156,11 +189,8 @@ def corrected(row: dict, kind: str, draw) -> dict:
         fixed["disposition"] = draw(st.sampled_from(others))
         fixed.setdefault("agent_id", "agent-7")
     elif kind == "ended_at moved":
-        fixed["ended_at"] = draw(
-            st.sampled_from([f"2026-11-29T10:0{m}:00Z" for m in range(4)]).filter(
-                lambda moved: moved != row["ended_at"]
-            )
-        )
+        moved = ended(draw)
+        fixed["ended_at"] = moved if moved != row["ended_at"] else moment(draw, 29, 10, 4)
     else:  # agent removed: only an abandoned contact may have none (the input contract)
         fixed.pop("agent_id", None)
         fixed["disposition"] = rules.ABANDONED
@@ -182,25 +212,40 @@ class PipelineMachine(RuleBasedStateMachine):
         """What may crash part way in the mode."""
         return st.sampled_from([f for f in self.pipeline.order if self.may_fail_part_way(f)])
 
+    def contact_ids(self, interactions: bool = False) -> list[str]:
+        """The contact ids of the files' rows (their interactions': a transferred leg's first)."""
+        found = set()
+        for upload in self.pipeline.uploads:
+            for row in upload.rows:
+                if isinstance(row, dict):
+                    leg = row.get("contact_id") or row.get("ContactId")
+                    found.add((interactions and row.get("InitialContactId")) or leg)
+        return sorted(found - {None, "c-broken", "r-broken"})
+
     @initialize(data=st.data(), key=st.sampled_from(KEYS), newline=st.booleans())
     def first_upload(self, data, key, newline):
         rows = data.draw(
             st.lists(
-                contact_records() if is_record(key) else contact_rows(), min_size=1, max_size=7
+                contact_records() if is_record(key) else contact_rows(), min_size=1, max_size=ROWS
             )
         )
         self.pipeline.upload(key, rows, newline=newline)
 
     @rule(
-        data=st.data(), key=st.sampled_from(KEYS), same_moment=st.booleans(), newline=st.booleans()
+        data=st.data(),
+        key=st.sampled_from(KEYS),
+        moment=st.one_of(st.none(), st.integers(0, 3599)),
+        newline=st.booleans(),
     )
-    def upload(self, data, key, same_moment, newline):
+    def upload(self, data, key, moment, newline):
+        """A file; its event's time the next second, or any second of the hour (earlier than
+        an upload before it, or the same)."""
         rows = data.draw(
             st.lists(
-                contact_records() if is_record(key) else contact_rows(), min_size=1, max_size=7
+                contact_records() if is_record(key) else contact_rows(), min_size=1, max_size=ROWS
             )
         )
-        self.pipeline.upload(key, rows, same_moment, newline)
+        self.pipeline.upload(key, rows, moment, newline)
 
     @rule(data=st.data(), key=st.sampled_from(KEYS), kind=st.sampled_from(CORRECTIONS))
     def a_correction_is_exported(self, data, key, kind):
@@ -216,7 +261,7 @@ class PipelineMachine(RuleBasedStateMachine):
             row = data.draw(st.sampled_from(copies))
             if is_record(key):
                 fixed = with_outcome(row, data.draw) if kind != "re-uploaded" else dict(row)
-                fixed["LastUpdateTimestamp"] = data.draw(st.sampled_from(UPDATED))
+                fixed["LastUpdateTimestamp"] = updated(data.draw)
             else:
                 fixed = corrected(row, kind, data.draw)
             self.pipeline.upload(key, [fixed])
@@ -234,7 +279,7 @@ class PipelineMachine(RuleBasedStateMachine):
     def held_events_arrive(self):
         self.pipeline.release_held()
 
-    @rule(data=st.data(), crash_after=st.integers(1, 6))
+    @rule(data=st.data(), crash_after=st.one_of(st.integers(1, 6), st.integers(7, 40)))
     def everything_flows_with_a_crash(self, data, crash_after):
         self.pipeline.flow(data.draw(self.functions()), crash_after)
 
@@ -251,6 +296,28 @@ class PipelineMachine(RuleBasedStateMachine):
             function, n, crash_after if self.may_fail_part_way(function) else None, twice, reverse
         )
 
+    @rule(
+        data=st.data(),
+        n=st.integers(1, 10),
+        overlap_after=st.integers(1, 12),
+        crash_after=crash_points,
+    )
+    def two_invocations_overlap(self, data, n, overlap_after, crash_after):
+        """A batch whose visibility timeout ends while its invocation runs: after the first
+        invocation's k-th call, a second one gets the same messages and runs to its end, then
+        the first goes on (and may crash)."""
+        readers = [f for f in self.pipeline.order if f not in self.pipeline.filters]
+        function = data.draw(st.sampled_from(readers))
+        self.pipeline.deliver_queue(function, n, crash_after, False, overlap_after=overlap_after)
+
+    @rule(data=st.data(), crash_after=st.integers(1, 8))
+    def a_batch_fails_until_dead_lettered(self, data, crash_after):
+        """A queue's batch crashes at every receive, its visibility timeout apart, until its
+        messages are in the dead-letter queue (a notification's claim then older than 270 s
+        after a few such minutes, or not)."""
+        readers = [f for f in self.pipeline.order if f not in self.pipeline.filters]
+        self.pipeline.dead_letter(data.draw(st.sampled_from(readers)), crash_after)
+
     @rule(data=st.data(), n=st.integers(1, 10))
     def a_stream_batch_is_given_up(self, data, n):
         reader = data.draw(st.sampled_from(sorted(self.pipeline.filters)))
@@ -263,9 +330,12 @@ class PipelineMachine(RuleBasedStateMachine):
                 data.draw(st.sampled_from(sorted(self.pipeline.change_queues)))
             )
 
-    @rule()
-    def visibility_timeouts_end(self):
-        self.pipeline.visibility_timeouts_end()
+    @rule(seconds=st.sampled_from([5, 31, 61, 121, 271, 301, 721, 3600, 4 * 3600]))
+    def time_passes(self, seconds):
+        """Visibility timeouts end (a queue's messages come back after theirs: 60 s, IngestQueue's
+        720 s), crashed invocations' claims expire, SNS's 5-minute deduplication window closes
+        and the notifier's 270 s to adopt a claim run out; a backlog of hours."""
+        self.pipeline.time_passes(seconds)
 
     @rule(data=st.data(), function=st.sampled_from(sorted(OPERATIONS)), times=st.integers(1, 3))
     def throttle(self, data, function, times):
@@ -273,26 +343,60 @@ class PipelineMachine(RuleBasedStateMachine):
             operation = data.draw(st.sampled_from(OPERATIONS[function]))
             self.pipeline.throttle(function, operation, times)
 
-    # -- the operator, at any moment ---------------------------------------------------------------
+    # -- the operator, at any moment (once there is something to act on) --------------------------
+    def ingested(self) -> bool:
+        return bool(self.pipeline.started_files)
+
+    @precondition(lambda self: self.pipeline.stream_failures)
     @rule(crash_after=crash_points)
     def operator_replays_a_failed_stream_batch(self, crash_after):
         self.pipeline.stream_replay(crash_after)
 
-    @rule()
-    def operator_redrives_the_dead_letter_queues(self):
-        self.pipeline.dlq_redrive()
+    @precondition(lambda self: self.pipeline.dead_letters_held())
+    @rule(resend=st.booleans())
+    def operator_redrives_the_dead_letter_queues(self, resend):
+        self.pipeline.dlq_redrive(resend)
 
+    @precondition(ingested)
     @rule(data=st.data())
     def operator_reprocesses_a_file(self, data):
         self.pipeline.file_reprocess(data.draw(st.sampled_from(self.pipeline.uploads)))
 
-    @rule()
-    def operator_purges_an_idempotency_record(self):
-        self.pipeline.idempotency_purge()
+    @precondition(ingested)
+    @rule(data=st.data(), resend=st.booleans())
+    def operator_purges_a_notifications_record(self, data, resend):
+        """Of a notification some interaction of the files may be due (most have a record by
+        now)."""
+        contacts = self.contact_ids(interactions=True)
+        if contacts:
+            kind = data.draw(st.sampled_from(keys.NOTIFICATION_KINDS))
+            contact = data.draw(st.sampled_from(contacts))
+            self.pipeline.idempotency_purge(keys.notification_id(kind, contact), resend)
+
+    @precondition(ingested)
+    @rule(data=st.data(), resend=st.booleans())
+    def operator_redrives_a_contact(self, data, resend):
+        contacts = self.contact_ids()
+        if contacts:
+            self.pipeline.contact_redrive(data.draw(st.sampled_from(contacts)), resend)
+
+    @precondition(ingested)
+    @rule(data=st.data())
+    def operator_purges_a_files_records(self, data):
+        self.pipeline.idempotency_purge(data.draw(st.sampled_from(self.pipeline.uploads)), False)
+
+    @rule(operation=st.sampled_from(OPS_OPERATIONS), times=st.integers(1, 3))
+    def the_operators_calls_are_throttled(self, operation, times):
+        self.pipeline.throttle_operator(operation, times)
 
     def teardown(self):
         self.pipeline.drain()
         check_final_state(self.pipeline)
+        # what the example reached (pytest --hypothesis-show-statistics)
+        for reached in self.pipeline.operator:
+            event(reached)
+        if any(count > 1 for count in self.pipeline.received_by_subscriber().values()):
+            event("a notification received again after --resend")
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -67,15 +67,22 @@ def test_a_published_notification_is_not_purged_without_resend(
     assert records.show(ops_stack, target)[0]["records"] == []
 
 
-def test_an_in_progress_notification_is_purged_without_resend(ops_stack):
+def test_an_in_progress_notification_is_not_purged_without_resend_whatever_its_age(ops_stack):
+    """A claim a second old may have been published too: purged, its message's next delivery
+    (whenever it comes) publishes it again (tests/unit/model/test_operator_horizons.py)."""
     layer = records.persistence(ops_stack, idempotency.NOTIFICATIONS)
     layer.save_inprogress({"notification_id": "SURVEY#c-43"}, remaining_time_in_millis=30_000)
     target = args(function="NotifierFunction", notification_id="SURVEY#c-43")
-    asked = Asked(True)
 
+    with pytest.raises(OpsError, match=r"may have been .*claimed at .* never recorded.*--resend"):
+        records.purge(ops_stack, target, None)
+    assert records.show(ops_stack, target)[0]["records"][0]["status"] == "INPROGRESS"
+
+    target.resend = True
+    asked = Asked(True)
     data, _, _ = records.purge(ops_stack, target, asked)
-    assert len(data["purged"]) == 1 and not data["resend"]
-    assert "AGAIN" not in asked.questions[0]
+    assert len(data["purged"]) == 1 and data["resend"]
+    assert "may have been published: the customer may get it AGAIN" in asked.questions[0]
     assert records.show(ops_stack, target)[0]["records"] == []
 
 
