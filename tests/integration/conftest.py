@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from shared import keys
@@ -36,12 +35,11 @@ from harness import trace
 from harness.stack import StackClient
 from harness.topic import TopicCapture
 from ops.cli import main
-from tests.integration.support import Files
+from tests.integration.support import LOG_DIR, Files
 from tests.session_stack import running_stack
 
 LOCAL_PORTS = range(4800, 4900)
 # Where the local stack's functions log (emulator up's default): harness.trace reads it.
-LOG_DIR = Path(__file__).resolve().parents[2] / ".emulator" / "logs"
 # The local stack delivers 5% of its SQS and stream batches twice (the duplicate_rate switch):
 # Lambda's pollers are at-least-once, so every run, and not only the duplicate tests, should meet
 # some duplicates. A suite run delivers a few hundred batches, so 5% is a few dozen duplicates

@@ -9,6 +9,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 from shared import keys
 
@@ -18,6 +19,8 @@ from harness.stack import StackClient
 from harness.topic import TopicCapture
 
 # Clear of any sensible GoodwillWaitSeconds on either side: the tests do not depend on its value.
+# Where the local stacks of a run write their functions' logs (`up`'s default, beside the template).
+LOG_DIR = Path(__file__).resolve().parents[2] / ".emulator" / "logs"
 SHORT_WAIT = 5
 LONG_WAIT = 100_000
 

@@ -14,8 +14,7 @@ from shared import keys
 from harness import trace
 from harness.builders import contact, new_caller
 from harness.stack import StackClient
-from tests.integration.conftest import LOG_DIR
-from tests.integration.support import LONG_WAIT, wait_for_notifications
+from tests.integration.support import LOG_DIR, LONG_WAIT, wait_for_notifications
 
 pytestmark = [pytest.mark.integration, pytest.mark.fan_out_independent]
 
