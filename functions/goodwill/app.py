@@ -50,7 +50,7 @@ def record_handler(record: DynamoDBRecord) -> dict | None:
         gift_card_id=card["gift_card_id"],
         card_created=created,
     )
-    return notifications.gift_card(card)
+    return notifications.gift_card(card, contact.get("email"))
 
 
 def enqueue_batch(batch: list[dict]) -> dict[int, Exception]:

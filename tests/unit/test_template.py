@@ -54,6 +54,18 @@ FUNCTIONS = {
     ),
     "RouteFunction": ("functions/route", {"CONTACTS_TABLE_NAME"}),
     "RouterFunction": ("functions/router", {"CHANGE_TOPIC_ARN"}),
+    "MailSenderFunction": (
+        "functions/mail_sender",
+        {
+            "IDEMPOTENCY_TABLE_NAME",
+            "CONTACTS_TABLE_NAME",
+            "MAIL_FROM_ADDRESS",
+            "MAIL_IDENTITY_ARN",
+            "MAIL_CONFIGURATION_SET",
+            "MAIL_TEMPLATE_PREFIX",
+        },
+    ),
+    "MailEventsFunction": ("functions/mail_events", {"CONTACTS_TABLE_NAME"}),
 }
 FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
 CONSUMERS = ("LastAgent", "Survey", "Goodwill")
@@ -70,6 +82,14 @@ ENV_SOURCES = {
     # the names of Connect's user-defined contact attributes ingest reads a contact record's by
     "SURVEY_OPT_IN_ATTRIBUTE": {"Ref": "SurveyOptInAttribute"},
     "SURVEY_EMAIL_ATTRIBUTE": {"Ref": "SurveyEmailAttribute"},
+    # the stack's SES sender: its identity (MailIdentity), From address, configuration set and
+    # templates (named after the stack)
+    "MAIL_FROM_ADDRESS": {"Ref": "MailFromAddress"},
+    "MAIL_IDENTITY_ARN": {
+        "Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailIdentity}"
+    },
+    "MAIL_CONFIGURATION_SET": {"Ref": "MailConfigurationSet"},
+    "MAIL_TEMPLATE_PREFIX": {"Ref": "AWS::StackName"},
 }
 
 
@@ -548,6 +568,8 @@ def test_there_are_sqs_and_stream_mappings():
         "LastAgentFunction",
         "SurveyFunction",
         "GoodwillFunction",
+        "MailSenderFunction",
+        "MailEventsFunction",
     }
     assert STREAM_CONSUMERS == [
         "GoodwillFunction",
@@ -575,6 +597,10 @@ def test_every_queue_is_a_source_with_redrive_or_a_failure_destination(queue):
 def test_sqs_mapping_reports_failures_and_batches(function, event):
     props = events(function, "SQS")[event]
     assert "ReportBatchItemFailures" in props["FunctionResponseTypes"]
+    if QUEUES[ref_target(props["Queue"])]["Properties"].get("FifoQueue"):
+        # Lambda takes no batching window for a FIFO queue
+        assert "MaximumBatchingWindowInSeconds" not in props
+        return
     assert "MaximumBatchingWindowInSeconds" in props
     for name, overrides in PARAMETER_SETS.items():
         window = resolve_number(props["MaximumBatchingWindowInSeconds"], overrides)
@@ -872,11 +898,15 @@ def test_ingest_permissions():
             },
         ),
         ("NotifierFunction", {}),
+        # SES's record of what it sent, and the addresses gone for good: read by the sender,
+        # written by the recorder, no other item of the table
+        ("MailSenderFunction", {"dynamodb:GetItem": {"MAIL_SENT#*", "MAIL_ADDRESS#*"}}),
+        ("MailEventsFunction", {"dynamodb:PutItem": {"MAIL_SENT#*", "MAIL_ADDRESS#*"}}),
     ],
 )
 def test_consumers_touch_only_their_own_items(function, grants):
     assert table_grants(function) == grants
-    uses_idempotency = function == "NotifierFunction"
+    uses_idempotency = function in ("NotifierFunction", "MailSenderFunction")
     idempotency = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
     assert bool(table_grants(function, idempotency)) is uses_idempotency
 
@@ -932,6 +962,7 @@ def test_dead_letter_queues_are_the_expected_ones():
     assert (
         sorted(
             ["IngestDeadLetterQueue", "NotificationDeadLetterQueue"]
+            + ["MailDeadLetterQueue", "MailEventsDeadLetterQueue"]
             + [f"{c}DeadLetterQueue" for c in CONSUMERS]
         )
         == DLQS
