@@ -18,8 +18,9 @@ Gaps in moto (moto/sesv2/responses.py, moto/ses/models.py) and what this module 
   ``aws.ses``, on the default bus; ``mail.tags`` holds the message's tags and SES's own
   ``ses:configuration-set``, ``ses:from-domain``, ``ses:source-ip``, ``ses:caller-identity``).
   Send first, then the recipient's outcome, by the mailbox simulator's addresses
-  (``bounce@``, ``complaint@``, ``suppressionlist@simulator.amazonses.com``: a permanent bounce,
-  a complaint, a bounce ``OnAccountSuppressionList``); any other address is delivered. The
+  (``bounce@``, ``complaint@``, ``suppressionlist@simulator.amazonses.com``, each with an optional
+  ``+label``: a permanent bounce, a delivery and a complaint, a bounce
+  ``OnAccountSuppressionList``); any other address is delivered. The
   events are put before SendEmail answers (on AWS they follow within seconds: docs/design.md).
 - CloudFormation has no AWS::SES::* resources in moto. Here AWS::SES::ConfigurationSet,
   AWS::SES::ConfigurationSetEventDestination (EventBridge destinations only: any other is
@@ -194,8 +195,9 @@ def sending_events(
     at = sent["sent_at"]
     events = [{"eventType": "Send", "mail": mail, "send": {}}]
     for address in sent["to"]:
-        local, _, domain = parseaddr(address)[1].lower().partition("@")
-        feedback = f"{sent['message_id']}-{local}"
+        mailbox, _, domain = parseaddr(address)[1].lower().partition("@")
+        local = mailbox.partition("+")[0]  # the simulator's addresses take a +label
+        feedback = f"{sent['message_id']}-{mailbox}"
         if domain == SIMULATOR_DOMAIN and local in ("bounce", "suppressionlist"):
             suppressed = local == "suppressionlist"
             events.append(

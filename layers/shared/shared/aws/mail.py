@@ -17,6 +17,7 @@ import contextlib
 import json
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from shared import mail
@@ -87,6 +88,7 @@ def record(dynamodb_client, table_name: str, event: mail.SendingEvent) -> None:
     """What a sending event tells the sender: a Send event its MAIL_SENT item (the first one
     kept: SES sends one per message), an address gone for good its MAIL_UNDELIVERABLE item."""
     now = int(time.time())
+    recorded_at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     if event.event_type == mail.SEND:
         # The first Send event kept: a later delivery of it finds it recorded.
         with contextlib.suppress(dynamodb_client.exceptions.ConditionalCheckFailedException):
@@ -98,7 +100,7 @@ def record(dynamodb_client, table_name: str, event: mail.SendingEvent) -> None:
                     "notification_id": {"S": event.notification_id},
                     "message_id": {"S": event.message_id},
                     "sent_at": {"S": event.sent_at},
-                    "recorded_at": {"N": str(now)},
+                    "recorded_at": {"S": recorded_at},
                     "expires_at": {"N": str(now + SENT_RECORD_SECONDS)},
                 },
                 ConditionExpression="attribute_not_exists(pk)",
@@ -111,7 +113,7 @@ def record(dynamodb_client, table_name: str, event: mail.SendingEvent) -> None:
                 "type": {"S": MAIL_UNDELIVERABLE},
                 "reason": {"S": event.reason},
                 "notification_id": {"S": event.notification_id},
-                "recorded_at": {"N": str(now)},
+                "recorded_at": {"S": recorded_at},
                 "expires_at": {"N": str(now + UNDELIVERABLE_RECORD_SECONDS)},
             },
         )
