@@ -71,6 +71,7 @@ FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
 CONSUMERS = ("LastAgent", "Survey", "Goodwill")
 PIPE_MODES = ("pipe", "pipe-topic", "pipe-sfn")  # the modes ChangePipe reads the stream in
 POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
+SES_ARN = "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}"
 ENV_SOURCES = {
     "CONTACTS_TABLE_NAME": {"Ref": "ContactsTable"},
     "IDEMPOTENCY_TABLE_NAME": {"Ref": "IdempotencyTable"},
@@ -85,9 +86,7 @@ ENV_SOURCES = {
     # the stack's SES sender: its identity (MailIdentity), From address, configuration set and
     # templates (named after the stack)
     "MAIL_FROM_ADDRESS": {"Ref": "MailFromAddress"},
-    "MAIL_IDENTITY_ARN": {
-        "Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/${MailIdentity}"
-    },
+    "MAIL_IDENTITY_ARN": {"Fn::Sub": SES_ARN + ":identity/${MailIdentity}"},
     "MAIL_CONFIGURATION_SET": {"Ref": "MailConfigurationSet"},
     "MAIL_TEMPLATE_PREFIX": {"Ref": "AWS::StackName"},
 }
@@ -1761,3 +1760,84 @@ def test_connect_resources_exist_only_with_an_instance():
     assert association["IntegrationType"] == "LAMBDA_FUNCTION"
     assert association["IntegrationArn"] == {"Fn::GetAtt": ["RouteFunction", "Arn"]}
     assert RESOURCES["RouteFunctionConnectPermission"]["Condition"] == "HasConnectInstance"
+
+
+# --- the mail sender (issue 44) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_only_the_mail_sender_sends_mail_as_the_stacks_identity_through_its_configuration_set(
+    function,
+):
+    sending = [
+        s
+        for mode in FAN_OUT_MODES
+        for s in statements(function, mode)
+        if any(action.startswith("ses:") for action in as_list(s["Action"]))
+    ]
+    if function != "MailSenderFunction":
+        assert sending == []
+        return
+    assert {json.dumps(s, sort_keys=True) for s in sending} == {
+        json.dumps(
+            {
+                "Sid": "SendItsMail",
+                "Effect": "Allow",
+                "Action": "ses:SendEmail",
+                "Resource": [
+                    {"Fn::Sub": SES_ARN + ":identity/${MailIdentity}"},
+                    {"Fn::Sub": SES_ARN + ":configuration-set/${MailConfigurationSet}"},
+                ],
+            },
+            sort_keys=True,
+        )
+    }
+    identity = RESOURCES["MailIdentity"]["Properties"]
+    assert identity["EmailIdentity"] == {"Ref": "MailSenderIdentity"}
+
+
+def test_the_mail_queue_is_the_topics_fifo_subscriber_and_only_the_topic_sends_to_it():
+    assert QUEUES["MailQueue"]["Properties"]["FifoQueue"] is True
+    assert QUEUES["MailDeadLetterQueue"]["Properties"]["FifoQueue"] is True  # a FIFO's DLQ is FIFO
+    subscription = RESOURCES["MailSubscription"]["Properties"]
+    assert subscription == {
+        "TopicArn": {"Ref": "NotificationsTopic"},
+        "Protocol": "sqs",
+        "Endpoint": {"Fn::GetAtt": ["MailQueue", "Arn"]},
+        "RawMessageDelivery": True,  # a message is the notification as published
+    }
+    allow = policy_statements("MailQueuePolicy")["AllowNotifications"]
+    assert allow["Principal"] == {"Service": "sns.amazonaws.com"}
+    assert allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Ref": "NotificationsTopic"}}}
+
+
+def test_a_send_in_doubt_is_asked_again_past_the_wait_before_its_message_is_dead_lettered():
+    """A claim in doubt fails its message until SES's Send event is recorded or the wait has
+    passed: the queue's receives must outlast the wait, or a send that never happened would end
+    in the DLQ instead of being sent."""
+    queue = QUEUES["MailQueue"]["Properties"]
+    receives = queue["RedrivePolicy"]["maxReceiveCount"]
+    assert queue["VisibilityTimeout"] * (receives - 1) > idempotency.MAIL_SEND_EVENT_WAIT_SECONDS
+    timeout = function_property("MailSenderFunction", "Timeout")
+    assert queue["VisibilityTimeout"] >= 6 * timeout
+
+
+def test_ses_sending_events_of_the_stacks_configuration_set_reach_the_recorder():
+    destination = RESOURCES["MailEventDestination"]["Properties"]
+    assert destination["ConfigurationSetName"] == {"Ref": "MailConfigurationSet"}
+    events_ = destination["EventDestination"]
+    assert {"send", "bounce", "complaint"} <= set(events_["MatchingEventTypes"])
+    assert events_["EventBridgeDestination"]["EventBusArn"]["Fn::Sub"].endswith(
+        ":event-bus/default"
+    )  # SES publishes to the default bus only
+    rule = RESOURCES["MailEventsRule"]["Properties"]
+    assert "EventBusName" not in rule  # the default bus
+    assert rule["EventPattern"]["detail"]["mail"]["tags"] == {
+        "ses:configuration-set": [{"Ref": "MailConfigurationSet"}]
+    }
+    [target] = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["MailEventsQueue", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["MailEventsDeadLetterQueue", "Arn"]}
+    ([mapping],) = [events("MailEventsFunction", "SQS").values()]
+    assert mapping["Queue"] == {"Fn::GetAtt": ["MailEventsQueue", "Arn"]}
