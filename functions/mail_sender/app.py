@@ -6,7 +6,8 @@ SES takes no idempotency token, so the claim on the notification_id (shared.aws.
 settled by SES's own record when it is in doubt: a claim found in progress (a crash or timeout
 after the claim, before or after SendEmail) is completed without sending if SES's Send event for
 the notification was recorded (MAIL_SENT, written by MailEventsFunction), waits for it for
-MAIL_SEND_EVENT_WAIT_SECONDS after the claim, and only then sends again. docs/design.md says what
+MAIL_SEND_EVENT_WAIT_SECONDS after the claim (template parameter MailSendEventWaitSeconds), and
+only then sends again. docs/design.md says what
 this holds.
 
 A notification without an address, or to an address that bounced for good, complained or that SES
@@ -37,6 +38,9 @@ MAIL_FROM_ADDRESS = os.environ["MAIL_FROM_ADDRESS"]
 MAIL_IDENTITY_ARN = os.environ["MAIL_IDENTITY_ARN"]
 MAIL_CONFIGURATION_SET = os.environ["MAIL_CONFIGURATION_SET"]
 MAIL_TEMPLATE_PREFIX = os.environ["MAIL_TEMPLATE_PREFIX"]
+MAIL_SEND_EVENT_WAIT_SECONDS = int(
+    os.environ.get("MAIL_SEND_EVENT_WAIT_SECONDS", idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
+)
 
 claims = SendClaims(
     idempotency.persistence_layer(dynamodb),
@@ -46,7 +50,7 @@ claims = SendClaims(
         ses_mail.sent_record(dynamodb, CONTACTS_TABLE_NAME, notification["notification_id"])
         is not None
     ),
-    wait_seconds=idempotency.MAIL_SEND_EVENT_WAIT_SECONDS,
+    wait_seconds=MAIL_SEND_EVENT_WAIT_SECONDS,
 )
 METRIC = {
     MailOutcome.SENT: "EmailsSent",

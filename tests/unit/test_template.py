@@ -63,6 +63,7 @@ FUNCTIONS = {
             "MAIL_IDENTITY_ARN",
             "MAIL_CONFIGURATION_SET",
             "MAIL_TEMPLATE_PREFIX",
+            "MAIL_SEND_EVENT_WAIT_SECONDS",
         },
     ),
     "MailEventsFunction": ("functions/mail_events", {"CONTACTS_TABLE_NAME"}),
@@ -89,6 +90,7 @@ ENV_SOURCES = {
     "MAIL_IDENTITY_ARN": {"Fn::Sub": SES_ARN + ":identity/${MailIdentity}"},
     "MAIL_CONFIGURATION_SET": {"Ref": "MailConfigurationSet"},
     "MAIL_TEMPLATE_PREFIX": {"Ref": "AWS::StackName"},
+    "MAIL_SEND_EVENT_WAIT_SECONDS": {"Ref": "MailSendEventWaitSeconds"},
 }
 
 
@@ -1812,15 +1814,25 @@ def test_the_mail_queue_is_the_topics_fifo_subscriber_and_only_the_topic_sends_t
     assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Ref": "NotificationsTopic"}}}
 
 
-def test_a_send_in_doubt_is_asked_again_past_the_wait_before_its_message_is_dead_lettered():
+@pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))
+def test_a_send_in_doubt_is_asked_again_past_the_wait_before_its_message_is_dead_lettered(
+    parameter_set,
+):
     """A claim in doubt fails its message until SES's Send event is recorded or the wait has
     passed: the queue's receives must outlast the wait, or a send that never happened would end
     in the DLQ instead of being sent."""
+    overrides = PARAMETER_SETS[parameter_set]
     queue = QUEUES["MailQueue"]["Properties"]
     receives = queue["RedrivePolicy"]["maxReceiveCount"]
-    assert queue["VisibilityTimeout"] * (receives - 1) > idempotency.MAIL_SEND_EVENT_WAIT_SECONDS
-    timeout = function_property("MailSenderFunction", "Timeout")
-    assert queue["VisibilityTimeout"] >= 6 * timeout
+    visibility = resolve_number(queue["VisibilityTimeout"], overrides)
+    wait = resolve_number({"Ref": "MailSendEventWaitSeconds"}, overrides)
+    assert visibility * (receives - 1) > wait
+    assert PARAMETERS["MailSendEventWaitSeconds"]["Default"] == (
+        idempotency.MAIL_SEND_EVENT_WAIT_SECONDS
+    )
+    # the largest visibility the template allows still outlasts the largest wait
+    largest = PARAMETERS["NotificationQueueVisibilityTimeout"]["MaxValue"]
+    assert largest * (receives - 1) > PARAMETERS["MailSendEventWaitSeconds"]["MaxValue"]
 
 
 def test_ses_sending_events_of_the_stacks_configuration_set_reach_the_recorder():

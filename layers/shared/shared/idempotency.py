@@ -54,7 +54,8 @@ MAIL = Claims("MailSenderFunction", "notification_id", ONCE_PER_NOTIFICATION_SEC
 # SES publishes a Send event for every message it accepts; MailEventsFunction records it (MAIL_SENT)
 # within seconds (docs/design.md: measured). A mail sender that finds a notification claimed and
 # unrecorded sends it again only once this long has passed since the claim without that record:
-# had SES accepted the first send, its record would be there.
+# had SES accepted the first send, its record would be there. The default of the template
+# parameter MailSendEventWaitSeconds (the local stack's is shorter: its events are immediate).
 MAIL_SEND_EVENT_WAIT_SECONDS = 120
 # SNS FIFO deduplicates a MessageDeduplicationId for 5 minutes after its first publish, and a
 # notification is claimed before it is published: published again within this long of its claim,
