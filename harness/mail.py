@@ -2,12 +2,13 @@
 notifications (its inbox, GET /_emulator/inbox), against what reached NotificationsTopic.
 
 A notification with an address must become exactly one e-mail; one without (a gift card for a
-contact that left no e-mail) none, counted by MailSenderFunction as EmailsWithoutAddress.
+contact that left no e-mail) none, recorded by MailSenderFunction under its claim.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -29,7 +30,26 @@ def with_address(notifications: Iterable[Mapping[str, Any]]) -> set[str]:
     return {n["notification_id"] for n in notifications if n.get("email")}
 
 
-def check(stack: StackClient, notifications: list[dict], report, without_address: int) -> None:
+def recorded(stack: StackClient, outcome: str) -> int:
+    """MailSenderFunction's completed claims whose result is ``outcome`` (shared.mail.MailOutcome):
+    what it recorded, exact where its metrics are not (a crash after the record loses them)."""
+    pages = stack.dynamodb.get_paginator("scan").paginate(
+        TableName=stack.outputs["IdempotencyTableName"],
+        FilterExpression="begins_with(id, :prefix) AND #status = :completed",
+        ExpressionAttributeNames={"#status": "status"},
+        ExpressionAttributeValues={
+            ":prefix": {"S": f"{idempotency.MAIL.key_prefix}#"},
+            ":completed": {"S": "COMPLETED"},
+        },
+    )
+    return sum(
+        json.loads(item["data"]["S"]).get("outcome") == outcome
+        for page in pages
+        for item in page["Items"]
+    )
+
+
+def check(stack: StackClient, notifications: list[dict], report) -> None:
     """The summary's rows (``report.check(label, actual, wanted, detail)``): e-mails in the
     inbox, one per notification with an address; the rest recorded without one."""
     sent = e_mails(stack, notifications)
@@ -42,9 +62,9 @@ def check(stack: StackClient, notifications: list[dict], report, without_address
     )
     report.check(
         "notifications without one",
-        without_address,
+        recorded(stack, mail.MailOutcome.NO_ADDRESS),
         len(notifications) - len(addressed),
-        "recorded and counted, not sent (EmailsWithoutAddress)",
+        "recorded by the sender, not sent (its claims' results)",
     )
 
 
@@ -71,5 +91,5 @@ def send_event_window(stack: StackClient, notifications: list[dict]) -> str:
     return (
         f"  SES Send event recorded after the send: longest {lags[-1]:.2f} s, median "
         f"{lags[len(lags) // 2]:.2f} s over {len(lags):,} e-mails (a sender in doubt waits up to "
-        f"{idempotency.MAIL_SEND_EVENT_WAIT_SECONDS} s for it)"
+        f"{stack.parameters['MailSendEventWaitSeconds']} s for it)"
     )
