@@ -6,6 +6,7 @@ set's EventBridge destination, the inbox; the default bus's rule hands SES's eve
 the tests run MailEventsFunction on what it holds, as its mapping would.
 """
 
+import contextlib
 import json
 from dataclasses import dataclass
 
@@ -283,3 +284,33 @@ def test_no_address_reaches_the_logs(stack, mail, monkeypatch, lambda_context, c
     output = capsys.readouterr().out
     assert "notification mailed" in output
     assert "@example.com" not in output
+
+
+SENDER_CALLS = ("dynamodb:GetItem", "dynamodb:PutItem", "email:SendEmail", "dynamodb:UpdateItem")
+
+
+@pytest.mark.parametrize("crash_after", range(1, len(SENDER_CALLS) + 1))
+def test_a_crash_at_any_call_of_the_sender_ends_in_exactly_one_e_mail(
+    stack, mail, monkeypatch, recorder, lambda_context, crash_after
+):
+    """Every crash point of a send, then what the queue and SES do next: the message comes back
+    (twice), SES's events are recorded, time passes beyond the wait; one e-mail in the end."""
+    first = cold_start("mail_sender", monkeypatch)
+    calls = record_calls(first, crash_after=crash_after)
+    with pytest.raises(Crash):
+        first.lambda_handler(delivered(mail, SURVEY), lambda_context)
+    assert tuple(calls.calls) == SENDER_CALLS[:crash_after]
+
+    retry = cold_start("mail_sender", monkeypatch)
+    for _ in range(2):
+        with contextlib.suppress(BatchProcessingError):  # in doubt: failed, asked again later
+            retry.lambda_handler(delivered(mail, SURVEY), lambda_context)
+        record_sending_events(stack, mail, recorder, lambda_context)
+    stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
+    for _ in range(2):
+        assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
+
+    assert inbox_ids() == ["SURVEY-c-1"]
+    assert stack.dynamodb.scan(TableName=stack.idempotency_table)["Items"][0]["status"] == {
+        "S": "COMPLETED"
+    }
