@@ -58,7 +58,8 @@ def parser() -> argparse.ArgumentParser:
     move = dlq.add_parser("redrive", help="move a DLQ's messages back to their source queue")
     move.add_argument(
         "queue",
-        help="IngestDeadLetterQueue | NotificationDeadLetterQueue; fan-out modes pipe and router: "
+        help="IngestDeadLetterQueue | NotificationDeadLetterQueue | MailDeadLetterQueue | "
+        "MailEventsDeadLetterQueue; fan-out modes pipe and router: "
         "also LastAgentDeadLetterQueue | SurveyDeadLetterQueue | GoodwillDeadLetterQueue and "
         "what the fan-out could not deliver to those consumers' queues: "
         "LastAgentChangeDeliveryDeadLetterQueue | SurveyChangeDeliveryDeadLetterQueue | "
