@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 from shared import idempotency, mail, notifications
 from shared.aws import mail as ses_mail
-from shared.aws.send_claims import Claim, SendClaims
+from shared.aws.send_claims import Claim, SendClaims, SendUnconfirmed
 from shared.mail import MailOutcome
 
 logger = Logger()
@@ -73,7 +73,11 @@ def record_handler(record: SQSRecord) -> None:
     elif ses_mail.undeliverable(dynamodb, CONTACTS_TABLE_NAME, letter.recipient):
         outcome = MailOutcome.UNDELIVERABLE
     result = {"notification_id": notification_id, "outcome": outcome.value}
-    claim = claims.claim(notification, result)
+    try:
+        claim = claims.claim(notification, result)
+    except SendUnconfirmed as in_doubt:  # asked again after the queue's visibility timeout
+        logger.warning("e-mail in doubt", notification_id=notification_id, reason=str(in_doubt))
+        raise
     if claim in (Claim.DONE, Claim.CONFIRMED):
         metrics.add_metric(name="DuplicatesSuppressed", unit=MetricUnit.Count, value=1)
         logger.info("e-mail sent before", notification_id=notification_id, claim=claim.name)
