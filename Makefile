@@ -39,7 +39,7 @@ LOCK := $(UV) pip compile --quiet --generate-hashes --no-annotate --python-versi
 FANOUT ?= lambda
 FANOUT_MODES := lambda pipe router pipe-topic pipe-sfn
 
-.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools
+.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools dynamodb-conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -51,11 +51,14 @@ help: ## list the targets
 # root with apt-get, as samlocal installs Docker.
 setup: $(STAMP) ## install the test environment and the tools
 	$(UV) sync --frozen --compile-bytecode
-	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+	command -v chromium >/dev/null || { echo "make setup: chromium (the dashboard test's browser) by apt-get, as root"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 
 # uv too, pinned, into .tools/bin: where the README's PATH line finds it in a new shell.
 $(STAMP):
 	@test -n "$(PY313)" || { echo "Python 3.13 not found (pyenv or python3.13 on PATH)"; exit 1; }
+	@command -v $(UV) >/dev/null || echo "make setup: no uv on PATH: uv $(UV_VERSION) by pip into $(PY313) first"
+	@echo "make setup: uv $(UV_VERSION), the SAM CLI $(SAM_CLI_VERSION), checkov $(CHECKOV_VERSION) and the AWS CLI $(AWSCLI_VERSION) into .tools/ (then the test environment into .venv)"
 	command -v $(UV) >/dev/null || $(PY313) -m pip install --quiet uv==$(UV_VERSION)
 	$(UV) tool install --quiet --compile-bytecode uv==$(UV_VERSION)
 	$(UV) tool install --quiet --compile-bytecode aws-sam-cli==$(SAM_CLI_VERSION)
@@ -164,9 +167,21 @@ test-phase-sam-local:
 # Without SAM's noise (it has no option for it): the functions have no requirements.txt on
 # purpose, their dependencies are the layer's (an empty one trades each warning for a pip run and
 # two other lines per function, every build); and the pipeline deploys, not `sam deploy --guided`.
-build: setup ## sam build (python3.13, arm64 layer, no container)
-	@echo "sam build"
-	@sam build 2>&1 | sed -e '/^requirements.txt file not found. Continuing the build without dependencies.$$/d' \
+# Built again only when what it builds changed (a file of BUILD_SOURCES newer than the last
+# build), so `make up` or `make run` beside a running stack no longer rewrites .aws-sam/build
+# under it; one build at a time (two at once failed inside sam build: [Errno 17] File exists):
+# the second waits, then finds the first's build up to date. A deleted source is not seen: make
+# clean. tests/unit/test_build.py runs two at once.
+BUILT := .aws-sam/build/template.yaml
+BUILD_SOURCES := template.yaml samconfig.toml functions layers
+build: setup ## sam build (python3.13, arm64 layer, no container), when template.yaml, samconfig.toml, functions/ or layers/ changed since the last
+	@mkdir -p .aws-sam
+	@exec 9> .aws-sam/build.lock; \
+	if ! flock -n 9; then echo "another build is running (.aws-sam/build): waiting for it"; flock 9; fi; \
+	newer=$$(find $(BUILD_SOURCES) -type f -newer $(BUILT) -not -path '*/__pycache__/*' -print -quit 2>/dev/null || echo none); \
+	if [ -f $(BUILT) ] && [ -z "$$newer" ]; then echo "sam build: up to date"; exit 0; fi; \
+	echo "sam build"; \
+	sam build 2>&1 | sed -e '/^requirements.txt file not found. Continuing the build without dependencies.$$/d' \
 		-e '/^Commands you can use next$$/,$$d'
 
 up: setup build ## the local stack on 127.0.0.1:4566 (EMULATOR_PORT overrides; FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn; TLS=1: HTTPS too)
@@ -191,6 +206,12 @@ chaos-modes: setup build ## make chaos in every fan-out mode (FANOUT_MODES; CHAO
 
 chaos-mode-%:
 	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $*
+
+# Not in `make test`: the suite is another project's (CI reaches package registries only), so
+# give a checkout of nubo-db/dynamodb-conformance; node and npm from the machine's packages.
+dynamodb-conformance: setup build ## DynamoDB's conformance suite against the local stack, failing below the recorded count (CONFORMANCE_DIR=checkout; RECORD=1 records a higher one)
+	@test -n "$(CONFORMANCE_DIR)" || { echo "CONFORMANCE_DIR=<a checkout of nubo-db/dynamodb-conformance>"; exit 2; }
+	$(UV) run python -m tests.conformance.dynamodb --checkout "$(CONFORMANCE_DIR)" $(if $(filter 1,$(RECORD)),--record-new)
 
 iam-report: setup ## grants no call used and calls denied, from the last integration run and demo
 	$(UV) run python -m emulator iam-report

@@ -46,7 +46,7 @@ from bench.inprocess import (
     quiet,
     stored_contacts,
 )
-from emulator.stack import load_template
+from emulator.deploy.translate import load_template
 from harness.in_process import FakeLambdaContext, create_resources
 
 RESULTS = ROOT / "bench" / "results.json"

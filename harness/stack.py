@@ -44,9 +44,9 @@ OUTPUT_NAMES = (
     "RouteFunctionName",
     "ContactRecordsDeliveryStreamName",
 )
-# The queues of every stack; a pipe or router stack adds a queue and a DLQ per consumer, and a DLQ
-# per consumer for what the fan-out could not deliver to its queue (StackClient.work_queues,
-# .failure_queues).
+# The queues of every stack; a stack of any fan-out mode but lambda adds a queue and a DLQ per
+# consumer, and a DLQ per consumer for what the fan-out could not deliver to its queue
+# (StackClient.work_queues, .failure_queues).
 WORK_QUEUES = ("IngestQueueUrl", "NotificationQueueUrl", "MailQueueUrl", "MailEventsQueueUrl")
 FAILURE_QUEUES = (
     "IngestDeadLetterQueueUrl",
@@ -330,9 +330,9 @@ class StackClient:
 
     def failed_changes(self, route: FailureRoute, marker: str, since: float) -> list[dict]:
         """The messages (peeked, not consumed) at ``route``'s queue that stand for a test's
-        failed change: the stream record itself, holding ``marker`` (pipe, router), or a failure
-        record of the consumer's mapping sent since ``since`` (lambda: it names a batch, not
-        the records)."""
+        failed change: the stream record itself, holding ``marker`` (every mode but lambda), or
+        a failure record of the consumer's mapping sent since ``since`` (lambda: it names a
+        batch, not the records)."""
         found = []
         for message in self.peek(route.output):
             if route.holds_records:

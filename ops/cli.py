@@ -42,24 +42,28 @@ def parser() -> argparse.ArgumentParser:
         description="Operate the stack: status, dashboard, DLQ redrive, stream replay, idempotency "
         "records, file reprocessing, a contact's redrive, a caller's history.",
     )
-    top.add_argument("--stack", help="stack name (default: samconfig.toml's stack_name)")
-    top.add_argument("--json", action="store_true", help="machine-readable output")
+    add_global_options(top, after_command=False)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # --stack and --json after the command too (`ops status --json`): a newcomer types them there
+    after = argparse.ArgumentParser(add_help=False)
+    add_global_options(after, after_command=True)
 
-    commands.add_parser("status", help="queues, event source mappings, alarms")
+    commands.add_parser("status", parents=[after], help="queues, event source mappings, alarms")
     board = commands.add_parser(
-        "dashboard", help="the stack's CloudWatch dashboard as a local web page"
+        "dashboard", parents=[after], help="the stack's CloudWatch dashboard as a local web page"
     )
     board.add_argument(
         "--port", type=int, default=dashboard.DEFAULT_PORT, help="on 127.0.0.1 (0: any free one)"
     )
 
     dlq = group(commands, "dlq", "dead-letter queues")
-    move = dlq.add_parser("redrive", help="move a DLQ's messages back to their source queue")
+    move = dlq.add_parser(
+        "redrive", parents=[after], help="move a DLQ's messages back to their source queue"
+    )
     move.add_argument(
         "queue",
         help="IngestDeadLetterQueue | NotificationDeadLetterQueue | MailDeadLetterQueue | "
-        "MailEventsDeadLetterQueue; fan-out modes pipe and router: "
+        "MailEventsDeadLetterQueue; every fan-out mode but lambda: "
         "also LastAgentDeadLetterQueue | SurveyDeadLetterQueue | GoodwillDeadLetterQueue and "
         "what the fan-out could not deliver to those consumers' queues: "
         "LastAgentChangeDeliveryDeadLetterQueue | SurveyChangeDeliveryDeadLetterQueue | "
@@ -81,7 +85,9 @@ def parser() -> argparse.ArgumentParser:
     )
 
     stream = group(commands, "stream", "stream consumers")
-    again = stream.add_parser("replay", help="replay the batches in StreamFailureQueue")
+    again = stream.add_parser(
+        "replay", parents=[after], help="replay the batches in StreamFailureQueue"
+    )
     again.add_argument("--dry-run", action="store_true", help="show what would be replayed")
     again.add_argument(
         "--function",
@@ -93,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
 
     claim_actions = group(commands, "idempotency", "Powertools idempotency records")
     for action, text in (("show", "show a record"), ("purge", "delete a record")):
-        command = claim_actions.add_parser(action, help=text)
+        command = claim_actions.add_parser(action, parents=[after], help=text)
         command.add_argument("function", help=" | ".join(records.CLAIMS))
         command.add_argument("file", nargs="?", help="IngestFunction: s3://bucket/key")
         command.add_argument("--version-id", help="IngestFunction: the object version")
@@ -116,7 +122,7 @@ def parser() -> argparse.ArgumentParser:
         ("status", "the file's processing log"),
         ("reprocess", "release the file's claim and ingest it again"),
     ):
-        command = file.add_parser(action, help=text)
+        command = file.add_parser(action, parents=[after], help=text)
         command.add_argument("url", help="s3://bucket/key")
         command.add_argument("--version-id", help="default: the current version")
         if action == "reprocess":
@@ -124,6 +130,7 @@ def parser() -> argparse.ArgumentParser:
 
     again = group(commands, "contact", "contacts").add_parser(
         "redrive",
+        parents=[after],
         help="send a contact's current state to the consumers again (its version unchanged)",
     )
     again.add_argument("contact_id", help="the contact's id (Connect's ContactId)")
@@ -139,11 +146,28 @@ def parser() -> argparse.ArgumentParser:
     again.add_argument("--yes", action="store_true", help="do not ask")
 
     show = group(commands, "caller", "callers").add_parser(
-        "show", help="last agent and recent contacts (masked)"
+        "show", parents=[after], help="last agent and recent contacts (masked)"
     )
     show.add_argument("number", help="E.164, e.g. +15551234567")
     show.add_argument("--contacts", type=int, default=5, help="how many recent contacts")
     return top
+
+
+def add_global_options(command: argparse.ArgumentParser, after_command: bool) -> None:
+    """--stack and --json. After the command they default to nothing set, so that one given
+    before the command is kept."""
+    unset = argparse.SUPPRESS
+    command.add_argument(
+        "--stack",
+        default=unset if after_command else None,
+        help="stack name (default: samconfig.toml's stack_name)",
+    )
+    command.add_argument(
+        "--json",
+        action="store_true",
+        default=unset if after_command else False,
+        help="machine-readable output",
+    )
 
 
 def notification_id(text: str) -> str:

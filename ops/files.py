@@ -21,6 +21,7 @@ run. Contacts already stored are rewritten as the same export (no survey or gift
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -52,14 +53,45 @@ def plain(item: dict[str, dict]) -> dict[str, Any]:
 
 
 def status(stack: StackClient, url: str, version_id: str | None) -> tuple[Any, str, bool]:
+    """The file's processing log; for a rejected file the report's reasons, and for a file with
+    no log whether its key is where the bucket announces files to the ingest at all."""
     file = file_ref.resolve(stack, url, version_id)
     log = stack.file_log(file.file_id)
     if log is None:
-        return {"file_id": file.file_id, "log": None}, f"{file.file_id}: no processing log", True
+        prefixes = ingested_prefixes(stack)
+        data = {"file_id": file.file_id, "log": None, "ingested_prefixes": prefixes}
+        if any(file.key.startswith(prefix) for prefix in prefixes):
+            return data, f"{file.file_id}: no processing log (not ingested yet)", True
+        text = (
+            f"{file.file_id}: no processing log, and none will come: {file.key} is outside the "
+            f"prefixes the bucket announces to the ingest ({', '.join(prefixes)}). Put the file "
+            f"under {prefixes[0] if prefixes else 'one of them'} to have it ingested"
+        )
+        return data, text, False
     values = plain(log)
     shown = {name: values[name] for name in LOG_FIELDS if name in values}
+    if values.get("outcome") == ingest.REJECTED_FILE and "report_key" in values:
+        shown["reasons"] = file_reasons(stack, file.bucket, values["report_key"])
     text = f"{file.file_id}\n" + "\n".join(f"  {name}: {value}" for name, value in shown.items())
     return {"file_id": file.file_id, "log": shown}, text, True
+
+
+def ingested_prefixes(stack: StackClient) -> list[str]:
+    """The key prefixes whose new objects the bucket announces (its notification filters)."""
+    configuration = stack.s3.get_bucket_notification_configuration(Bucket=stack.bucket)
+    return [
+        rule["Value"]
+        for queue in configuration.get("QueueConfigurations", [])
+        for rule in queue.get("Filter", {}).get("Key", {}).get("FilterRules", [])
+        if rule["Name"].lower() == "prefix"
+    ]
+
+
+def file_reasons(stack: StackClient, bucket: str, report_key: str) -> list[str]:
+    """Why a rejected file was: the file-level lines of its report (the rows' are per row)."""
+    body = stack.s3.get_object(Bucket=bucket, Key=report_key)["Body"]
+    lines = (json.loads(line) for line in body.iter_lines() if line.strip())
+    return [reason for line in lines if line.get("level") == "file" for reason in line["reasons"]]
 
 
 def reprocess(

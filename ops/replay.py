@@ -32,7 +32,7 @@ the reader that failed, so every consumer behind it gets the records again:
   synchronous execution of the pipe's target machine (StartSyncExecution, as the pipe starts it),
   which sends every record to each consumer's queue, where the consumer's queue filter picks its
   own; an execution that does not succeed is reported with its error and the record kept.
-A failure record of any other shape is reported `unreadable` and kept. In pipe and router mode
+A failure record of any other shape is reported `unreadable` and kept. In every mode but lambda
 a consumer's own failures are not here but in its <X>DeadLetterQueue: `ops dlq redrive`.
 """
 

@@ -1,6 +1,6 @@
 """`ops status`: every queue's depth and oldest message, each event source mapping's state and last
 result with its consumer's iterator age, the stack's pipe (fan-out mode pipe) and the stack's
-alarms in ALARM. In fan-out modes pipe and router every consumer's queue and DLQ are listed too
+alarms in ALARM. In every fan-out mode but lambda every consumer's queue and DLQ are listed too
 (StackClient.work_queues, .failure_queues), and the DLQ of what the bus or the topic could not
 deliver to that queue (<X>ChangeDeliveryDeadLetterQueue); every DLQ flagged like the others.
 Last, the contact files IN_PROGRESS for more than an hour (files.in_progress_for_long: a Scan of
@@ -80,8 +80,14 @@ def queue_status(stack: StackClient, output: str) -> dict[str, Any]:
     in_flight = int(attributes["ApproximateNumberOfMessagesNotVisible"])
     delayed = int(attributes["ApproximateNumberOfMessagesDelayed"])
     name = stack.outputs[output].rstrip("/").rsplit("/", 1)[-1]
-    oldest = latest_maximum(stack, "AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": name})
     is_failure_queue = output in stack.failure_queues
+    # An empty queue has no oldest message; CloudWatch's maximum of the last minutes outlives
+    # the messages it measured.
+    oldest = (
+        latest_maximum(stack, "AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": name})
+        if visible + in_flight
+        else None
+    )
     if oldest is None and is_failure_queue and visible + in_flight:
         sent = [int(m["Attributes"]["SentTimestamp"]) / 1000 for m in stack.peek(output)]
         oldest = time.time() - min(sent) if sent else None

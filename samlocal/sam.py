@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cfnlint.decode import cfn_yaml
 
-from emulator.stack import chosen, template_conditions
+from emulator.deploy.rules import chosen, template_conditions
 from samlocal.commands import CommandError, run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emulator.deploy.translate import load_template
 from emulator.iam import access
 from emulator.iam.policy import Policy, action_matches, granted_actions
-from emulator.stack import load_template
 
 EXPLANATIONS = "UnusedGrants"
+# What started an integration run's local stack (run_description's command line): pytest.
+INTEGRATION_RUN = "pytest"
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,13 @@ def render(report: Report) -> str:
         covered = ", ".join(note.actions)
         lines.append(f"stale explanation ({note.where}): {covered} covers no unused grant")
     lines.append("result: " + ("FAIL" if report.failed else "ok"))
+    if report.failed and not any(
+        INTEGRATION_RUN in run.get("started_by", "") for run in report.runs
+    ):
+        lines.append(
+            "none of these runs is the integration suite's: the grants only its paths use show "
+            "unused after `make run` alone. Run `make integration`, then `make iam-report` again"
+        )
     return "\n".join(lines)
 
 

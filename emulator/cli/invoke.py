@@ -50,13 +50,11 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, dict | None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from emulator.deploy.errors import DeployError
+    from emulator.deploy.function_code import SERVERLESS_FUNCTION
+    from emulator.deploy.functions import function_specs_offline
+    from emulator.deploy.translate import load_template
     from emulator.lambda_.workers import Runtime
-    from emulator.stack import (
-        SERVERLESS_FUNCTION,
-        DeployError,
-        function_specs_offline,
-        load_template,
-    )
 
     template = Path(args.template).resolve()
     try:
@@ -132,7 +130,8 @@ def _environment_from_running_stack(
     from botocore.config import Config
     from botocore.exceptions import ClientError, EndpointConnectionError
 
-    from emulator.stack import DUMMY_CREDENTIALS, load_samconfig
+    from emulator.deploy.deployer import DUMMY_CREDENTIALS
+    from emulator.deploy.samconfig import load_samconfig
 
     config = load_samconfig(
         Path(args.config_file) if args.config_file else template.parent / "samconfig.toml"

@@ -30,11 +30,11 @@ def fault_switches(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace, started: float) -> int:
+    from emulator.deploy import errors, samconfig
     from emulator.iam import access
     from emulator.lambda_.workers import DEFAULT_ACCOUNT_CONCURRENCY, Runtime
     from emulator.monitoring.monitor import DEFAULT_TIME_FACTOR
     from emulator.server import EmulatorServer
-    from emulator.stack import DeployError, load_samconfig
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, started: float) -> int:
     region = (
         os.environ.get("AWS_DEFAULT_REGION")
         or os.environ.get("AWS_REGION")
-        or load_samconfig(config_path).region
+        or samconfig.load_samconfig(config_path).region
         or "us-east-1"
     )
     port = args.port if args.port is not None else default_port()
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace, started: float) -> int:
         server.start()
         try:
             deployment = _deploy(server, runtime, args, template, region)
-        except DeployError as exc:
+        except errors.DeployError as exc:
             print(f"error: deploy failed: {exc}", file=sys.stderr)
             return 1
         engine = server.engine = _start_engine(server.endpoint_url, region, runtime, faults)
@@ -140,7 +140,7 @@ def _deploy(
 ) -> Any:
     """The template deployed as samconfig and the overrides say, and served; None with
     --no-deploy (DeployError as ``deploy`` raises it)."""
-    from emulator.stack import deploy
+    from emulator.deploy.deployer import deploy
 
     if args.no_deploy:
         return None
@@ -177,11 +177,11 @@ def _serve(server: Any, runtime: Any, deployment: Any, args: argparse.Namespace,
 
 def _follow_stacks(server: Any, runtime: Any, args: argparse.Namespace, template: Path) -> Any:
     """Each stack a change set deploys (`sam deploy`) taken over as ``deploy`` would leave it
-    (emulator.stack.adopt: the gaps closed, the functions from the artifacts it uploaded) and
-    served, its event source mappings running before ExecuteChangeSet answers; a deleted one
-    no longer served. Returns the function that stops following."""
+    (deployer.adopt: the gaps closed, the functions from the artifacts it uploaded) and served,
+    its event source mappings running before ExecuteChangeSet answers; a deleted one no longer
+    served. Returns the function that stops following."""
+    from emulator.deploy.deployer import adopt
     from emulator.services import cloudformation
-    from emulator.stack import adopt
 
     artifacts = template.parent / ".emulator" / "artifacts"
 

@@ -77,6 +77,7 @@ class MappingConfig:
     starting_position: str
     parallelization: int = 1  # ParallelizationFactor (streams), 1-10
     max_concurrency: int | None = None  # ScalingConfig.MaximumConcurrency (SQS)
+    event_counts: bool = False  # MetricsConfig.Metrics has EventCount
 
     @classmethod
     def from_api(cls, m: dict[str, Any]) -> MappingConfig:
@@ -102,6 +103,7 @@ class MappingConfig:
             starting_position=m.get("StartingPosition") or "TRIM_HORIZON",
             parallelization=min(10, max(1, parse_int(m.get("ParallelizationFactor"), 1))),
             max_concurrency=(parse_int(maximum, 0) or None) if maximum is not None else None,
+            event_counts="EventCount" in ((m.get("MetricsConfig") or {}).get("Metrics") or []),
         )
 
     @property
@@ -273,6 +275,17 @@ def report_stream_invocation(
     if iterator_age is not None:
         metrics = ServiceMetrics(arn.account, arn.region)
         metrics.iterator_age(cfg.function_name, iterator_age * 1000)
+
+
+def count_events(cfg: MappingConfig, **counts: int) -> None:
+    """The mapping's event-count metrics (MetricsConfig EventCount): ``counts`` by their AWS
+    names (PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount,
+    DeletedEventCount, DroppedEventCount, OnFailureDestinationDeliveredEventCount), put in
+    AWS/Lambda per EventSourceMappingUUID as Lambda publishes them. Pipes have none."""
+    if not cfg.event_counts or service_of(cfg.function_arn) != "lambda":
+        return
+    arn = parse_arn(cfg.function_arn)
+    ServiceMetrics(arn.account, arn.region).mapping_events(cfg.uuid, counts)
 
 
 # --- what the engine needs of a poller, and the pollers of a source ------------------------------

@@ -66,6 +66,7 @@ from emulator.delivery.mappings import (
     MappingStats,
     QueueSource,
     compile_filters,
+    count_events,
     encode_event,
     encoded,
     log,
@@ -399,10 +400,12 @@ class SqsMappingPoller:
     ) -> list[dict[str, Any]]:
         records = [lambda_record(m, cfg.source_arn) for m in messages]
         if filters is None:
+            count_events(cfg, PolledEventCount=len(records))
             return records
         kept, dropped = [], []
         for record in records:
             (kept if matches(filters, record) else dropped).append(record)
+        count_events(cfg, PolledEventCount=len(records), FilteredOutEventCount=len(dropped))
         if dropped:
             source.delete([r["receiptHandle"] for r in dropped])
             self.stats.add(records_filtered=len(dropped))
@@ -440,6 +443,12 @@ class SqsMappingPoller:
                 failures=int(outcome.kind != "ok"),
                 records_failed=len(records) - len(succeeded),
                 duplicates=int(delivery > 1),
+            )
+            count_events(
+                cfg,
+                InvokedEventCount=len(records),
+                FailedInvokeEventCount=len(records) - len(succeeded),
+                DeletedEventCount=len(to_delete),
             )
             log_invocation(
                 cfg,

@@ -75,6 +75,7 @@ from emulator.delivery.mappings import (
     MappingStats,
     StreamShards,
     compile_filters,
+    count_events,
     encode_event,
     event_size,
     log,
@@ -525,6 +526,7 @@ class ShardWorker(threading.Thread):
                 self.poller.positions[self.shard_id] = self._checkpoint.position
             self._cond.notify_all()
         self.ctx.touch()
+        count_events(cfg, PolledEventCount=len(raws), FilteredOutEventCount=dropped)
         if dropped:
             self.stats_add(records_filtered=dropped)
             log.info(
@@ -669,7 +671,7 @@ class Lane(threading.Thread):
                 seg.retries += 1
             if 0 <= cfg.max_retry < seg.retries:
                 segments.popleft()
-                self._discard(cfg, seg, seg.items, "RetryAttemptsExhausted")
+                self._send_on_failure_record(cfg, seg, seg.items, "RetryAttemptsExhausted")
                 worker.handled(seg.items)
                 continue
             delay = min(MAX_RETRY_DELAY, self.ctx.retry_delay * 2 ** (seg.retries - 1))
@@ -690,7 +692,7 @@ class Lane(threading.Thread):
             expired += 1
         if expired:
             gone = seg.items[:expired]
-            self._discard(cfg, seg, gone, "RecordAgeExceeded")
+            self._send_on_failure_record(cfg, seg, gone, "RecordAgeExceeded")
             self.worker.handled(gone)
             seg.items = seg.items[expired:]
         return bool(seg.items)
@@ -725,6 +727,9 @@ class Lane(threading.Thread):
                 records_failed=len(items) - progress,
                 duplicates=int(delivery > 1),
             )
+            count_events(
+                cfg, InvokedEventCount=len(items), FailedInvokeEventCount=len(items) - progress
+            )
             lane = f" lane={self.index}" if self.worker.lanes_wanted > 1 else ""
             log_invocation(
                 cfg,
@@ -743,11 +748,16 @@ class Lane(threading.Thread):
         return best
 
     # -- discarding -------------------------------------------------------------------------------
-    def _discard(self, cfg: MappingConfig, seg: Segment, items: list[Item], condition: str) -> None:
+    def _send_on_failure_record(
+        self, cfg: MappingConfig, seg: Segment, items: list[Item], condition: str
+    ) -> None:
+        """Lambda's OnFailure record of ``items`` (their batch info, ``condition``) sent to the
+        mapping's OnFailure destination; without one, the records are logged as dropped."""
         worker = self.worker
         worker.stats_add(sent_to_on_failure=len(items))
         first, last = items[0].record, items[-1].record
         if not cfg.on_failure:
+            count_events(cfg, DroppedEventCount=len(items))
             log.warning(
                 "esm %s fn=%s %s: %d record(s) %s..%s dropped (no OnFailure destination)",
                 cfg.short,
@@ -802,7 +812,9 @@ class Lane(threading.Thread):
                 destination,
                 error,
             )
+            count_events(cfg, DroppedEventCount=len(items))
             return
+        count_events(cfg, OnFailureDestinationDeliveredEventCount=len(items))
         log.warning(
             "esm %s fn=%s %s: %d record(s) %s..%s sent to %s",
             cfg.short,

@@ -40,6 +40,9 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.iam.models import iam_backends
 
 from emulator.core import calls
+from emulator.deploy.deployer import Deployment
+from emulator.deploy.function_code import local_code
+from emulator.deploy.translate import load_template
 from emulator.iam import authorizations, resources
 from emulator.iam.policy import (
     RESOURCE_BASED,
@@ -50,7 +53,6 @@ from emulator.iam.policy import (
     Request,
     authorize,
 )
-from emulator.stack import Deployment, load_template, local_code
 
 log = logging.getLogger("emulator.iam")
 RECORD_DIR = Path(".emulator") / "iam"  # beside the template

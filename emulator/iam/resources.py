@@ -1,6 +1,7 @@
 """The policies that are not the caller's: each resource's own policy as the local stack holds it
-(an S3 bucket policy, an SQS queue policy, an SNS topic policy, a KMS key policy), the global
-condition keys of a request, and the service principals' deliveries decided by those policies.
+(an S3 bucket policy, an SQS queue policy, an SNS topic policy, an event bus policy, a KMS key
+policy), the global condition keys of a request, and the service principals' deliveries decided
+by those policies.
 
 - ``resource_policy(arn)``: the policy moto holds for the resource an ARN names (a bucket's for
   its objects too), its owner account, and whether it is a key policy; None for a resource
@@ -35,6 +36,7 @@ from contextvars import ContextVar
 from typing import Any
 from urllib.parse import parse_qs
 
+from moto.events.models import events_backends
 from moto.iam.aws_managed_policies import aws_managed_policies_data
 from moto.iam.models import iam_backends
 from moto.kms.models import kms_backends
@@ -99,6 +101,10 @@ def _policy_document(arn: str) -> tuple[str | None, str | None]:
     if parts.service == "sns":
         topic = sns_backends[parts.account][parts.region].topics.get(arn)
         return (_document(topic._policy_json) if topic else None), parts.account
+    if parts.service == "events" and parts.resource.startswith("event-bus/"):
+        buses = events_backends[parts.account][parts.region].event_buses
+        bus = buses.get(parts.resource.removeprefix("event-bus/"))
+        return (bus.policy if bus else None), parts.account
     if parts.service == "kms" and parts.resource.startswith("key/"):
         key = kms_backends[parts.account][parts.region].keys.get(parts.resource[4:])
         return (_document(key.policy) if key else None), parts.account

@@ -4,7 +4,12 @@ CloudWatch (services/cloudwatch.py), where GetMetricData and the alarms read the
 - ``AWS/Lambda`` per ``FunctionName``, one datapoint per invocation (``invoked``, the runtime's
   observer): ``Invocations`` 1, ``Errors`` 1 or 0 (a function error, timeout or crash), and
   ``Duration`` in milliseconds. ``IteratorAge`` (milliseconds) per stream batch, from the mapping
-  engine (``iterator_age``). No ``Throttles``: the local runtime never throttles an invocation
+  engine (``iterator_age``). A mapping whose MetricsConfig has ``EventCount`` publishes its event
+  counts per ``EventSourceMappingUUID`` (``mapping_events``, from the pollers), as "Event source
+  mapping metrics" (Lambda developer guide) names them: ``PolledEventCount``,
+  ``FilteredOutEventCount``, ``InvokedEventCount``, ``FailedInvokeEventCount``,
+  ``DeletedEventCount`` (SQS), ``DroppedEventCount`` and ``OnFailureDestinationDeliveredEventCount``
+  (streams). No ``Throttles``: the local runtime never throttles an invocation
   (one beyond the account's concurrency waits for a slot).
 - The functions' EMF lines (``logged``, the runtime's observer of their output), as CloudWatch
   Logs extracts them (emf.py); invalid EMF counts in ``AWS/Logs`` ``EMFValidationErrors`` /
@@ -77,6 +82,18 @@ class ServiceMetrics:
                     "Dimensions": [{"Name": "FunctionName", "Value": function_name}],
                     "Timestamp": utcnow(),
                 }
+            ],
+        )
+
+    def mapping_events(self, uuid: str, counts: dict[str, int]) -> None:
+        dims = [{"Name": "EventSourceMappingUUID", "Value": uuid}]
+        now = utcnow()
+        self._put(
+            "AWS/Lambda",
+            [
+                {"MetricName": n, "Value": v, "Unit": "Count", "Dimensions": dims, "Timestamp": now}
+                for n, v in counts.items()
+                if v
             ],
         )
 

@@ -1,2 +1,2 @@
-"""moto 5.2.5 fixed per AWS service where it differs from AWS, the CloudFormation models moto
+"""moto 5.2.6 fixed per AWS service where it differs from AWS, the CloudFormation models moto
 lacks beside them; installed in the process that serves moto."""

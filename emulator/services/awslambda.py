@@ -1,4 +1,4 @@
-"""moto 5.2.5's Lambda as the local stack needs it: event source mappings kept as data (the
+"""moto 5.2.6's Lambda as the local stack needs it: event source mappings kept as data (the
 engine of emulator/delivery/ delivers them) and validated as Lambda validates them, and Invoke run
 on the stack's function workers with Lambda's payload limits and asynchronous retries."""
 
@@ -125,6 +125,8 @@ def _drop(registry: dict[str, Any], esm: Any) -> None:
 #   destination that is an SQS queue or SNS topic, no OnSuccess;
 # - ScalingConfig (SQS only): MaximumConcurrency 2..1,000 (API_ScalingConfig);
 # - FunctionResponseTypes: only ReportBatchItemFailures;
+# - MetricsConfig: Metrics at most EventCount for SQS and streams (ErrorCount and KafkaMetrics are
+#   Kafka's; API_EventSourceMappingMetricsConfig);
 # - settings the local stack does not implement are refused, naming the setting (ESM_NOT_LOCAL),
 #   never ignored.
 MAX_FILTERS = 5
@@ -132,7 +134,6 @@ ESM_NOT_LOCAL = {
     "TumblingWindowInSeconds": "tumbling windows (state carried between invocations)",
     "StartingPositionTimestamp": "StartingPosition AT_TIMESTAMP",
     "ProvisionedPollerConfig": "provisioned pollers",
-    "MetricsConfig": "event source mapping metrics",
     "KMSKeyArn": "filter criteria encrypted with a KMS key",
     "AmazonManagedKafkaEventSourceConfig": "Kafka event sources",
     "SelfManagedKafkaEventSourceConfig": "Kafka event sources",
@@ -206,6 +207,7 @@ def validate_event_source_mapping(backend: Any, config: dict[str, Any]) -> None:
             f"{REPORT_BATCH_ITEM_FAILURES}"
         )
     _validate_scaling(config.get("ScalingConfig"), sqs=service == "sqs")
+    _validate_metrics(config.get("MetricsConfig"))
     if service == "sqs":
         _validate_sqs_mapping(backend, config, arn, fifo=fifo, batch_size=batch_size, window=window)
     elif is_stream:
@@ -227,6 +229,23 @@ def _validate_scaling(scaling: Any, *, sqs: bool) -> None:
         raise InvalidParameterValueException(
             f"ScalingConfig.MaximumConcurrency {maximum} is out of range: it must be between 2 "
             "and 1000"
+        )
+
+
+def _validate_metrics(metrics_config: Any) -> None:
+    if _unset("MetricsConfig", metrics_config):
+        return
+    metrics = metrics_config.get("Metrics") or []
+    unknown = [m for m in metrics if m not in ("EventCount", "ErrorCount", "KafkaMetrics")]
+    if unknown or len(metrics) > 3:
+        raise InvalidParameterValueException(
+            f"MetricsConfig.Metrics {metrics} is invalid: its values are EventCount, ErrorCount "
+            "and KafkaMetrics"
+        )
+    kafka = [m for m in metrics if m != "EventCount"]
+    if kafka:
+        raise InvalidParameterValueException(
+            f"MetricsConfig.Metrics {kafka} apply to Kafka event sources only"
         )
 
 

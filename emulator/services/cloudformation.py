@@ -1,4 +1,4 @@
-"""moto 5.2.5's CloudFormation: the resource types it lacks, as ``StackResource`` models the
+"""moto 5.2.6's CloudFormation: the resource types it lacks, as ``StackResource`` models the
 services give install(), an ``AWS::NoValue`` list item left out as CloudFormation does, and the
 API `sam deploy` / `sam delete` and the AWS CLI drive (change sets, resources, templates) as
 CloudFormation answers it."""
@@ -266,27 +266,25 @@ def processed_template(
     capabilities: list[str],
     region: str,
 ) -> dict[str, Any]:
-    """``template`` as CloudFormation processes it before it creates a change set: its Rules
-    checked against ``parameters`` (the declared defaults under the given values), the SAM
-    transform expanded, its IAM resources acknowledged by ``capabilities``. ValidationError (the
-    rule's AssertDescription, the transform's causes) or InsufficientCapabilitiesException
-    otherwise, as CloudFormation refuses."""
+    """``template`` as CloudFormation processes it before it creates a change set: ``parameters``
+    checked against the declared constraints, its Rules against them (the declared defaults
+    under the given values), the SAM transform expanded, its IAM resources acknowledged by
+    ``capabilities``. ValidationError (CloudFormation's message for a parameter, the rule's
+    AssertDescription, the transform's causes) or InsufficientCapabilitiesException otherwise,
+    as CloudFormation refuses."""
     from moto.cloudformation.exceptions import ValidationError  # noqa: PLC0415
 
-    from emulator.stack import DeployError, check_rules, translate  # noqa: PLC0415
+    from emulator.deploy.errors import DeployError  # noqa: PLC0415
+    from emulator.deploy.parameters import check_parameters, parameter_values  # noqa: PLC0415
+    from emulator.deploy.rules import check_rules  # noqa: PLC0415
+    from emulator.deploy.translate import translate  # noqa: PLC0415
 
     declared = template.get("Parameters", {})
-    unknown = sorted(set(parameters) - set(declared))
-    if unknown:
-        raise ValidationError(message=f"Parameters: {unknown} do not exist in the template")
-    values = {
-        name: str(parameters.get(name, spec.get("Default", ""))) for name, spec in declared.items()
-    }
-    missing = sorted(
-        n for n, spec in declared.items() if n not in parameters and "Default" not in spec
-    )
-    if missing:
-        raise ValidationError(message=f"Parameters: {missing} must have values")
+    try:
+        check_parameters(declared, parameters)
+    except DeployError as error:
+        raise ValidationError(message=str(error)) from error
+    values = parameter_values(declared, parameters)
     try:
         check_rules(template, values)
     except DeployError as error:

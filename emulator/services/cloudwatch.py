@@ -1,4 +1,4 @@
-"""moto 5.2.5's CloudWatch as the local stack uses it: the metrics store (PutMetricData,
+"""moto 5.2.6's CloudWatch as the local stack uses it: the metrics store (PutMetricData,
 GetMetricData, GetMetricStatistics, ListMetrics answer from moto's backend), the stack's alarms
 from CloudFormation and their history (emulator/monitoring evaluates them and writes here).
 

@@ -1,7 +1,7 @@
 """What EventBridge and SNS do with a message they cannot deliver to an SQS queue, as AWS documents
 it, and the queue policies that decide whether they may deliver at all.
 
-Gaps in moto 5.2.5 and what this module does about them:
+Gaps in moto 5.2.6 and what this module does about them:
 
 - moto's CloudFormation skips ``AWS::SQS::QueuePolicy``, so no queue of a deployed stack has a
   policy. Here the policy is set on each of its ``Queues`` (intrinsics resolved by moto's

@@ -1,4 +1,4 @@
-"""moto 5.2.5's DynamoDB writes as DynamoDB makes them: no stream record for a write that changes
+"""moto 5.2.6's DynamoDB writes as DynamoDB makes them: no stream record for a write that changes
 nothing, one INSERT for an UpdateItem that creates its item, every write under one lock, and a
 TransactWriteItems checked whole before it writes anything; an item built in time linear in its
 attributes, a condition or update expression parsed once."""

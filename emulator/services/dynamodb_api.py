@@ -1,5 +1,6 @@
-"""DynamoDB's answers where moto 5.2.5 gives others: ListTables' order, ProjectionExpression's
-list indexes, ItemCollectionMetrics, PartiQL's writes and statements moto cannot parse.
+"""DynamoDB's answers where moto 5.2.6 gives others: ListTables' order, ProjectionExpression's
+list indexes, ItemCollectionMetrics, PartiQL's writes and statements moto cannot parse, tags and
+time to live, size() and begins_with on binary values (at the end of this module).
 
 - ListTables (moto/dynamodb/models/__init__.py ``list_tables``): moto lists tables in creation
   order and pages by a table's position in that order; DynamoDB lists names in order (UTF-8 byte
@@ -53,6 +54,7 @@ list indexes, ItemCollectionMetrics, PartiQL's writes and statements moto cannot
 
 from __future__ import annotations
 
+import base64
 import bisect
 import contextlib
 import inspect
@@ -63,7 +65,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from moto.core.exceptions import JsonRESTError
+from moto.dynamodb.comparisons import FuncBeginsWith, FuncSize
 from moto.dynamodb.exceptions import (
+    ERROR_TYPE_PREFIX,
     DynamodbException,
     InvalidProjectionExpression,
     MockValidationException,
@@ -113,6 +117,18 @@ def install() -> None:
     for action in _COLLECTION_WRITES:
         original = getattr(DynamoHandler, action)
         patching.replace(DynamoHandler, action, _with_collection_metrics(action, original))
+    patching.replace(FuncSize, "expr", _size(patching.original(FuncSize, "expr")))
+    patching.replace(
+        FuncBeginsWith, "expr", _begins_with(patching.original(FuncBeginsWith, "expr"))
+    )
+    patching.replace(DynamoDBBackend, "tag_resource", tag_resource)
+    patching.replace(DynamoDBBackend, "untag_resource", untag_resource)
+    patching.replace(DynamoDBBackend, "list_tags_of_resource", list_tags_of_resource)
+    patching.replace(
+        DynamoDBBackend,
+        "update_time_to_live",
+        _checked_ttl(patching.original(DynamoDBBackend, "update_time_to_live")),
+    )
 
 
 # --- ListTables -----------------------------------------------------------------------------------
@@ -442,3 +458,96 @@ def _checked_transaction(self: DynamoDBBackend, statements: list[dict[str, Any]]
 
 
 _original_transaction: Any = DynamoDBBackend.execute_transaction
+
+
+# --- tags and time to live ------------------------------------------------------------------------
+# moto appends a tag whose key the table already has (two values for one key), takes any ARN and
+# answers an unknown table with ResourceNotFound whatever its account, and answers
+# UpdateTimeToLive on an unknown table with "ResourceNotFound" (no such error code). DynamoDB
+# (API_Tag.html: "If you try to add an existing tag (same key), the existing tag value will be
+# updated to the new value";
+# API_TagResource.html: ValidationException, ResourceNotFoundException, AccessDeniedException for
+# a resource of another account; API_UpdateTimeToLive.html: AttributeName 1 to 255 characters).
+_TABLE_ARN = re.compile(r"arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:(\d{12}):table/[a-zA-Z0-9_.-]{3,255}")
+
+
+class AccessDenied(DynamodbException):
+    def __init__(self, action: str, arn: str) -> None:
+        super().__init__(
+            ERROR_TYPE_PREFIX + "AccessDeniedException",
+            f"User is not authorized to perform: dynamodb:{action} on resource: {arn}",
+        )
+
+
+def _tagged_table(backend: DynamoDBBackend, action: str, arn: str) -> Table:
+    match = _TABLE_ARN.fullmatch(arn or "")
+    if match is None:
+        raise MockValidationException(
+            f"Invalid TableArn: Invalid ResourceArn provided as input {arn}"
+        )
+    if match[1] != backend.account_id:
+        raise AccessDenied(action, arn)
+    for table in backend.tables.values():
+        if table.table_arn == arn:
+            return table
+    raise ResourceNotFoundException
+
+
+def tag_resource(self: DynamoDBBackend, arn: str, tags: dict[str, str]) -> None:
+    table = _tagged_table(self, "TagResource", arn)
+    kept = [tag for tag in table.tags if tag["Key"] not in tags]
+    table.tags = kept + [{"Key": key, "Value": value} for key, value in tags.items()]
+
+
+def untag_resource(self: DynamoDBBackend, arn: str, tag_keys: list[str]) -> None:
+    table = _tagged_table(self, "UntagResource", arn)
+    table.tags = [tag for tag in table.tags if tag["Key"] not in tag_keys]
+
+
+def list_tags_of_resource(self: DynamoDBBackend, table_arn: str) -> list[dict[str, str]]:
+    return _tagged_table(self, "ListTagsOfResource", table_arn).tags
+
+
+def _checked_ttl(original: Callable[..., Any]) -> Callable[..., Any]:
+    def update_time_to_live(self: DynamoDBBackend, table_name: str, ttl_spec: dict) -> None:
+        if ttl_spec.get("AttributeName") == "":
+            raise MockValidationException(
+                "1 validation error detected: Value '' at "
+                "'timeToLiveSpecification.attributeName' failed to satisfy constraint: "
+                "Member must have length greater than or equal to 1"
+            )
+        self.get_table(table_name)  # ResourceNotFoundException, as DynamoDB names it
+        original(self, table_name, ttl_spec)
+
+    return update_time_to_live
+
+
+# --- size() and begins_with on binary values ------------------------------------------------------
+# moto keeps a binary value as its base64 text: size() counted the text's characters and
+# begins_with matched strings alone; size() of a missing attribute raised inside the server (a
+# 500). DynamoDB (developer guide, "Condition and filter expressions", functions): size of a
+# binary is its number of bytes, begins_with takes a binary prefix of a binary, and a function
+# of an attribute the item does not have makes the condition false.
+def _bytes(value: Any) -> bytes:
+    return base64.b64decode(value) if isinstance(value, str) else bytes(value)
+
+
+def _size(original: Callable[..., Any]) -> Callable[..., Any]:
+    def expr(self: FuncSize, item: Item | None) -> int | None:
+        kind = self.attr.get_type(item)
+        if kind is None:
+            return None  # every comparison with it is false
+        if kind == "B":
+            return len(_bytes(self.attr.expr(item)))
+        return original(self, item)
+
+    return expr
+
+
+def _begins_with(original: Callable[..., Any]) -> Callable[..., Any]:
+    def expr(self: FuncBeginsWith, item: Item | None) -> bool:
+        if self.attr.get_type(item) == self.substr.get_type(item) == "B":
+            return _bytes(self.attr.expr(item)).startswith(_bytes(self.substr.expr(item)))
+        return original(self, item)
+
+    return expr

@@ -1,4 +1,4 @@
-"""DynamoDB stream records and shards in moto 5.2.5, closer to AWS and built once.
+"""DynamoDB stream records and shards in moto 5.2.6, closer to AWS and built once.
 
 Gaps (moto/dynamodb/models/table.py, moto/dynamodbstreams/models.py), each closed below:
 

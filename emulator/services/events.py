@@ -1,7 +1,7 @@
 """EventBridge rules as AWS runs them: event patterns matched with emulator/core/filters.py, and SQS
 targets sent the event as EventBridge sends it.
 
-Gaps in moto 5.2.5 (moto/events/models.py) and what this module does about them:
+Gaps in moto 5.2.6 (moto/events/models.py) and what this module does about them:
 
 - ``Rule.send_to_targets`` matches with moto's ``EventPattern``, which flattens the event and
   never descends into arrays of objects (``{"items": {"k": ["a"]}}`` never matches
@@ -23,6 +23,9 @@ Gaps in moto 5.2.5 (moto/events/models.py) and what this module does about them:
 - ``Ref`` of an ``AWS::Events::EventBus`` in CloudFormation gives moto's EventBus object (it
   has no ``physical_resource_id``), so a rule or target naming its bus with ``!Ref`` fails to
   deploy. Here it gives the bus's name, as on AWS.
+- An ``AWS::Events::EventBus``'s ``Policy`` is dropped by moto's CloudFormation model: the bus
+  would take anyone's PutEvents its policy refuses. Here it becomes the bus's policy, as
+  PutPermission with ``Policy`` sets it, which the local IAM reads (emulator/iam/resources.py).
 
 Other targets (CloudWatch Logs, archives, other buses) keep moto's delivery, after the match
 above. ``install()`` is called by moto_patches.install(); patching.restore_all() undoes it.
@@ -40,7 +43,7 @@ from typing import Any
 from jsonpath_ng import parse as parse_json_path
 from moto.core.exceptions import JsonRESTError
 from moto.events.exceptions import InvalidEventPatternException
-from moto.events.models import EventBus, EventPattern, EventsBackend, Rule
+from moto.events.models import EventBus, EventPattern, EventsBackend, Rule, events_backends
 
 from emulator.core.arns import service_of
 from emulator.core.filters import InvalidPatternError, Pattern, compile_event_pattern
@@ -153,6 +156,27 @@ def _validate_targets(targets: list[dict[str, Any]]) -> None:
                 ) from None
 
 
+def _bus_from_cloudformation(original: Any) -> Any:
+    def create(
+        cls: type[EventBus],
+        resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> EventBus:
+        create_bus = original.__get__(None, cls)  # moto's classmethod, bound to the class
+        bus = create_bus(resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        policy = cloudformation_json["Properties"].get("Policy")
+        if policy:
+            text = policy if isinstance(policy, str) else json.dumps(policy)
+            backend = events_backends[account_id][region_name]
+            backend.put_permission(bus.name, None, None, None, None, text)  # type: ignore[arg-type]
+        return bus
+
+    return classmethod(create)
+
+
 def install() -> None:
     original_send = patching.original(Rule, "send_to_targets")
     original_put_rule = patching.original(EventsBackend, "put_rule")
@@ -190,6 +214,11 @@ def install() -> None:
         return original_put_targets(self, name, event_bus_arn, targets)
 
     patching.replace(EventBus, "physical_resource_id", property(lambda self: self.name))
+    patching.replace(
+        EventBus,
+        "create_from_cloudformation_json",
+        _bus_from_cloudformation(patching.original(EventBus, "create_from_cloudformation_json")),
+    )
     patching.replace(Rule, "send_to_targets", send_to_targets)
     patching.replace(EventsBackend, "put_rule", put_rule)
     patching.replace(EventsBackend, "put_targets", put_targets)

@@ -1,4 +1,4 @@
-"""moto 5.2.5's Kinesis Data Firehose as it writes to S3, and AWS::KinesisFirehose::DeliveryStream
+"""moto 5.2.6's Kinesis Data Firehose as it writes to S3, and AWS::KinesisFirehose::DeliveryStream
 in CloudFormation.
 
 moto (moto/firehose/models.py ``FirehoseBackend.put_s3_records``) writes one object per

@@ -1,4 +1,4 @@
-"""Every in-process patch of moto 5.2.5 the local stack relies on, installed and undone here.
+"""Every in-process patch of moto 5.2.6 the local stack relies on, installed and undone here.
 
 Each service module (emulator/services/<service>.py) says which gaps of moto it closes and where
 in moto the behaviour lives, and installs its patches with ``patching.replace``; ``uninstall()``
@@ -6,7 +6,7 @@ undoes all of them with ``patching.restore_all`` (tests share a process with pla
 and forgets the services' own state. ``install()`` runs once (idempotent) in the process that
 serves moto; the stack's runtime and fault switches reach the patches through context.py. Gaps
 closed by the deployer instead (bucket notifications, layers, code locations) live in
-emulator/stack.py.
+emulator/deploy/.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""moto 5.2.5's EventBridge Pipes as the local stack runs them: CreatePipe / UpdatePipe validated,
+"""moto 5.2.6's EventBridge Pipes as the local stack runs them: CreatePipe / UpdatePipe validated,
 and AWS::Pipes::Pipe in CloudFormation (the pipes run on the stream pollers: emulator/delivery/
 pipes.py).
 

@@ -1,4 +1,4 @@
-"""A fast path through moto 5.2.5's request parser and response serializer for the hottest
+"""A fast path through moto 5.2.6's request parser and response serializer for the hottest
 operations of the JSON protocols and SNS's query protocol.
 
 Gap: moto/core/responses.py ``BaseResponse.serialized`` hands every result to the generic,

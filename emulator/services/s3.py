@@ -1,4 +1,4 @@
-"""moto 5.2.5's S3 event notifications as S3 sends them: the record in AWS's shape (eventVersion,
+"""moto 5.2.6's S3 event notifications as S3 sends them: the record in AWS's shape (eventVersion,
 key encoding, versionId, sequencer, identities), each record sent ``duplicate_deliveries`` times
 (S3 delivers at least once), only to a queue whose policy lets S3 send for the bucket; and
 AWS::S3::BucketPolicy in CloudFormation."""

@@ -1,4 +1,4 @@
-"""moto 5.2.5's SNS: FIFO topics that deduplicate and answer with a SequenceNumber, and
+"""moto 5.2.6's SNS: FIFO topics that deduplicate and answer with a SequenceNumber, and
 AWS::SNS::Subscription and AWS::SNS::TopicPolicy in CloudFormation (filter policies:
 sns_filter_policies.py)."""
 

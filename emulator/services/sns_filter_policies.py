@@ -1,6 +1,6 @@
 """SNS subscription filter policies matched as SNS does, with emulator/core/filters.py.
 
-Gaps in moto 5.2.5's ``moto.sns.utils.FilterPolicyMatcher`` (measured against SNS's documented
+Gaps in moto 5.2.6's ``moto.sns.utils.FilterPolicyMatcher`` (measured against SNS's documented
 semantics; tests/unit/emulator/services/test_sns_filter_policies.py keeps each case):
 
 - ``FilterPolicyScope: MessageBody``: a top-level ``$or`` raises TypeError inside Publish, a

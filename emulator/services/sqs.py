@@ -1,4 +1,4 @@
-"""moto 5.2.5's SQS at queue depth: send and receive in O(batch), wake-ups on every arrival.
+"""moto 5.2.6's SQS at queue depth: send and receive in O(batch), wake-ups on every arrival.
 
 Where moto's time goes (moto/sqs/models.py), each replaced below:
 

@@ -1,5 +1,5 @@
 """SQS message move tasks (StartMessageMoveTask, ListMessageMoveTasks, CancelMessageMoveTask),
-which moto 5.2.5 lacks: its SQSResponse has no such actions, so botocore's requests for them fail.
+which moto 5.2.6 lacks: its SQSResponse has no such actions, so botocore's requests for them fail.
 
 AWS semantics kept (API reference, SQS 2012-11-05):
 

@@ -1,4 +1,4 @@
-"""moto 5.2.5's Step Functions as the local stack runs them: StartSyncExecution of an Express state
+"""moto 5.2.6's Step Functions as the local stack runs them: StartSyncExecution of an Express state
 machine, executed by moto's ASL interpreter (moto/stepfunctions/parser, ported from LocalStack).
 
 moto stores state machines (CreateStateMachine, AWS::StepFunctions::StateMachine) but answers
@@ -67,7 +67,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 from moto import backend_index
-from moto.core.exceptions import AWSError, ServiceException
+from moto.core.exceptions import ServiceException
 from moto.core.utils import utcnow
 from moto.sqs.models import sqs_backends
 from moto.stepfunctions import urls as stepfunctions_urls
@@ -112,14 +112,12 @@ INLINE_MAP_CONCURRENCY = 40
 log = logging.getLogger("emulator.stepfunctions")
 
 
-class StateMachineTypeNotSupported(AWSError):
-    TYPE = "StateMachineTypeNotSupported"
-    STATUS = 400
+class StateMachineTypeNotSupported(ServiceException):
+    code = "StateMachineTypeNotSupported"
 
 
-class InvalidDefinition(AWSError):
-    TYPE = "InvalidDefinition"
-    STATUS = 400
+class InvalidDefinition(ServiceException):
+    code = "InvalidDefinition"
 
     def __init__(self, code: str, message: str, where: str = "") -> None:
         at = f" at {where}" if where else ""

@@ -22,6 +22,7 @@ data), outcomes and counts, never row contents.
 
 import functools
 import os
+import warnings
 from dataclasses import asdict
 from datetime import UTC, datetime
 
@@ -42,6 +43,10 @@ from shared.aws import messaging
 
 logger = Logger()
 metrics = Metrics()
+# An invocation may rightly publish no metric: an s3:TestEvent (S3 sends one when the bucket's
+# notification is set up) is acknowledged and ignored. Powertools' documented way to silence its
+# "No application metrics to publish" warning for such a function.
+warnings.filterwarnings("ignore", "No application metrics to publish")
 
 CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
 INGEST_QUEUE_URL = os.environ["INGEST_QUEUE_URL"]

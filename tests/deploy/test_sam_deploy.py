@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,6 +201,8 @@ RUNNABLE_ON_A_DEPLOYED_STACK = 25  # with the contact records, contact redrive a
 POISON = (
     "tests/integration/test_failures.py::test_poison_notification_ends_in_the_dead_letter_queue"
 )
+POISON_SECONDS = 5 * 60
+PROGRESS_SECONDS = 30
 
 
 def _integration_tests(environment: dict[str, str], log: Path, *selection: str) -> subprocess.Popen:
@@ -254,6 +257,7 @@ def test_the_integration_suite_passes_against_the_stack_sam_deployed(
     assert passed == RUNNABLE_ON_A_DEPLOYED_STACK - 1, rest.read_text()
     poison_run["log"] = tmp_path / "poison.log"
     poison_run["run"] = _integration_tests(environment, poison_run["log"], POISON)
+    poison_run["started"] = time.monotonic()
 
 
 def test_prod_without_what_step_3_sets_is_refused_with_the_templates_message(
@@ -307,8 +311,27 @@ def test_a_changed_template_updates_the_changed_resources_and_keeps_the_rest(
         assert after[logical_id]["PhysicalResourceId"] == before[logical_id]["PhysicalResourceId"]
 
 
-def test_sam_delete_removes_the_stack(local_stack, endpoint, environment, poison_run):
+def _say_while_waiting(run: subprocess.Popen, started: float, capsys) -> None:
+    """A line every PROGRESS_SECONDS on the terminal while the poison test runs: what it waits for
+    and how long it has, so a minutes-long wait is not taken for a hang."""
+    while run.poll() is None:
+        waited = time.monotonic() - started
+        with capsys.disabled():
+            print(
+                f"\ndeploy rehearsal: the poison test waits for SQS to receive its message 5 times "
+                f"(the test stage's 60 s visibility timeout each): {waited:.0f} s of ~"
+                f"{POISON_SECONDS} s",
+                flush=True,
+            )
+        try:
+            run.wait(timeout=PROGRESS_SECONDS)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def test_sam_delete_removes_the_stack(local_stack, endpoint, environment, poison_run, capsys):
     if "run" in poison_run:  # the suite's last test, still running against this stack
+        _say_while_waiting(poison_run["run"], poison_run["started"], capsys)
         assert _passed(poison_run["run"], poison_run["log"], local_stack) == 1
     stack = _stack(endpoint, "last-agent-routing-test")
     bucket = _outputs(stack)["ContactsBucketName"]

@@ -3,10 +3,11 @@ the local stack, and what the docs say it shows is asserted, so a doc that drift
 fails `make test`. The convention is in docs/architecture.md ("Docs that run").
 
 Blocks run four at a time (each must be self-contained) with `bash -euo pipefail` from the
-repository root, with the session's local stack in place of 127.0.0.1:4566, the tools of
-`make setup` (.tools/bin: sam, aws) on PATH and none of the caller's AWS settings. A block that
-reaches beyond the local stack fails, even if it hides the error: its HTTP(S) proxy is a listener
-that records the attempt and forwards nothing (the AWS CLI v1 sends `aws sqs` to
+repository root, with EMULATOR_PORT the session's local stack's port (the blocks' endpoint is
+`http://127.0.0.1:${EMULATOR_PORT:-4566}`, as a reader's `EMULATOR_PORT=4570 make up` needs), the
+tools of `make setup` (.tools/bin: sam, aws) on PATH and none of the caller's AWS settings. A
+block that reaches beyond the local stack fails, even if it hides the error: its HTTP(S) proxy is
+a listener that records the attempt and forwards nothing (the AWS CLI v1 sends `aws sqs` to
 queue.amazonaws.com whatever AWS_ENDPOINT_URL says, and a developer's ~/.aws credentials would
 make that a call to their account).
 """
@@ -19,65 +20,38 @@ import socket
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from harness.stack import StackClient
+from tests.doc_blocks import ROOT, Block, blocks
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", ROOT / "pipeline" / "README.md", *(ROOT / "docs").glob("*.md")])
-FENCE = re.compile(r"^(\s*)```(.*)$")
-ANNOTATION = re.compile(r"^\s*<!-- doc-test: (skip|expect): (.+?) -->\s*$")
 BLOCK_TIMEOUT = 300
 PARALLEL_BLOCKS = 4
 
 pytestmark = pytest.mark.integration
 
 
-@dataclass
-class Block:
-    path: Path
-    line: int  # the opening fence, 1-based
-    language: str
-    text: str
-    skip: str | None = None
-    expects: list[str] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
-
-
-def blocks(path: Path) -> list[Block]:
-    found: list[Block] = []
-    lines = path.read_text().splitlines()
-    index = 0
-    while index < len(lines):
-        opening = FENCE.match(lines[index])
-        if not opening:
-            index += 1
-            continue
-        end = next(
-            (i for i in range(index + 1, len(lines)) if lines[i].strip().startswith("```")), None
-        )
-        assert end is not None, f"{path.relative_to(ROOT)}:{index + 1}: unclosed fence"
-        block = Block(path, index + 1, opening[2].strip(), "\n".join(lines[index + 1 : end]))
-        above = index - 1
-        while above >= 0 and (annotation := ANNOTATION.match(lines[above])):
-            if annotation[1] == "skip":
-                block.skip = annotation[2]
-            else:
-                block.expects.append(annotation[2])
-            above -= 1
-        found.append(block)
-        index = end + 1
-    return found
-
-
 ALL_BLOCKS = [block for path in DOCS for block in blocks(path)]
 RUNNABLE = [block for block in ALL_BLOCKS if block.language == "bash" and not block.skip]
+
+
+# A port written into a block: the reader's EMULATOR_PORT (and this suite's stack) would miss it.
+FIXED_PORT = re.compile(r"(?<!EMULATOR_PORT:-)\b4566\b")
+
+
+def test_every_block_finds_the_local_stack_by_emulator_port():
+    fixed = [
+        f"{block.name}: {line.strip()}"
+        for block in ALL_BLOCKS
+        if block.language == "bash"
+        for line in block.text.splitlines()
+        if FIXED_PORT.search(line.split("#", 1)[0])
+    ]
+    assert not fixed, (
+        f"use http://127.0.0.1:${{EMULATOR_PORT:-4566}} (or $AWS_ENDPOINT_URL): {fixed}"
+    )
 
 
 def test_every_block_says_what_it_is():
@@ -136,14 +110,13 @@ class OutsideCalls:
 def run_block(stack: StackClient, block: Block) -> subprocess.CompletedProcess:
     assert stack.local
     port = str(stack.local.port)
-    script = re.sub(r"(127\.0\.0\.1|localhost):4566", rf"\g<1>:{port}", block.text)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "EMULATOR_"))}
     env["PATH"] = os.pathsep.join([str(ROOT / ".tools" / "bin"), env.get("PATH", "")])
     env["EMULATOR_PORT"] = port
     outside = OutsideCalls()
     try:
         done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script],
+            ["bash", "-euo", "pipefail", "-c", block.text],
             cwd=ROOT,
             env=env | outside.env(),
             capture_output=True,

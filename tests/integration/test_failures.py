@@ -124,7 +124,8 @@ def test_change_a_consumer_keeps_failing_on_ends_where_its_mode_says_and_the_res
     (without a caller it would set no last agent: skipped, as a chat is). Once the
     retries are spent it ends where the stack's fan-out mode puts a consumer's failures
     (StackClient.failure_route): lambda, the mapping's failure record (the batch's shard and
-    sequence numbers) in StreamFailureQueue; pipe and router, the stream record itself in
+    sequence numbers) in StreamFailureQueue, and the mapping's LastAgentStreamMappingGaveUpAlarm
+    fires; pipe and router, the stream record itself in
     LastAgentDeadLetterQueue. Either way the changes after it still flow."""
     failures_before = stack.failed_invocations("LastAgentFunction")
     started = time.time()
@@ -162,6 +163,16 @@ def test_change_a_consumer_keeps_failing_on_ends_where_its_mode_says_and_the_res
                 assert info["batchSize"] >= 1
                 assert stream in info["streamArn"], info
                 assert "LastAgentFunction" in body["requestContext"]["functionArn"]
+                # the mapping counts what it gave up (MetricsConfig EventCount) and its alarm
+                # names the reader
+                gave_up = f"{stack.name}-LastAgentStreamMappingGaveUpAlarm-"
+                cloudwatch = stack.client("cloudwatch")
+
+                def alarm_state() -> str:
+                    alarms = cloudwatch.describe_alarms(AlarmNamePrefix=gave_up)["MetricAlarms"]
+                    return alarms[0]["StateValue"]
+
+                assert eventually(lambda: alarm_state() == "ALARM", timeout=150, interval=2)
             if stack.is_local:  # the failures the other tests count are seen when they happen
                 assert stack.failed_invocations("LastAgentFunction") > failures_before
             # The changes after it still flow: a good contact sets its caller's last agent.

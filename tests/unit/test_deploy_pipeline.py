@@ -1516,3 +1516,20 @@ def test_the_locks_are_audited_and_refreshed_every_week():
     [check] = [i for i, run in enumerate(names) if "git diff --exit-code" in run]
     assert check > names.index(next(r for r in names if "make locks" in r))
     assert "exit 1" in names[check]
+
+
+def test_the_test_stages_role_patterns_match_the_bootstraps_named_pipeline_role():
+    """ContactsKeyUsers (the exports' key) and OperatorRoles (redrives into the queues that admit
+    only their producers) of samconfig's test stage name the role the integration tests run as:
+    the bootstrap's PipelineRole, by the name it now has (a pattern of its old generated name,
+    ``-PipelineRole-*``, matched nothing)."""
+    samconfig = (ROOT / "samconfig.toml").read_text()
+    overrides = re.search(
+        r"\[test\.deploy\.parameters\][^\[]*parameter_overrides = \"([^\"]*)\"", samconfig
+    )[1]
+    parameters = dict(pair.split("=", 1) for pair in overrides.split())
+    name = BOOTSTRAP_ROLES["PipelineRole"].replace("${AppName}", "last-agent-routing")
+    role = f"arn:aws:iam::111122223333:role/pipeline/{name.replace('${Stage}', 'test')}"
+    for parameter in ("ContactsKeyUsers", "OperatorRoles"):
+        patterns = parameters[parameter].split(",")
+        assert any(fnmatch.fnmatchcase(role, p) for p in patterns), (parameter, patterns)

@@ -5,7 +5,6 @@ deployed (cfn-lint's decoder understands the short-form intrinsic tags)."""
 import json
 import shlex
 import tomllib
-from pathlib import Path
 
 import pytest
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
@@ -14,14 +13,13 @@ from samtranslator.translator.transform import transform
 from shared import idempotency, keys, model
 from shared.aws import table as contacts_store
 
-from emulator.stack import DeployError, check_rules, chosen, template_conditions
+from emulator.deploy.errors import DeployError
+from emulator.deploy.rules import check_rules, chosen, template_conditions
 from tests.contract import CHANGE_BODY_POLICIES, CHANGE_POLICIES, QUEUE_FILTERS, STREAM_FILTERS
+from tests.unit.template_yaml import RESOURCES, ROOT, TEMPLATE, alarm_threshold, of_type
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
 TEMPLATE_TEXT = (ROOT / "template.yaml").read_text()
 SAMCONFIG = tomllib.loads((ROOT / "samconfig.toml").read_text())
-RESOURCES = TEMPLATE["Resources"]
 PARAMETERS = TEMPLATE["Parameters"]
 GLOBAL_FUNCTION = TEMPLATE.get("Globals", {}).get("Function", {})
 
@@ -123,16 +121,6 @@ DYNAMODB_TYPES = {"S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"}
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def of_type(resource_type: str) -> dict[str, dict]:
-    return {k: v for k, v in RESOURCES.items() if v["Type"] == resource_type}
-
-
-def alarm_threshold(properties: dict) -> float:
-    """An alarm's Threshold: its number in AlarmThresholds, the mapping the dashboard draws too."""
-    mapping, top, second = properties["Threshold"]["Fn::FindInMap"]
-    return TEMPLATE["Mappings"][mapping][top][second]
 
 
 FUNCTION_RESOURCES = of_type("AWS::Serverless::Function")
@@ -444,7 +432,15 @@ def test_each_subscription_filters_the_change_itself_in_pipe_topic_mode(consumer
 def test_the_pipe_role_may_deliver_to_its_own_target_only():
     role = RESOURCES["ChangePipeRole"]["Properties"]
     for mode, action, resource in (
-        ("pipe", "events:PutEvents", {"Fn::GetAtt": ["ChangeBus", "Arn"]}),
+        # ChangeBus by its ARN: its policy names this role, GetAtt both ways would be a cycle
+        (
+            "pipe",
+            "events:PutEvents",
+            {
+                "Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:"
+                "event-bus/${AWS::StackName}-changes"
+            },
+        ),
         ("pipe-topic", "sns:Publish", {"Ref": "ChangeTopic"}),
         ("pipe-sfn", "states:StartSyncExecution", {"Ref": "ChangeMachine"}),
     ):
@@ -1762,6 +1758,24 @@ def test_connect_resources_exist_only_with_an_instance():
     assert association["IntegrationType"] == "LAMBDA_FUNCTION"
     assert association["IntegrationArn"] == {"Fn::GetAtt": ["RouteFunction", "Arn"]}
     assert RESOURCES["RouteFunctionConnectPermission"]["Condition"] == "HasConnectInstance"
+
+
+def test_every_event_source_mapping_counts_its_events_and_every_stream_mapping_alarms():
+    """MetricsConfig EventCount on each mapping (issue 47, item 3); a stream mapping that gives
+    records up to its OnFailure destination has an alarm on it, drawn on the dashboard."""
+    mappings = {
+        n: r for n, r in RESOURCES.items() if r["Type"] == "AWS::Lambda::EventSourceMapping"
+    }
+    for name, mapping in mappings.items():
+        assert mapping["Properties"].get("MetricsConfig") == {"Metrics": ["EventCount"]}, name
+    watched = {
+        r["Properties"]["Dimensions"][0]["Value"]["Ref"]
+        for r in RESOURCES.values()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+        and r["Properties"].get("MetricName") == "OnFailureDestinationDeliveredEventCount"
+    }
+    streams = {n for n, m in mappings.items() if "DestinationConfig" in m["Properties"]}
+    assert streams and watched == streams
 
 
 # --- the mail sender (issue 44) ---------------------------------------------------------------

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from emulator.deploy.rules import chosen, template_conditions
+from emulator.deploy.translate import load_template, translate
 from emulator.process import FAN_OUT_MODES
-from emulator.stack import chosen, load_template, template_conditions, translate
 from harness import ROOT
 
 TEMPLATE = load_template(ROOT / "template.yaml")

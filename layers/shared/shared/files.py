@@ -23,7 +23,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -155,17 +155,20 @@ class _Lines:
         self._buffer += chunk
 
 
-def read_rows(name: str, stream: BinaryIO, *, after_line: int = 0) -> Iterator[Row | BadLine]:
+def read_rows(
+    name: str, stream: BinaryIO, *, after_line: int = 0, csv_columns: Collection[str] = ()
+) -> Iterator[Row | BadLine]:
     """The records of a file in order, those after line (or record) `after_line` (read before:
     a resumed file); raises FileRejected (possibly after some rows) for content that is none of
-    the formats, an empty file, a corrupt gzip stream or a file past the bounds."""
+    the formats, an empty file, a CSV header without one of `csv_columns`, a corrupt gzip stream
+    or a file past the bounds."""
     base = name.removesuffix(GZIP)
     peeked = _Peeked(stream)
     compressed = name.endswith(GZIP) or peeked.starts_with(_GZIP_MAGIC)
     text = _Peeked(gzip.GzipFile(fileobj=peeked, mode="rb")) if compressed else peeked
     try:
         if base.endswith(CSV):
-            yield from _csv_rows(_Lines(text), after_line)
+            yield from _csv_rows(_Lines(text), after_line, csv_columns)
         elif base.endswith(JSONL):
             yield from _jsonl_rows(_Lines(text), after_line)
         else:
@@ -376,7 +379,7 @@ def _jsonl_rows(lines: _Lines, after_line: int) -> Iterator[Row | BadLine]:
         raise FileRejected("empty file")
 
 
-def _csv_rows(lines: _Lines, after_line: int) -> Iterator[Row | BadLine]:
+def _csv_rows(lines: _Lines, after_line: int, columns: Collection[str]) -> Iterator[Row | BadLine]:
     # A header without rows is a valid export of a quiet hour; no header at all is an empty file.
     reader = csv.reader(lines)
     try:
@@ -387,6 +390,9 @@ def _csv_rows(lines: _Lines, after_line: int) -> Iterator[Row | BadLine]:
         raise FileRejected("the header row is not valid CSV") from None
     if not header:
         raise FileRejected("empty file")
+    # Every row of a header without them would be rejected alone: the file is, once, by its name.
+    if missing := [column for column in columns if column not in header]:
+        raise FileRejected(f"the header row has no column {', '.join(missing)}")
     lines.skip(max(0, after_line - lines.number))
     while True:
         first = lines.number + 1

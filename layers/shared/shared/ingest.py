@@ -9,8 +9,9 @@ line number. Outcomes, in the file's PROCESSING_LOG item:
 
 - PROCESSED: every record read; valid ones stored (or superseded by a newer copy of their
   contact: keys.contact_version), bad ones reported.
-- REJECTED_FILE: the report ends in one file-level reason (none of the formats, empty, corrupt
-  gzip, past the size bounds); rows read before it stay stored.
+- REJECTED_FILE: the report ends in one file-level reason (none of the formats, empty, a CSV
+  header without the contract's columns, corrupt gzip, past the size bounds); rows read before
+  it stay stored.
 - SKIPPED_MISSING: deleted before it was read.
 - STALE: a newer version of the same key was applied first (S3 delivered this event late); it
   changes nothing.
@@ -296,7 +297,12 @@ def _resume(
         outcome = PROCESSED
         try:
             with closing(files_bucket.open_object(s3, s3_object)) as body:
-                rows = files.read_rows(s3_object.key, body, after_line=progress.next_line)
+                rows = files.read_rows(
+                    s3_object.key,
+                    body,
+                    after_line=progress.next_line,
+                    csv_columns=model.REQUIRED_INPUT_FIELDS,
+                )
                 batches = _batches(rows, lambda row: report.contact_write(row, settings))
                 write = functools.partial(table.write_contacts, dynamodb, table_name)
                 if not _write_all(batches, write, report, seconds_left, margin):

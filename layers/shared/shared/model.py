@@ -110,6 +110,17 @@ INPUT_FIELDS = (
     "email",
     "survey_opt_in",
 )
+# The flat format's fields every row must have (parse_contact requires each): a CSV export whose
+# header lacks one is a rejected file, not a file of rejected rows.
+REQUIRED_INPUT_FIELDS = (
+    "contact_id",
+    "caller",
+    "started_at",
+    "ended_at",
+    "updated_at",
+    "disposition",
+    "wait_seconds",
+)
 
 
 @dataclass(frozen=True)

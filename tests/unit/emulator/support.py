@@ -16,11 +16,11 @@ from botocore.config import Config
 from emulator.core import tls
 from emulator.core.faults import Faults
 from emulator.delivery.engine import EventSourceMappingEngine
+from emulator.deploy.deployer import Deployment, deploy
 from emulator.iam.access import Access, deployed_roles
 from emulator.lambda_.workers import Runtime
 from emulator.server import EmulatorServer
 from emulator.services import moto_patches
-from emulator.stack import Deployment, deploy
 from harness.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository

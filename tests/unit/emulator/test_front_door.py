@@ -16,7 +16,7 @@ from botocore.config import Config
 from moto.core.botocore_stubber import MockRawResponse
 from moto.moto_server import werkzeug_app
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-from werkzeug.test import Client
+from werkzeug.test import Client, EnvironBuilder
 
 from emulator.front_door import FrontDoor
 from harness.in_process import create_stream_table
@@ -209,8 +209,12 @@ def test_every_other_request_goes_to_moto_s_dispatcher(clients, dispatcher):
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="k", Body=b"x")
     clients("lambda").list_functions()
-    unsigned = Client(FrontDoor(dispatcher)).post(
-        "/", headers={"X-Amz-Target": "DynamoDB_20120810.ListTables"}, base_url=ENDPOINT
-    )
-    assert unsigned.status_code == 200  # moto answers an unsigned call itself
-    assert dispatcher.paths == [f"/{bucket}", f"/{bucket}/k", "/2015-03-31/functions", "/"]
+    unsigned = Client(FrontDoor(dispatcher)).get(f"/{bucket}/k", base_url=ENDPOINT)
+    assert unsigned.status_code == 403  # a private object, refused to anyone as S3 refuses it
+    paths = [f"/{bucket}", f"/{bucket}/k", "/2015-03-31/functions", f"/{bucket}/k"]
+    # unsigned, even a POST / with a hot service's target is moto's dispatcher's to place
+    unsigned_dynamodb = EnvironBuilder(
+        "/", method="POST", headers={"X-Amz-Target": "DynamoDB_20120810.ListTables"}
+    ).get_environ()
+    assert FrontDoor.handler(unsigned_dynamodb) is None
+    assert dispatcher.paths == paths

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from cfnlint.decode import cfn_yaml
 
 from emulator.core.filters import FilterCriteria, Pattern, compile_event_pattern
+from emulator.deploy.rules import chosen, template_conditions
 from emulator.services.sns_filter_policies import FilterPolicy
-from emulator.stack import chosen, template_conditions
 from harness import ROOT
 
 CONSUMERS = {

@@ -2,8 +2,15 @@
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from harness.events import sqs_event
+
+EVENTS = Path(__file__).resolve().parents[3] / "events"
+# The sample stream records (events/dynamodb-*.json), each a change a consumer may select.
+SAMPLES = [
+    json.loads(path.read_text())["Records"][0] for path in sorted(EVENTS.glob("dynamodb-*.json"))
+]
 
 
 def queue_arn(stack, queue_url: str) -> str:

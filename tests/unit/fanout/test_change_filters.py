@@ -21,7 +21,6 @@ EventBridge and SNS document."""
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -41,13 +40,10 @@ from tests.unit.fanout.fanout_template import (
     router_filter,
     selections,
 )
+from tests.unit.fanout.helpers import SAMPLES
 from tests.unit.fanout.strategies import stream_records
 
 EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "1"))  # a multiplier for long searches
-EVENTS = Path(__file__).resolve().parents[3] / "events"
-SAMPLES = [
-    json.loads(path.read_text())["Records"][0] for path in sorted(EVENTS.glob("dynamodb-*.json"))
-]
 
 
 def admitted(record: dict) -> dict[str, dict[str, bool]]:

@@ -10,7 +10,7 @@ from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 from harness import ROOT
 from harness.stack import CONSUMERS, StackClient
 from tests.unit.fanout.fanout_template import deployed
-from tests.unit.test_template import alarm_threshold
+from tests.unit.template_yaml import alarm_threshold
 
 TEMPLATE = load_cfn_yaml(str(ROOT / "template.yaml"))
 RESOURCES = TEMPLATE["Resources"]

@@ -15,9 +15,8 @@ from harness.events import contact, failed_ids, sqs_event, stream_event, stream_
 from harness.in_process import client, cold_start
 from tests.faults import throttle
 from tests.unit.fanout.fanout_template import CONSUMERS, selections
-from tests.unit.fanout.helpers import notify_all, queue_arn
+from tests.unit.fanout.helpers import SAMPLES, notify_all, queue_arn
 from tests.unit.fanout.strategies import stream_records
-from tests.unit.fanout.test_change_filters import SAMPLES
 
 FUNCTION_DIRS = {
     "LastAgentFunction": "last_agent",

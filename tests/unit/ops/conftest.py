@@ -1,5 +1,5 @@
-"""What the ops tests share: the unit stack (tests/unit/conftest.py) seen through the stack client,
-and the parsed arguments of an `ops idempotency` command."""
+"""The ops tests' fixture: the unit stack (tests/unit/conftest.py) seen through the stack client
+(what else they share: support.py)."""
 
 import json
 
@@ -37,10 +37,3 @@ def ops_stack(stack, lambda_context) -> StackClient:
         ]
     parameters = {"GoodwillWaitSeconds": str(rules.DEFAULT_GOODWILL_WAIT_SECONDS)}
     return StackClient("unit", boto3.session.Session(region_name=REGION), outputs, parameters)
-
-
-def args(**values):
-    defaults = dict.fromkeys(
-        ("file", "version_id", "notification_id", "kind", "contact_id", "resend")
-    )
-    return type("Args", (), {**defaults, **values})()

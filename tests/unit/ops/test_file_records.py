@@ -8,7 +8,7 @@ from shared import idempotency
 
 from ops import files, records
 from tests.unit.ingest.support import Delivery, Ingest
-from tests.unit.ops.conftest import args
+from tests.unit.ops.support import args
 
 ROW = {
     "contact_id": "c-1",

@@ -14,7 +14,7 @@ from harness.stack import StackClient
 from ops import files, status
 from ops.errors import OpsError
 from tests.unit.ingest.support import Delivery, Ingest, error_response, sqs_event
-from tests.unit.test_template import alarm_threshold, of_type
+from tests.unit.template_yaml import alarm_threshold, of_type
 
 ROWS = 800
 # Deliveries of IngestQueue a file of ROWS rows needs, with room to spare; a file that cycles
@@ -340,3 +340,55 @@ def test_a_reprocess_that_rejects_nothing_leaves_no_row_of_the_earlier_runs_repo
     )
     assert len(ingest.items()) == 3
     assert ingest.report_at(first["report_key"]) == []
+
+
+def announce_as_the_template_does(ops_stack: StackClient) -> list[str]:
+    """The bucket's notification configuration of template.yaml, on the unit bucket; its
+    prefixes."""
+    bucket = of_type("AWS::S3::Bucket")["ContactsBucket"]
+    declared = bucket["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+    queue_arn = ops_stack.sqs.get_queue_attributes(
+        QueueUrl=ops_stack.outputs["IngestQueueUrl"], AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    ops_stack.s3.put_bucket_notification_configuration(
+        Bucket=ops_stack.bucket,
+        NotificationConfiguration={
+            "QueueConfigurations": [
+                {
+                    "QueueArn": queue_arn,
+                    "Events": [queue["Event"]],
+                    "Filter": {"Key": {"FilterRules": queue["Filter"]["S3Key"]["Rules"]}},
+                }
+                for queue in declared
+            ]
+        },
+    )
+    return [rule["Value"] for queue in declared for rule in queue["Filter"]["S3Key"]["Rules"]]
+
+
+def test_file_status_says_when_a_key_is_outside_the_ingested_prefixes(ingest, ops_stack):
+    """A file put beside incoming/ gets no S3 event, so no processing log ever: status says why
+    and where to put it, and asks for attention (exit 1), instead of "no processing log"."""
+    prefixes = announce_as_the_template_does(ops_stack)
+    assert prefixes == ["incoming/", "contact-records/"]
+    for key in ("exports/a.jsonl", "incoming/a.jsonl"):
+        ingest.stack.s3.put_object(Bucket=ops_stack.bucket, Key=key, Body=b"{}\n")
+
+    data, text, ok = files.status(ops_stack, f"s3://{ops_stack.bucket}/exports/a.jsonl", None)
+    assert not ok and data["ingested_prefixes"] == prefixes
+    assert "exports/a.jsonl is outside the prefixes the bucket announces" in text
+    assert "Put the file under incoming/" in text
+
+    _, text, ok = files.status(ops_stack, f"s3://{ops_stack.bucket}/incoming/a.jsonl", None)
+    assert ok and text.endswith("no processing log (not ingested yet)")
+
+
+def test_file_status_prints_a_rejected_files_reasons(ingest, ops_stack):
+    delivery = ingest.put("incoming/other.csv", "id,phone\n1,+4915112345678\n")
+    assert ingest.run(delivery) == []
+    assert ingest.log_of(delivery)["outcome"] == "REJECTED_FILE"
+
+    data, text, ok = files.status(ops_stack, f"s3://{ops_stack.bucket}/incoming/other.csv", None)
+    missing = "contact_id, caller, started_at, ended_at, updated_at, disposition, wait_seconds"
+    assert ok and data["log"]["reasons"] == [f"the header row has no column {missing}"]
+    assert f"  reasons: ['the header row has no column {missing}']" in text

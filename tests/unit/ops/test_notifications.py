@@ -14,7 +14,7 @@ from harness.stack import StackClient
 from ops import cli, records
 from ops.errors import OpsError
 from tests.unit.fanout.helpers import queue_arn
-from tests.unit.ops.conftest import args
+from tests.unit.ops.support import args
 
 
 def survey(contact_id: str) -> dict:

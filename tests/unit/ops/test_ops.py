@@ -12,7 +12,7 @@ from harness.stack import StackClient
 from ops import callers, records, redrive, replay, status
 from ops.cli import main
 from ops.errors import OpsError
-from tests.unit.ops.conftest import args
+from tests.unit.ops.support import args
 
 
 def test_the_notifier_record_is_found_and_purged_by_its_business_key(
@@ -404,3 +404,23 @@ def test_a_consumers_replay_in_a_queue_mode_points_at_its_dead_letter_queue(ops_
     data, text, ok = replay.replay(piped, dry_run=True, function="GoodwillFunction")
     assert ok and data["batches"] == []
     assert "GoodwillDeadLetterQueue" in text and "ops dlq redrive GoodwillDeadLetterQueue" in text
+
+
+def test_an_empty_queue_shows_no_age_though_cloudwatch_measured_one_minutes_ago(ops_stack):
+    url = ops_stack.outputs["IngestQueueUrl"]
+    name = url.rsplit("/", 1)[1]
+    ops_stack.client("cloudwatch").put_metric_data(
+        Namespace="AWS/SQS",
+        MetricData=[
+            {
+                "MetricName": "ApproximateAgeOfOldestMessage",
+                "Dimensions": [{"Name": "QueueName", "Value": name}],
+                "Timestamp": datetime.now(UTC) - timedelta(minutes=2),
+                "Value": 95,
+            }
+        ],
+    )
+    assert status.queue_status(ops_stack, "IngestQueueUrl")["oldest_age_seconds"] is None
+
+    ops_stack.sqs.send_message(QueueUrl=url, MessageBody="{}")
+    assert status.queue_status(ops_stack, "IngestQueueUrl")["oldest_age_seconds"] == 95

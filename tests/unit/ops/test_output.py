@@ -64,6 +64,27 @@ def test_caller_show_prints_stored_control_characters_escaped(ops_stack, monkeyp
     )
 
 
+def test_the_global_options_work_after_the_command_too(ops_stack, monkeypatch, capsys):
+    """`ops caller show ... --json --stack x`: where a newcomer types them, not refused."""
+    put(
+        ops_stack,
+        {
+            **keys.last_agent_key(CALLER),
+            "type": keys.LAST_AGENT,
+            "agent_id": "a-1",
+            "contact_id": "c-1",
+            "ended_at": "2026-11-29T08:00:00.000Z",
+        },
+    )
+    stacks = []
+    monkeypatch.setattr(cli, "connect", lambda name: stacks.append(name) or ops_stack)
+    assert cli.main(["--stack", "before", "caller", "show", CALLER]) == 0
+    assert "a-1" in capsys.readouterr().out
+    assert cli.main(["caller", "show", CALLER, "--json", "--stack", "after"]) == 0
+    assert json.loads(capsys.readouterr().out)["last_agent"]["agent_id"] == "a-1"
+    assert stacks == ["before", "after"]
+
+
 def test_an_error_message_is_printed_escaped(ops_stack, monkeypatch, capsys):
     monkeypatch.setattr(cli, "connect", lambda name: ops_stack)
     assert cli.main(["file", "status", "s3://other\x1b[2J/key"]) == 2

@@ -10,7 +10,7 @@ from shared import s3_events
 from ops import file_ref, files, records
 from ops.errors import OpsError
 from tests.unit.ingest.support import Ingest
-from tests.unit.ops.conftest import args
+from tests.unit.ops.support import args
 
 ROW = {
     "contact_id": "c-1",

@@ -73,6 +73,20 @@ def test_a_header_without_rows_is_a_file_without_rows():
     assert rows("f.csv", HEADER.encode()) == []
 
 
+def test_a_csv_header_without_the_required_columns_rejects_the_file():
+    data = (HEADER + "a,+1,2\n").encode()
+    with pytest.raises(
+        FileRejected, match=r"^the header row has no column started_at, disposition$"
+    ):
+        list(
+            read_rows(
+                "f.csv", io.BytesIO(data), csv_columns=("caller", "started_at", "disposition")
+            )
+        )
+    named = list(read_rows("f.csv", io.BytesIO(data), csv_columns=("contact_id", "caller")))
+    assert named == [Row(2, 2, {"contact_id": "a", "caller": "+1", "wait_seconds": "2"}, True)]
+
+
 @pytest.mark.parametrize("name", ["f.jsonl.gz", "f.csv.gz"])
 def test_gzip_files_are_decompressed(name):
     plain = b'{"contact_id": "a"}\n' if ".jsonl" in name else (HEADER + "a,+1,2\n").encode()

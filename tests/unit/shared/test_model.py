@@ -85,6 +85,17 @@ def test_required_fields(field, missing):
     assert f"{field}: required" in reasons(fields)
 
 
+def test_the_required_input_fields_are_those_every_row_needs():
+    """model.REQUIRED_INPUT_FIELDS (a CSV header without one rejects the file) are exactly the
+    fields whose absence rejects a row whatever it holds (agent_id: not for an abandoned one)."""
+    abandoned = {k: v for k, v in GOOD.items() if k != "agent_id"} | {"disposition": "ABANDONED"}
+    for field in model.INPUT_FIELDS:
+        without = {k: v for k, v in abandoned.items() if k != field}
+        parsed = parse_contact(without, **JSON_ROW)
+        rejected = isinstance(parsed, list) and f"{field}: required" in parsed
+        assert rejected == (field in model.REQUIRED_INPUT_FIELDS), field
+
+
 @pytest.mark.parametrize("contact_id", ["a", "A-z_09", "x" * 64])
 def test_contact_id_accepts_1_to_64_of_the_alphabet(contact_id):
     assert isinstance(

@@ -4,8 +4,8 @@ whether or not the runs read took it, and the report says which runs it read and
 covered."""
 
 from emulator.cli import iam_report
+from emulator.deploy.translate import load_template
 from emulator.iam.access import Access, run_description
-from emulator.stack import load_template
 from tests.unit.emulator.support import ROOT
 
 TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/contacts"
@@ -109,3 +109,17 @@ def test_the_last_agents_delete_is_a_rare_path_that_a_test_takes():
     assert delete.rare_path and "tests/integration/test_corrections.py" in delete.rare_path
     taken_by = (ROOT / "tests/integration/test_corrections.py").read_text()
     assert "def test_a_correction_that_leaves_a_caller_no_agent_contact" in taken_by
+
+
+def test_a_failed_report_without_an_integration_run_points_at_make_integration():
+    """After `make run` alone the grants only the integration suite's paths use are unused: the
+    report says which run is missing instead of leaving a newcomer with NOT EXPLAINED lines."""
+    notes = template(Actions=["sqs:*"], Reason="x")
+    demo = {"started": "2026-12-01T11:00:00Z", "fan_out": "lambda", "started_by": "make run"}
+    suite = demo | {"started_by": "python -m pytest tests/integration"}
+    failed, text = verdict([record("dynamodb:PutItem", run=demo)], notes)
+    assert failed and text.splitlines()[-1].endswith(
+        "Run `make integration`, then `make iam-report` again"
+    )
+    failed, text = verdict([record("dynamodb:PutItem", run=demo), record(run=suite)], notes)
+    assert failed and "make integration" not in text

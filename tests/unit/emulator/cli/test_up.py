@@ -1,10 +1,14 @@
 """`python -m emulator up --parameter-overrides`: SAM CLI's flag and syntax, merged over
 samconfig's parameter_overrides; and the `up` arguments a fan-out mode takes."""
 
+import subprocess
+import sys
+
 import pytest
 
 from emulator.__main__ import _parser
 from emulator.process import fan_out_args
+from tests.unit.emulator.support import ROOT
 
 
 def overrides(*argv: str) -> dict[str, str]:
@@ -54,3 +58,16 @@ def test_fan_out_modes_become_up_arguments():
     assert fan_out_args("router") == ["--parameter-overrides", "FanOut=router"]
     with pytest.raises(ValueError, match=r"lambda \| pipe \| router"):
         fan_out_args("kinesis")
+
+
+def test_a_fan_out_mode_the_template_does_not_allow_stops_up_with_one_error_line(tmp_path):
+    """`make up FANOUT=foo`: refused at deploy, as CloudFormation refuses it, not a stack whose
+    consumers are never fed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "emulator", "up", "--port", "0", "--log-dir", str(tmp_path),
+         "--parameter-overrides", "FanOut=foo"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == "error: deploy failed: Parameter 'FanOut' must be one of AllowedValues\n"
+    assert "ready" not in done.stdout

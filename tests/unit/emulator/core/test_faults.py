@@ -228,3 +228,17 @@ def test_invalid_up_flags_are_refused_naming_the_flag(capsys, flags, message):
 
 def test_up_flags_not_given_leave_the_defaults():
     assert fault_switches(_parser().parse_args(["up"])).snapshot() == Faults().snapshot()
+
+
+def test_duplicate_rate_draws_from_the_seeded_random():
+    def draws(seed: int) -> list[bool]:
+        switches = Faults()
+        switches.update({"duplicate_rate": 0.3, "seed": seed})
+        return [switches.draw_duplicate() for _ in range(200)]
+
+    first = draws(7)
+    assert first == draws(7)
+    assert 30 <= sum(first) <= 90  # about 30%
+    assert not any(Faults().draw_duplicate() for _ in range(100))  # off by default
+    with pytest.raises(ValueError, match="duplicate_rate"):
+        Faults().update({"duplicate_rate": 1.5})

@@ -2,7 +2,7 @@
 
 DynamoDB Streams throttles GetRecords when more than two processes read one shard; the pollers
 here read moto's real stream in process (StreamSource) and the third reader backs off and retries.
-The runtime (tests/unit/emulator/delivery/test_engine.FakeRuntime) stands for the functions: it
+The runtime (tests/unit/emulator/delivery/support.FakeRuntime) stands for the functions: it
 records each invocation.
 """
 
@@ -23,7 +23,7 @@ from emulator.services import dynamodbstreams
 from emulator.services.dynamodbstreams import READ_LEASE, ShardReaders, shard_readers
 from harness.in_process import create_stream_table
 from harness.polling import eventually
-from tests.unit.emulator.delivery.test_engine import FakeRuntime
+from tests.unit.emulator.delivery.support import FakeRuntime
 from tests.unit.emulator.support import REGION
 
 pytestmark = pytest.mark.usefixtures("moto_patched")

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from emulator.cli import iam_report
-from emulator.stack import load_template
+from emulator.deploy.translate import load_template
 from tests.unit.emulator.support import checked_stack, endpoint_client, function_project
 
 TEMPLATE = """

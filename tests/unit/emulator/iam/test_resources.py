@@ -12,6 +12,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from emulator.deploy.rules import chosen, template_conditions
+from emulator.deploy.translate import load_template
 from emulator.iam.policy import (
     IDENTITY_BASED,
     RESOURCE_BASED,
@@ -30,7 +32,6 @@ from emulator.iam.resources import (
     service_may,
     with_context,
 )
-from emulator.stack import chosen, load_template, template_conditions
 from tests.unit.emulator.support import ACCOUNT, REGION, ROOT
 
 pytestmark = pytest.mark.usefixtures("module_credentials")

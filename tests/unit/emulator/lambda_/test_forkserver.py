@@ -12,7 +12,7 @@ import threading
 
 from emulator.lambda_.workers import _FORKSERVER, FunctionSpec, Runtime, _ForkedProcess, _Pool
 from harness.polling import eventually
-from tests.unit.emulator.lambda_.test_workers import make_function
+from tests.unit.emulator.lambda_.support import make_function
 
 REPORT = """
 import os, sys

@@ -294,6 +294,17 @@ def test_tumbling_window_is_refused_as_not_implemented_locally(aws):
     assert "Remove TumblingWindowInSeconds" in message
 
 
+def test_event_count_metrics_are_kept_and_kafkas_metrics_refused(aws):
+    """API_EventSourceMappingMetricsConfig: EventCount for any source; ErrorCount and
+    KafkaMetrics are Kafka's."""
+    created = aws.create(aws.queue("q"), MetricsConfig={"Metrics": ["EventCount"]})
+    assert created["MetricsConfig"] == {"Metrics": ["EventCount"]}
+    aws.refused(
+        aws.stream(), "Kafka", StartingPosition="LATEST", MetricsConfig={"Metrics": ["ErrorCount"]}
+    )
+    aws.refused(aws.queue("r"), "invalid", MetricsConfig={"Metrics": ["Everything"]})
+
+
 def test_a_tumbling_window_of_zero_is_no_window(aws):
     created = aws.create(aws.stream(), StartingPosition="LATEST", TumblingWindowInSeconds=0)
     assert created["UUID"]

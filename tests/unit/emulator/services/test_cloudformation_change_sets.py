@@ -18,7 +18,7 @@ BUCKET = "artifacts"
 SAM_TEMPLATE = """
 Transform: AWS::Serverless-2016-10-31
 Parameters:
-  Stage: {Type: String, Default: local}
+  Stage: {Type: String, Default: local, AllowedValues: [local, test, prod]}
   AlarmEmail: {Type: String, Default: ""}
 Rules:
   ProdHasAlarmEmail:
@@ -142,6 +142,22 @@ def test_without_the_iam_capability_the_change_set_is_refused(s3):
         _change_set(cfn, "nocap", TemplateBody=SAM_TEMPLATE, Capabilities=[])
     assert refused.value.response["Error"]["Code"] == "InsufficientCapabilitiesException"
     assert refused.value.response["Error"]["Message"] == "Requires capabilities : [CAPABILITY_IAM]"
+
+
+def test_a_parameter_outside_its_allowed_values_refuses_and_leaves_no_stack(s3):
+    """`sam deploy --parameter-overrides Stage=staging`: CloudFormation's ValidationError."""
+    cfn = client("cloudformation")
+    with pytest.raises(ClientError) as refused:
+        _change_set(
+            cfn, "staging", TemplateBody=SAM_TEMPLATE,
+            Parameters=[{"ParameterKey": "Stage", "ParameterValue": "staging"}],
+        )  # fmt: skip
+    assert refused.value.response["Error"]["Code"] == "ValidationError"
+    assert refused.value.response["Error"]["Message"] == (
+        "Parameter 'Stage' must be one of AllowedValues"
+    )
+    with pytest.raises(ClientError, match="Stack with id staging does not exist"):
+        cfn.describe_stacks(StackName="staging")
 
 
 def test_a_failed_rule_refuses_with_its_assert_description_and_leaves_no_stack(s3):

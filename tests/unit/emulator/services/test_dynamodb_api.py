@@ -1,4 +1,4 @@
-"""DynamoDB's answers where moto 5.2.5 gave others (emulator/services/dynamodb_api.py), moto in
+"""DynamoDB's answers where moto 5.2.6 gave others (emulator/services/dynamodb_api.py), moto in
 process through boto3. The cases are DynamoDB's documented behaviour: ListTables' paging
 (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ListTables.html) and document
 paths in a ProjectionExpression
@@ -11,12 +11,14 @@ existing key is DuplicateItemException; update and delete statements need an equ
 attribute; ExecuteTransaction writes all or nothing).
 """
 
+import boto3
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.dynamodb.models.table import Table
 
-from tests.unit.emulator.support import client, fake_credentials
+from tests.unit.emulator.support import REGION, client, fake_credentials
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 NAMES = ["zeta", "alpha", "Beta", "mid_1", "mid-0"]  # created in this order
@@ -412,3 +414,103 @@ def test_a_query_reads_only_its_partition_and_answers_as_before(partitions, monk
     assert (filtered["Count"], filtered["ScannedCount"]) == (2, 4)
     nobody = {":pk": {"S": "CALLER#none"}, ":after": {"S": "CONTACT#0"}}
     assert partitions.query(**query | {"ExpressionAttributeValues": nobody})["Items"] == []
+
+
+# Tags and time to live (API_Tag.html: "If you try to add an existing tag (same key), the existing
+# tag value will be updated to the new value"; API_TagResource.html / API_ListTagsOfResource.html:
+# an ARN that is no table's is a ValidationException, another account's table
+# AccessDeniedException;
+# API_UpdateTimeToLive.html: AttributeName of 1 to 255 characters, ResourceNotFoundException).
+def test_a_tag_of_an_existing_key_replaces_its_value(ddb):
+    create(ddb, "tagged")
+    arn = ddb.describe_table(TableName="tagged")["Table"]["TableArn"]
+    ddb.tag_resource(ResourceArn=arn, Tags=[{"Key": "env", "Value": "staging"}])
+    ddb.tag_resource(ResourceArn=arn, Tags=[{"Key": "env", "Value": "production"}])
+    assert ddb.list_tags_of_resource(ResourceArn=arn)["Tags"] == [
+        {"Key": "env", "Value": "production"}
+    ]
+
+
+def test_tags_of_no_table_are_refused_by_what_is_wrong_with_the_arn(ddb):
+    def refused(arn: str) -> str:
+        with pytest.raises(ClientError) as error:
+            ddb.list_tags_of_resource(ResourceArn=arn)
+        return error.value.response["Error"]["Code"]
+
+    assert refused("not-a-valid-arn") == "ValidationException"
+    assert refused("arn:aws:dynamodb:us-east-1:000000000000:table/other") == "AccessDeniedException"
+    assert refused("arn:aws:dynamodb:us-east-1:123456789012:table/none") == (
+        "ResourceNotFoundException"
+    )
+
+
+def unchecked() -> object:
+    """A client that sends what boto3 would refuse itself, as other SDKs may."""
+    return boto3.client("dynamodb", region_name=REGION, config=Config(parameter_validation=False))
+
+
+def test_time_to_live_needs_a_table_and_an_attribute_name(ddb):
+    create(ddb, "expiring")
+    for table, name, code in (
+        ("expiring", "", "ValidationException"),
+        ("no-such-table", "ttl", "ResourceNotFoundException"),
+    ):
+        with pytest.raises(ClientError) as error:
+            unchecked().update_time_to_live(
+                TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": name}
+            )
+        assert error.value.response["Error"]["Code"] == code
+
+
+# UpdateTable's capacity (API_ProvisionedThroughput.html: "Minimum value of 1";
+# API_UpdateTable.html: with PAY_PER_REQUEST no ProvisionedThroughput; an update that changes
+# nothing is refused).
+def test_update_table_refuses_a_throughput_that_is_invalid_or_unchanged(ddb):
+    ddb.create_table(
+        TableName="provisioned",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        ProvisionedThroughput={"ReadCapacityUnits": 5, "WriteCapacityUnits": 5},
+    )
+    for update, words in (
+        ({"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}, "will not change"),
+        ({"ReadCapacityUnits": 0, "WriteCapacityUnits": 5}, "greater than or equal to 1"),
+    ):
+        with pytest.raises(ClientError) as error:
+            unchecked().update_table(TableName="provisioned", ProvisionedThroughput=update)
+        assert words in error.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as error:
+        ddb.update_table(
+            TableName="provisioned",
+            BillingMode="PAY_PER_REQUEST",
+            ProvisionedThroughput={"ReadCapacityUnits": 5, "WriteCapacityUnits": 5},
+        )
+    assert "can be specified when BillingMode is PAY_PER_REQUEST" in str(error.value)
+    ddb.update_table(
+        TableName="provisioned",
+        ProvisionedThroughput={"ReadCapacityUnits": 10, "WriteCapacityUnits": 5},
+    )
+
+
+# Functions on binary values (developer guide, "Condition and filter expressions": size "if the
+# attribute is of type Binary, returns the number of bytes"; begins_with "a" prefix of "a String
+# or Binary"; a function of an absent attribute makes its comparison false).
+def test_size_and_begins_with_read_a_binary_as_bytes(ddb):
+    create(ddb, "binary")
+    ddb.put_item(
+        TableName="binary", Item={"pk": {"S": "five"}, "b": {"B": b"\x03\x01\x02\x03\x04"}}
+    )
+    ddb.put_item(TableName="binary", Item={"pk": {"S": "none"}})
+
+    def scanned(expression: str, value: dict) -> list[str]:
+        items = ddb.scan(
+            TableName="binary",
+            FilterExpression=expression,
+            ExpressionAttributeValues={":v": value},
+        )["Items"]
+        return [item["pk"]["S"] for item in items]
+
+    assert scanned("size(b) = :v", {"N": "5"}) == ["five"]
+    assert scanned("size(b) > :v", {"N": "5"}) == []
+    assert scanned("begins_with(b, :v)", {"B": b"\x03"}) == ["five"]
+    assert scanned("begins_with(b, :v)", {"B": b"\x04"}) == []

@@ -7,6 +7,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from emulator.iam.policy import Request
+from emulator.iam.resources import role_may
+
 pytestmark = pytest.mark.usefixtures("moto_patched", "module_credentials")
 
 
@@ -89,3 +92,67 @@ def test_input_transformer_and_unemulated_operators_are_refused(bus):
             EventBusName="bus",
             Targets=[{"Id": "t", "Arn": arn, "InputTransformer": transformer}],
         )
+
+
+def test_a_bus_keeps_the_policy_its_template_gives_and_the_local_iam_decides_with_it():
+    """AWS::Events::EventBus ``Policy`` (moto's model drops it): PutEvents by a role the policy
+    denies is refused, by the role it admits allowed."""
+    trust = {
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "pipes.amazonaws.com"}, "Action": "*"}
+        ]
+    }
+    put_anywhere = {
+        "PolicyName": "put",
+        "PolicyDocument": {
+            "Statement": [{"Effect": "Allow", "Action": "events:PutEvents", "Resource": "*"}]
+        },
+    }
+    role = {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": trust}}
+    role["Properties"]["Policies"] = [put_anywhere]
+    template = {
+        "Resources": {
+            "Producer": role,
+            "Other": role,
+            "Bus": {
+                "Type": "AWS::Events::EventBus",
+                "Properties": {
+                    "Name": "changes",
+                    "Policy": {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Sid": "OnlyTheProducer",
+                                "Effect": "Deny",
+                                "Principal": "*",
+                                "Action": "events:PutEvents",
+                                "Resource": "*",
+                                "Condition": {
+                                    "ArnNotEquals": {
+                                        "aws:PrincipalArn": {"Fn::GetAtt": ["Producer", "Arn"]}
+                                    }
+                                },
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        "Outputs": {
+            name: {"Value": {"Fn::GetAtt": [name, "Arn"]}} for name in ("Producer", "Other", "Bus")
+        },
+    }
+    with mock_aws():
+        cloudformation = boto3.client("cloudformation")
+        cloudformation.create_stack(StackName="s", TemplateBody=json.dumps(template))
+        outputs = {
+            o["OutputKey"]: o["OutputValue"]
+            for o in cloudformation.describe_stacks(StackName="s")["Stacks"][0]["Outputs"]
+        }
+        policy = json.loads(boto3.client("events").describe_event_bus(Name="changes")["Policy"])
+        assert policy["Statement"][0]["Sid"] == "OnlyTheProducer"
+        put = Request("events:PutEvents", outputs["Bus"])
+        assert role_may(outputs["Producer"], "pipe", put).allowed
+        refused = role_may(outputs["Other"], "pipe", put)
+        assert not refused.allowed
+        assert refused.denied_by is not None

@@ -1,4 +1,4 @@
-"""SNS subscription filter policies (emulator/services/sns_filter_policies.py): the cases moto 5.2.5
+"""SNS subscription filter policies (emulator/services/sns_filter_policies.py): the cases moto 5.2.6
 gets wrong, matched as SNS does, and publishes through patched moto reaching exactly the matching
 queues."""
 

@@ -2,7 +2,6 @@
 Lambda Invoke through the API, control endpoints, the invoke CLI."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,18 +12,10 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
-from emulator.stack import (
-    DeployError,
-    check_rules,
-    chosen,
-    deploy,
-    load_samconfig,
-    load_template,
-    local_code,
-    parse_parameter_overrides,
-    template_conditions,
-)
+from emulator.deploy.deployer import deploy
+from emulator.deploy.errors import DeployError
 from tests.unit.emulator.support import REGION, ROOT, deployed_stack
 
 TEMPLATE = """
@@ -34,6 +25,7 @@ Parameters:
   Greeting:
     Type: String
     Default: hello
+    AllowedPattern: "[a-z ]+"
 Globals:
   Function:
     Runtime: python3.13
@@ -391,104 +383,19 @@ def test_invoke_cli_runs_one_function_like_sam_local_invoke(local, tmp_path):
     assert "asked to fail" in done.stderr  # the function's log goes to stderr
 
 
-def test_samconfig_and_overrides(tmp_path):
-    assert parse_parameter_overrides('A=1 B="two words" C=x=y') == {
-        "A": "1",
-        "B": "two words",
-        "C": "x=y",
-    }
-    assert parse_parameter_overrides(["A=1", "B=2"]) == {"A": "1", "B": "2"}
-    (tmp_path / "samconfig.toml").write_text(SAMCONFIG)
-    config = load_samconfig(tmp_path / "samconfig.toml")
-    assert config.stack_name == "tiny-stack"
-    assert config.parameter_overrides == {"Greeting": "hi there"}
-
-
-def test_undeclared_parameter_override_is_refused(local, tmp_path):
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"Nope": "1"}, "Parameters: [Nope] do not exist in the template"),
+        ({"Greeting": "Hi!"}, "Parameter 'Greeting' must match pattern [a-z ]+"),
+    ],
+)
+def test_a_parameter_cloudformation_refuses_is_refused_and_nothing_is_created(
+    local, tmp_path, overrides, message
+):
     template = write_project(tmp_path)
-    with pytest.raises(DeployError, match="Nope"):
-        deploy(local.endpoint_url, template, parameter_overrides={"Nope": "1"})
-
-
-def test_code_comes_from_a_fresh_build_else_from_the_source(tmp_path, capsys):
-    template = write_project(tmp_path)
-    build = tmp_path / ".aws-sam" / "build"
-    for logical_id in ("QueueFunction", "StreamFunction"):
-        (build / logical_id).mkdir(parents=True)
-        (build / logical_id / "app.py").write_text("# built\n")
-    (build / "SharedLayer" / "python" / "helper").mkdir(parents=True)
-    (build / "SharedLayer" / "python" / "helper" / "__init__.py").write_text("VALUE = 1\n")
-    code = local_code(load_template(template), tmp_path)
-    assert code["QueueFunction"].code_dir == build / "QueueFunction"
-    assert code["QueueFunction"].layer_dirs == [build / "SharedLayer" / "python"]
-
-    old = (build / "QueueFunction" / "app.py").stat().st_mtime - 60
-    os.utime(build / "QueueFunction" / "app.py", (old, old))  # the source was edited since
-    code = local_code(load_template(template), tmp_path)
-    assert code["QueueFunction"].code_dir == tmp_path / "src" / "fn"
-    assert code["StreamFunction"].code_dir == build / "StreamFunction"
-    assert "is older than src/fn" in capsys.readouterr().err
-    local_code(load_template(template), tmp_path)
-    assert capsys.readouterr().err == ""  # said once per process
-
-    # one function's code (`invoke`): only its build is looked at
-    assert set(local_code(load_template(template), tmp_path, only="StreamFunction")) == {
-        "StreamFunction"
-    }
-
-
-def test_template_rules_are_checked_before_anything_is_created():
-    rules = {
-        "Rules": {
-            "BigNeedsOwner": {
-                "RuleCondition": {
-                    "Fn::Or": [
-                        {"Fn::Equals": [{"Ref": "Size"}, "big"]},
-                        {"Fn::Contains": [["huge", "vast"], {"Ref": "Size"}]},
-                    ]
-                },
-                "Assertions": [
-                    {
-                        "Assert": {
-                            "Fn::And": [{"Fn::Not": [{"Fn::Equals": [{"Ref": "Owner"}, ""]}]}]
-                        },
-                        "AssertDescription": "a big one needs an owner",
-                    }
-                ],
-            }
-        }
-    }
-    check_rules(rules, {"Size": "small", "Owner": ""})
-    check_rules(rules, {"Size": "big", "Owner": "me"})
-    for size in ("big", "vast"):
-        with pytest.raises(DeployError, match="BigNeedsOwner: a big one needs an owner"):
-            check_rules(rules, {"Size": size, "Owner": ""})
-    unsupported = {"Rules": {"R": {"Assertions": [{"Assert": {"Fn::EachMemberIn": [[], []]}}]}}}
-    with pytest.raises(DeployError, match="Fn::EachMemberIn is not evaluated"):
-        check_rules(unsupported, {})
-
-
-def test_conditions_and_the_values_they_choose():
-    template = {
-        "Conditions": {
-            "ByLambda": {"Fn::Equals": [{"Ref": "FanOut"}, "lambda"]},
-            "ByQueues": {"Fn::Not": [{"Condition": "ByLambda"}]},
-        }
-    }
-    assert template_conditions(template, {"FanOut": "pipe"}) == {
-        "ByLambda": False,
-        "ByQueues": True,
-    }
-    value = {
-        "Policies": [
-            "Always",
-            {"Fn::If": ["ByLambda", "StreamRead", {"Ref": "AWS::NoValue"}]},
-            {"Fn::If": ["ByQueues", "QueueRead", "StreamRead"]},
-        ],
-        "Timeout": {"Fn::If": ["ByLambda", 30, {"Ref": "AWS::NoValue"}]},
-    }
-    for fan_out, deployed in (
-        ("lambda", {"Policies": ["Always", "StreamRead", "StreamRead"], "Timeout": 30}),
-        ("router", {"Policies": ["Always", "QueueRead"]}),
-    ):
-        assert chosen(value, template_conditions(template, {"FanOut": fan_out})) == deployed
+    with pytest.raises(DeployError) as refused:
+        deploy(local.endpoint_url, template, stack_name="refused", parameter_overrides=overrides)
+    assert str(refused.value) == message
+    with pytest.raises(ClientError, match="Stack with id refused does not exist"):
+        local.client("cloudformation").describe_stacks(StackName="refused")

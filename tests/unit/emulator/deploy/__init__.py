@@ -1,0 +1,1 @@
+"""Tests of emulator/deploy/: samconfig, parameters, rules, code locations, the deployer."""
