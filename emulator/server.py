@@ -19,8 +19,8 @@
   Runtime, moto's own event-source-mapping delivery is off, S3 events carry AWS's fields.
 - Control endpoints on the same port (docs/local-stack.md):
   GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status,
-  GET /_emulator/iam, POST /_emulator/reset (empties the deployed stack's data:
-  services/reset.py).
+  GET /_emulator/iam, GET /_emulator/inbox (every e-mail SES accepted: services/ses.py),
+  POST /_emulator/reset (empties the deployed stack's data: services/reset.py, and the inbox).
 - IAM (emulator/iam/access.py): each call of a function worker is decided against that function's
   role, recorded, and refused with the service's AccessDenied unless its role allows it.
 - Call faults (``crash_after_call``, ``throttle``: emulator/core/faults.py) injected into the AWS
@@ -62,7 +62,7 @@ from emulator.front_door import FrontDoor
 from emulator.iam import authorizations, resources
 from emulator.lambda_.workers import Runtime
 from emulator.monitoring.monitor import Monitor
-from emulator.services import context, moto_patches, reset
+from emulator.services import context, moto_patches, reset, ses
 
 if TYPE_CHECKING:
     from emulator.delivery.engine import EventSourceMappingEngine
@@ -111,7 +111,9 @@ class ControlApp:
         finally:
             resources.transport.reset(token)
 
-    def _route(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+    def _route(  # noqa: PLR0912 - one branch per control endpoint
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Any:
         refused = self._refused(environ, start_response)
         if refused is not None:
             return refused
@@ -140,9 +142,11 @@ class ControlApp:
         elif name == "iam" and method == "GET":
             if self.server.access is not None:  # else 404: no IAM checks on this server
                 status, body = 200, self.server.access.snapshot()
+        elif name == "inbox" and method == "GET":
+            status, body = 200, {"messages": ses.inbox()}
         elif name == "reset" and method == "POST":
             status, body = self.server.reset()
-        elif name in ("faults", "faults/reset", "status", "iam", "reset"):
+        elif name in ("faults", "faults/reset", "status", "iam", "inbox", "reset"):
             status, body = 405, {"message": f"{method} not allowed on {path}"}
         reason = {
             200: "OK",
@@ -610,7 +614,8 @@ class EmulatorServer(ThreadedMotoServer):
         """POST /_emulator/reset: the deployed stack's data emptied, its resources kept."""
         if self.stack_name is None:
             return 409, {"message": "no stack deployed yet: nothing to reset"}
-        return 200, {"emptied": reset.reset_stack(self.stack_name, self.region)}
+        emptied = reset.reset_stack(self.stack_name, self.region)
+        return 200, {"emptied": {**emptied, "e-mails": ses.reset()}}
 
     def status(self) -> dict[str, Any]:
         mappings = []

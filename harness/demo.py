@@ -51,6 +51,7 @@ from shared import keys
 
 from emulator.process import FAN_OUT_MODES, LocalStackProcess, fan_out_args, free_port
 from harness import ROOT, ops_process
+from harness import mail as last_hop
 from harness.demo_data import DEMO_PREFIX, FIREHOSE_PREFIX, DemoData, DemoFile, Step, generate
 from harness.metrics import FunctionMetrics
 from harness.stack import CONSUMERS, StackClient
@@ -65,6 +66,10 @@ CHAOS = {
     "reorder_rate": 0.2,
     "crash_invocations": {"function": "*", "probability": 0.05, "within_calls": 10},
     "throttle": [{"function": "*", "operation": "*", "probability": 0.01}],
+    # the last hop's uncertain moment: SES sent it, the sender dies before recording it
+    "crash_after_call": [
+        {"function": "MailSenderFunction", "operation": "ses:SendEmail", "probability": 0.1}
+    ],
 }
 # A recovery exits 1 when a delivery of it failed (a chaos crash can strike its invocation too)
 # and keeps what failed for another run: the operator runs it again, as often as this.
@@ -573,6 +578,7 @@ def summary(demo: Run) -> int:
     report.check("surveys sent", kinds[keys.SURVEY], data.surveys, "at NotificationsTopic")
     report.check("gift cards sent", kinds[keys.GIFT_CARD], data.gift_cards, "at NotificationsTopic")
     report.check("duplicate notifications", len(messages) - len(unique), 0)
+    last_hop.check(stack, messages, report)
     check_last_agents(demo, report)
     demo.metrics.read()
     show_metric(demo.metrics, "DuplicatesSuppressed", "duplicates suppressed", "none needed")
@@ -621,6 +627,7 @@ def verdict(demo: Run) -> int:
         + max(0, data.gift_cards - kinds[keys.GIFT_CARD]),
         "wrong last agents": len(demo.wrong_last_agents),
         "failed recoveries (ops)": len(demo.failed_recoveries),
+        **last_hop.chaos_rows(stack, messages),
         **{
             output.removesuffix("Url"): stack.queue_depth(output) for output in stack.failure_queues
         },
@@ -635,6 +642,7 @@ def verdict(demo: Run) -> int:
         f"{injected.get('throttle', 0):,} throttled calls; {stack.failed_invocations():,} "
         "failed invocations, each retried by its event source"
     )
+    say(last_hop.send_event_window(stack, messages))
     bad = [label for label, found in rows.items() if found]
     if bad or not demo.settled:
         say("\nCHAOS FAILED: " + ", ".join(bad or ["the pipeline did not settle"]))

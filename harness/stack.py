@@ -47,10 +47,12 @@ OUTPUT_NAMES = (
 # The queues of every stack; a stack of any fan-out mode but lambda adds a queue and a DLQ per
 # consumer, and a DLQ per consumer for what the fan-out could not deliver to its queue
 # (StackClient.work_queues, .failure_queues).
-WORK_QUEUES = ("IngestQueueUrl", "NotificationQueueUrl")
+WORK_QUEUES = ("IngestQueueUrl", "NotificationQueueUrl", "MailQueueUrl", "MailEventsQueueUrl")
 FAILURE_QUEUES = (
     "IngestDeadLetterQueueUrl",
     "NotificationDeadLetterQueueUrl",
+    "MailDeadLetterQueueUrl",
+    "MailEventsDeadLetterQueueUrl",
     "StreamFailureQueueUrl",
 )
 # The stream's consumers (LogicalIds). The fan-out mode (template parameter FanOut, the stack
@@ -395,6 +397,19 @@ class StackClient:
             int(self.queue_attributes(output, "VisibilityTimeout")["VisibilityTimeout"])
             for output in self.work_queues
         )
+
+    # -- mail ------------------------------------------------------------------------------------
+    def inbox(self) -> list[dict]:
+        """Every e-mail the local stack's SES accepted, oldest first (GET /_emulator/inbox)."""
+        return self._local().control("/_emulator/inbox")["messages"]
+
+    def mail_sent(self, notification_ids: Iterable[str]) -> dict[str, dict]:
+        """SES's Send events recorded by MailEventsFunction (MAIL_SENT items), by notification
+        id: on AWS as locally, SES's own word on what it sent."""
+        items = self.get_items(
+            [{"pk": f"MAIL_SENT#{n}", "sk": "MAIL_SENT"} for n in notification_ids]
+        )
+        return {item["notification_id"]["S"]: item for item in items}
 
     # -- queues ----------------------------------------------------------------------------------
     def queue_attributes(self, output: str, *names: str) -> dict[str, str]:

@@ -62,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
     )
     move.add_argument(
         "queue",
-        help="IngestDeadLetterQueue | NotificationDeadLetterQueue; every fan-out mode but lambda: "
+        help="IngestDeadLetterQueue | NotificationDeadLetterQueue | MailDeadLetterQueue | "
+        "MailEventsDeadLetterQueue; every fan-out mode but lambda: "
         "also LastAgentDeadLetterQueue | SurveyDeadLetterQueue | GoodwillDeadLetterQueue and "
         "what the fan-out could not deliver to those consumers' queues: "
         "LastAgentChangeDeliveryDeadLetterQueue | SurveyChangeDeliveryDeadLetterQueue | "

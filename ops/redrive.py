@@ -3,9 +3,11 @@ to the queue each message came from, followed to its end (ListMessageMoveTasks) 
 bar on stderr. Ctrl-C cancels the task (CancelMessageMoveTask): what moved stays moved.
 
 The queues are the stack's DLQs by their outputs (StackClient.dead_letter_queues):
-IngestDeadLetterQueue and NotificationDeadLetterQueue always, and in fan-out modes pipe and
-router each consumer's <X>DeadLetterQueue, whose messages are the stream records the consumer
-failed on: redriven, the consumer gets them again from its queue. Their
+IngestDeadLetterQueue, NotificationDeadLetterQueue, MailDeadLetterQueue (FIFO: its messages go
+back to MailQueue, where the mail sender's claims decide again) and MailEventsDeadLetterQueue
+(SES's sending events MailEventsFunction failed on; recording them is idempotent) always, and in
+fan-out modes pipe and router each consumer's <X>DeadLetterQueue, whose messages are the stream
+records the consumer failed on: redriven, the consumer gets them again from its queue. Their
 <X>ChangeDeliveryDeadLetterQueue (what the bus or the topic could not deliver to that queue) is
 no queue's redrive target: ops/delivery_redrive.py sends its changes to the consumer's queue."""
 

@@ -4,8 +4,10 @@ alarms in ALARM. In every fan-out mode but lambda every consumer's queue and DLQ
 (StackClient.work_queues, .failure_queues), and the DLQ of what the bus or the topic could not
 deliver to that queue (<X>ChangeDeliveryDeadLetterQueue); every DLQ flagged like the others.
 Last, the contact files IN_PROGRESS for more than an hour (files.in_progress_for_long: a Scan of
-the table), each a file that is stalled or continuing without end. The stack's dashboard
-(its DashboardUrl output: the CloudWatch console) heads the report.
+the table), each a file that is stalled or continuing without end, and what became of the
+notifications at the last hop over a day (the mail sender's and recorder's metrics: e-mails sent,
+delivered, bounced, suppressed, complained; not sent for want of an address). The stack's
+dashboard (its DashboardUrl output: the CloudWatch console) heads the report.
 
 Ages come from CloudWatch (SQS ApproximateAgeOfOldestMessage, Lambda IteratorAge: the maximum
 of the last 5 minutes; the local stack publishes them too: docs/local-stack.md, "CloudWatch").
@@ -25,6 +27,18 @@ from harness.stack import StackClient
 from ops import files, table
 
 WINDOW = timedelta(minutes=5)
+# The mail sender's and recorder's metrics (namespace ContactCenter, by `service`), as ops status
+# counts them over MAIL_WINDOW: what became of the notifications at the last hop.
+MAIL_METRICS = (
+    ("sent", "EmailsSent", "mail-sender"),
+    ("delivered", "EmailsDelivered", "mail-events"),
+    ("bounced", "EmailsBounced", "mail-events"),
+    ("suppressed", "EmailsSuppressed", "mail-events"),
+    ("complained", "EmailsComplained", "mail-events"),
+    ("without an address", "EmailsWithoutAddress", "mail-sender"),
+    ("to an undeliverable address", "EmailsToUndeliverableAddress", "mail-sender"),
+)
+MAIL_WINDOW = timedelta(hours=24)
 # The same hour as IngestFileInProgressAlarm (template.yaml).
 FILE_IN_PROGRESS_SECONDS = 3600
 
@@ -50,6 +64,7 @@ def report(stack: StackClient) -> tuple[dict[str, Any], str, bool]:
         "pipes": pipe_status(stack),
         "alarms": alarming,
         "files_in_progress": files.in_progress_for_long(stack, FILE_IN_PROGRESS_SECONDS),
+        "e_mails": mail_counts(stack),
     }
     return data, render(data), True
 
@@ -155,6 +170,25 @@ def latest_maximum(
     return max(points, key=lambda p: p["Timestamp"])["Maximum"]
 
 
+def mail_counts(stack: StackClient) -> dict[str, int]:
+    """Each of MAIL_METRICS summed over MAIL_WINDOW (0 without datapoints)."""
+    now = datetime.now(UTC)
+    cloudwatch = stack.client("cloudwatch")
+    counts = {}
+    for label, metric, service in MAIL_METRICS:
+        points = cloudwatch.get_metric_statistics(
+            Namespace="ContactCenter",
+            MetricName=metric,
+            Dimensions=[{"Name": "service", "Value": service}],
+            StartTime=now - MAIL_WINDOW,
+            EndTime=now,
+            Period=3600,
+            Statistics=["Sum"],
+        )["Datapoints"]
+        counts[label] = round(sum(p["Sum"] for p in points))
+    return counts
+
+
 def render(data: dict[str, Any]) -> str:
     queues = table.render(
         ("QUEUE", "MESSAGES", "IN FLIGHT", "DELAYED", "OLDEST", ""),
@@ -219,8 +253,11 @@ def render(data: dict[str, Any]) -> str:
         else "  none"
     )
     dashboard = f"\ndashboard: {data['dashboard_url']}" if data["dashboard_url"] else ""
+    sent = ", ".join(f"{label} {n:,}" for label, n in list(data["e_mails"].items())[:5])
+    unsent = ", ".join(f"{label} {n:,}" for label, n in list(data["e_mails"].items())[5:])
     return (
         f"stack {data['stack']} (fan-out: {data['fan_out']}){dashboard}\n\n{queues}\n\n{mappings}"
         f"{pipes}"
         f"\n\nalarms in ALARM:\n{alarms}\n\nfiles IN_PROGRESS for more than an hour:\n{stuck}"
+        f"\n\ne-mails in the last 24 h: {sent}\n  not sent: {unsent}"
     )

@@ -6,8 +6,10 @@ reads only what it needs: the caller and the service from the SigV4 ``Authorizat
 credential (``Credential=<key>/<date>/<region>/<service>/aws4_request``); the operation from
 ``X-Amz-Target`` (JSON protocols: ``DynamoDB_20120810.PutItem``, ``AmazonSQS.SendMessage``), from
 ``Action=`` in the query string or the form body (query protocol: SNS, SQS's older protocol), or,
-for S3, from the method, the path and the query string. Operation names are the API's:
-``GetObject`` with a ``versionId`` is ``s3:GetObject`` (IAM calls it ``s3:GetObjectVersion``).
+for S3, from the method, the path and the query string; for SES API v2 (REST JSON, signed as
+``ses``), from the method and the path (SendEmail only: the one call the stack's functions make).
+Operation names are the API's: ``GetObject`` with a ``versionId`` is ``s3:GetObject`` (IAM calls
+it ``s3:GetObjectVersion``).
 
 Throttling errors, each in its service's protocol and retried by botocore as throttling (legacy
 and standard retry modes: botocore/data/_retry.json, botocore/retries/standard.py):
@@ -87,8 +89,15 @@ def operation(environ: dict[str, Any], service: str) -> str | None:
     if service == "s3":
         name = s3_operation(environ)
         return f"s3:{name}" if name else None
+    if service == "ses" and environ.get("PATH_INFO", "").startswith("/v2/"):
+        return "ses:SendEmail" if _is_sesv2_send(environ) else None
     action = _action(environ)
     return f"{service}:{action}" if action else None
+
+
+def _is_sesv2_send(environ: dict[str, Any]) -> bool:
+    path = environ.get("PATH_INFO", "").rstrip("/")
+    return environ.get("REQUEST_METHOD") == "POST" and path == "/v2/email/outbound-emails"
 
 
 def _action(environ: dict[str, Any]) -> str | None:

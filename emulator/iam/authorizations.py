@@ -25,6 +25,10 @@ One API call can need several authorizations, each decided on its own, as AWS do
   The key's policy is then part of the decision (emulator/iam/resources.py).
 - Firehose: ``firehose:<Operation>`` on the delivery stream the request names
   (``DeliveryStreamName``): ``arn:aws:firehose:<region>:<account>:deliverystream/<name>``.
+- SES (API v2) SendEmail (Service Authorization Reference, Amazon SES v2: identity and
+  configuration-set resources): ``ses:SendEmail`` on the sending identity
+  (``FromEmailAddressIdentityArn``, else the From address's domain) and, when the request names
+  one, on the configuration set: two authorizations, both needed.
 - Any other service: ``<service>:<Operation>`` with the resource unknown (None): the decision
   then rests on the action and the conditions only.
 """
@@ -120,11 +124,33 @@ def authorizations(
                 account,
             )
         ]
+    return _named_resources(operation, params, region, account)
+
+
+def _named_resources(
+    operation: str, params: Mapping[str, Any], region: str, account: str
+) -> list[Request]:
+    """SES's SendEmail and Firehose's calls on the resources they name; any other call on an
+    unknown resource."""
+    if operation == "ses:SendEmail":
+        return _ses_send(params, region, account)
     resource = None
-    if service == "firehose" and params.get("DeliveryStreamName"):
+    if operation.startswith("firehose:") and params.get("DeliveryStreamName"):
         stream = params["DeliveryStreamName"]
         resource = f"arn:aws:firehose:{region}:{account}:deliverystream/{stream}"
     return [Request(operation, resource)]
+
+
+def _ses_send(params: Mapping[str, Any], region: str, account: str) -> list[Request]:
+    prefix = f"arn:aws:ses:{region}:{account}"
+    identity = params.get("FromEmailAddressIdentityArn") or (
+        f"{prefix}:identity/{str(params.get('FromEmailAddress', '')).rpartition('@')[2]}"
+    )
+    requests = [Request("ses:SendEmail", identity)]
+    if params.get("ConfigurationSetName"):
+        config_set = f"{prefix}:configuration-set/{params['ConfigurationSetName']}"
+        requests.append(Request("ses:SendEmail", config_set))
+    return requests
 
 
 def _kms(operation: str, params: Mapping[str, Any], key_arn: str, account: str) -> Request:
@@ -140,9 +166,10 @@ def _kms(operation: str, params: Mapping[str, Any], key_arn: str, account: str) 
 
 
 def _params(environ: dict[str, Any]) -> dict[str, Any]:
-    """A JSON protocol's body, or a query protocol's parameters (query string and form)."""
+    """A JSON protocol's body (REST JSON's too), or a query protocol's parameters (query string
+    and form)."""
     body = calls.read_body(environ)
-    if "HTTP_X_AMZ_TARGET" in environ:
+    if "HTTP_X_AMZ_TARGET" in environ or "json" in environ.get("CONTENT_TYPE", ""):
         return json.loads(body or b"{}")
     pairs = parse_qs(environ.get("QUERY_STRING", "")) | parse_qs(body.decode())
     return {k: v[0] for k, v in pairs.items()}

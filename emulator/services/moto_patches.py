@@ -29,6 +29,7 @@ from emulator.services import (
     pipes,
     responses,
     s3,
+    ses,
     sns,
     sns_filter_policies,
     sqs,
@@ -63,6 +64,7 @@ def install() -> None:
         cloudwatch.install()
         stepfunctions.install()
         firehose.install()
+        ses.install()
         cloudformation.install(
             [
                 sns.SnsSubscriptionModel,
@@ -72,6 +74,7 @@ def install() -> None:
                 delivery_failures.QueuePolicyModel,
                 cloudwatch.AlarmModel,
                 firehose.DeliveryStreamModel,
+                *ses.MODELS,
             ]
         )
         _installed = True

@@ -47,7 +47,7 @@ def record_handler(record: DynamoDBRecord) -> dict | None:
         logger.info(
             "gift card issued", contact_id=card["contact_id"], gift_card_id=card["gift_card_id"]
         )
-    return notifications.gift_card(card)
+    return notifications.gift_card(card, contact.get("email"))
 
 
 def enqueue_batch(batch: list[dict]) -> dict[int, Exception]:

@@ -573,6 +573,11 @@ COVERED_TYPES = {
     "AWS::Connect::InstanceStorageConfig": {"connect", "firehose", "iam", "ds"},
     "AWS::Connect::IntegrationAssociation": {"connect", "lambda", "ds"},
     "AWS::Connect::ContactFlow": {"connect"},
+    # the mail sender's SES resources (the event destination puts SES's events on the default bus)
+    "AWS::SES::ConfigurationSet": {"ses"},
+    "AWS::SES::ConfigurationSetEventDestination": {"ses"},
+    "AWS::SES::Template": {"ses"},
+    "AWS::SES::EmailIdentity": {"ses"},
 }
 COVERED_EVENTS = {"SQS", "DynamoDB"}
 NAME_PROPERTIES = (

@@ -52,11 +52,25 @@ FUNCTIONS = {
     ),
     "RouteFunction": ("functions/route", {"CONTACTS_TABLE_NAME"}),
     "RouterFunction": ("functions/router", {"CHANGE_TOPIC_ARN"}),
+    "MailSenderFunction": (
+        "functions/mail_sender",
+        {
+            "IDEMPOTENCY_TABLE_NAME",
+            "CONTACTS_TABLE_NAME",
+            "MAIL_FROM_ADDRESS",
+            "MAIL_IDENTITY_ARN",
+            "MAIL_CONFIGURATION_SET",
+            "MAIL_TEMPLATE_PREFIX",
+            "MAIL_SEND_EVENT_WAIT_SECONDS",
+        },
+    ),
+    "MailEventsFunction": ("functions/mail_events", {"CONTACTS_TABLE_NAME"}),
 }
 FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
 CONSUMERS = ("LastAgent", "Survey", "Goodwill")
 PIPE_MODES = ("pipe", "pipe-topic", "pipe-sfn")  # the modes ChangePipe reads the stream in
 POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
+SES_ARN = "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}"
 ENV_SOURCES = {
     "CONTACTS_TABLE_NAME": {"Ref": "ContactsTable"},
     "IDEMPOTENCY_TABLE_NAME": {"Ref": "IdempotencyTable"},
@@ -68,6 +82,13 @@ ENV_SOURCES = {
     # the names of Connect's user-defined contact attributes ingest reads a contact record's by
     "SURVEY_OPT_IN_ATTRIBUTE": {"Ref": "SurveyOptInAttribute"},
     "SURVEY_EMAIL_ATTRIBUTE": {"Ref": "SurveyEmailAttribute"},
+    # the stack's SES sender: its identity (MailIdentity), From address, configuration set and
+    # templates (named after the stack)
+    "MAIL_FROM_ADDRESS": {"Ref": "MailFromAddress"},
+    "MAIL_IDENTITY_ARN": {"Fn::Sub": SES_ARN + ":identity/${MailIdentity}"},
+    "MAIL_CONFIGURATION_SET": {"Ref": "MailConfigurationSet"},
+    "MAIL_TEMPLATE_PREFIX": {"Ref": "AWS::StackName"},
+    "MAIL_SEND_EVENT_WAIT_SECONDS": {"Ref": "MailSendEventWaitSeconds"},
 }
 
 
@@ -544,6 +565,8 @@ def test_there_are_sqs_and_stream_mappings():
         "LastAgentFunction",
         "SurveyFunction",
         "GoodwillFunction",
+        "MailSenderFunction",
+        "MailEventsFunction",
     }
     assert STREAM_CONSUMERS == [
         "GoodwillFunction",
@@ -571,6 +594,10 @@ def test_every_queue_is_a_source_with_redrive_or_a_failure_destination(queue):
 def test_sqs_mapping_reports_failures_and_batches(function, event):
     props = events(function, "SQS")[event]
     assert "ReportBatchItemFailures" in props["FunctionResponseTypes"]
+    if QUEUES[ref_target(props["Queue"])]["Properties"].get("FifoQueue"):
+        # Lambda takes no batching window for a FIFO queue
+        assert "MaximumBatchingWindowInSeconds" not in props
+        return
     assert "MaximumBatchingWindowInSeconds" in props
     for name, overrides in PARAMETER_SETS.items():
         window = resolve_number(props["MaximumBatchingWindowInSeconds"], overrides)
@@ -868,11 +895,15 @@ def test_ingest_permissions():
             },
         ),
         ("NotifierFunction", {}),
+        # SES's record of what it sent, and the addresses gone for good: read by the sender,
+        # written by the recorder, no other item of the table
+        ("MailSenderFunction", {"dynamodb:GetItem": {"MAIL_SENT#*", "MAIL_ADDRESS#*"}}),
+        ("MailEventsFunction", {"dynamodb:PutItem": {"MAIL_SENT#*", "MAIL_ADDRESS#*"}}),
     ],
 )
 def test_consumers_touch_only_their_own_items(function, grants):
     assert table_grants(function) == grants
-    uses_idempotency = function == "NotifierFunction"
+    uses_idempotency = function in ("NotifierFunction", "MailSenderFunction")
     idempotency = {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}
     assert bool(table_grants(function, idempotency)) is uses_idempotency
 
@@ -928,6 +959,7 @@ def test_dead_letter_queues_are_the_expected_ones():
     assert (
         sorted(
             ["IngestDeadLetterQueue", "NotificationDeadLetterQueue"]
+            + ["MailDeadLetterQueue", "MailEventsDeadLetterQueue"]
             + [f"{c}DeadLetterQueue" for c in CONSUMERS]
         )
         == DLQS
@@ -1744,3 +1776,94 @@ def test_every_event_source_mapping_counts_its_events_and_every_stream_mapping_a
     }
     streams = {n for n, m in mappings.items() if "DestinationConfig" in m["Properties"]}
     assert streams and watched == streams
+
+
+# --- the mail sender (issue 44) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_only_the_mail_sender_sends_mail_as_the_stacks_identity_through_its_configuration_set(
+    function,
+):
+    sending = [
+        s
+        for mode in FAN_OUT_MODES
+        for s in statements(function, mode)
+        if any(action.startswith("ses:") for action in as_list(s["Action"]))
+    ]
+    if function != "MailSenderFunction":
+        assert sending == []
+        return
+    assert {json.dumps(s, sort_keys=True) for s in sending} == {
+        json.dumps(
+            {
+                "Sid": "SendItsMail",
+                "Effect": "Allow",
+                "Action": "ses:SendEmail",
+                "Resource": [
+                    {"Fn::Sub": SES_ARN + ":identity/${MailIdentity}"},
+                    {"Fn::Sub": SES_ARN + ":configuration-set/${MailConfigurationSet}"},
+                ],
+            },
+            sort_keys=True,
+        )
+    }
+    identity = RESOURCES["MailIdentity"]["Properties"]
+    assert identity["EmailIdentity"] == {"Ref": "MailSenderIdentity"}
+
+
+def test_the_mail_queue_is_the_topics_fifo_subscriber_and_only_the_topic_sends_to_it():
+    assert QUEUES["MailQueue"]["Properties"]["FifoQueue"] is True
+    assert QUEUES["MailDeadLetterQueue"]["Properties"]["FifoQueue"] is True  # a FIFO's DLQ is FIFO
+    subscription = RESOURCES["MailSubscription"]["Properties"]
+    assert subscription == {
+        "TopicArn": {"Ref": "NotificationsTopic"},
+        "Protocol": "sqs",
+        "Endpoint": {"Fn::GetAtt": ["MailQueue", "Arn"]},
+        "RawMessageDelivery": True,  # a message is the notification as published
+    }
+    allow = policy_statements("MailQueuePolicy")["AllowNotifications"]
+    assert allow["Principal"] == {"Service": "sns.amazonaws.com"}
+    assert allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Ref": "NotificationsTopic"}}}
+
+
+@pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))
+def test_a_send_in_doubt_is_asked_again_past_the_wait_before_its_message_is_dead_lettered(
+    parameter_set,
+):
+    """A claim in doubt fails its message until SES's Send event is recorded or the wait has
+    passed: the queue's receives must outlast the wait, or a send that never happened would end
+    in the DLQ instead of being sent."""
+    overrides = PARAMETER_SETS[parameter_set]
+    queue = QUEUES["MailQueue"]["Properties"]
+    receives = queue["RedrivePolicy"]["maxReceiveCount"]
+    visibility = resolve_number(queue["VisibilityTimeout"], overrides)
+    wait = resolve_number({"Ref": "MailSendEventWaitSeconds"}, overrides)
+    assert visibility * (receives - 1) > wait
+    assert PARAMETERS["MailSendEventWaitSeconds"]["Default"] == (
+        idempotency.MAIL_SEND_EVENT_WAIT_SECONDS
+    )
+    # the largest visibility the template allows still outlasts the largest wait
+    largest = PARAMETERS["NotificationQueueVisibilityTimeout"]["MaxValue"]
+    assert largest * (receives - 1) > PARAMETERS["MailSendEventWaitSeconds"]["MaxValue"]
+
+
+def test_ses_sending_events_of_the_stacks_configuration_set_reach_the_recorder():
+    destination = RESOURCES["MailEventDestination"]["Properties"]
+    assert destination["ConfigurationSetName"] == {"Ref": "MailConfigurationSet"}
+    events_ = destination["EventDestination"]
+    assert {"send", "bounce", "complaint"} <= set(events_["MatchingEventTypes"])
+    assert events_["EventBridgeDestination"]["EventBusArn"]["Fn::Sub"].endswith(
+        ":event-bus/default"
+    )  # SES publishes to the default bus only
+    rule = RESOURCES["MailEventsRule"]["Properties"]
+    assert "EventBusName" not in rule  # the default bus
+    assert rule["EventPattern"]["detail"]["mail"]["tags"] == {
+        "ses:configuration-set": [{"Ref": "MailConfigurationSet"}]
+    }
+    [target] = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["MailEventsQueue", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["MailEventsDeadLetterQueue", "Arn"]}
+    ([mapping],) = [events("MailEventsFunction", "SQS").values()]
+    assert mapping["Queue"] == {"Fn::GetAtt": ["MailEventsQueue", "Arn"]}

@@ -4,7 +4,8 @@ A message is JSON: notification_id, kind, contact_id (the customer interaction's
 contact's id, keys.interaction_id), the caller when the contact has a number, plus the kind's own
 fields. The notification_id is derived from (kind, contact_id), so however often a message is
 built or enqueued for an interaction, from any of its legs, the notifier sees one id and
-publishes once.
+publishes once. A gift card carries the contact's e-mail when it has one (the mail sender's
+address); without one the card is still issued and published, and the sender records it unsent.
 """
 
 import json
@@ -19,6 +20,9 @@ FIELDS_BY_KIND = {
     keys.SURVEY: (*COMMON_FIELDS, "email"),  # a survey goes by e-mail: a chat's has no caller
     keys.GIFT_CARD: (*COMMON_FIELDS, "caller", "gift_card_id", "amount", "currency"),
 }
+
+# A survey's caller, when its contact has a number; a gift card's e-mail, when it has one.
+OPTIONAL_FIELDS = ("caller", "email")
 
 
 class InvalidNotification(ValueError):
@@ -39,8 +43,8 @@ def survey(contact: Mapping[str, Any]) -> dict[str, Any]:
     return message
 
 
-def gift_card(card: Mapping[str, Any]) -> dict[str, Any]:
-    return {
+def gift_card(card: Mapping[str, Any], email: str | None = None) -> dict[str, Any]:
+    message = {
         "notification_id": keys.notification_id(keys.GIFT_CARD, card["contact_id"]),
         "kind": keys.GIFT_CARD,
         "contact_id": card["contact_id"],
@@ -50,6 +54,9 @@ def gift_card(card: Mapping[str, Any]) -> dict[str, Any]:
         "amount": int(card["amount"]),
         "currency": card["currency"],
     }
+    if email:
+        message["email"] = email
+    return message
 
 
 def parse(body: str) -> dict[str, Any]:
@@ -75,7 +82,7 @@ def parse(body: str) -> dict[str, Any]:
     ):
         raise InvalidNotification("notification_id does not match kind and contact_id")
     wrong = [field for field, holds in RULES.items() if field in message and not holds(message)]
-    unexpected = sorted(message.keys() - {*FIELDS_BY_KIND[kind], "caller"})
+    unexpected = sorted(message.keys() - {*FIELDS_BY_KIND[kind], *OPTIONAL_FIELDS})
     if wrong or unexpected:
         # Anyone who may send to the queue could otherwise publish any card, to any address.
         raise InvalidNotification(

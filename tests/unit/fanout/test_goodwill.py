@@ -55,6 +55,8 @@ def test_an_abandoned_contact_gets_a_card_and_a_notification(stack, goodwill, la
             "gift_card_id": card_id,
             "amount": 10,
             "currency": "USD",
+            # the contact's e-mail: the mail sender's address for the card
+            "email": "pat@example.com",
         }
     ]
 

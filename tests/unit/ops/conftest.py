@@ -17,7 +17,8 @@ TEMPLATE = {
 
 @pytest.fixture
 def ops_stack(stack, lambda_context) -> StackClient:
-    """The unit resources seen through the stack client, with a StreamFailureQueue."""
+    """The unit resources seen through the stack client, with a StreamFailureQueue and the mail
+    sender's queues."""
     cloudformation = client("cloudformation")
     cloudformation.create_stack(StackName="unit", TemplateBody=json.dumps(TEMPLATE))
     [queue] = cloudformation.describe_stack_resources(StackName="unit")["StackResources"]
@@ -30,5 +31,9 @@ def ops_stack(stack, lambda_context) -> StackClient:
         "NotificationQueueUrl": stack.notification_queue_url,
         "StreamFailureQueueUrl": failure_url,
     }
+    for output in ("MailQueueUrl", "MailEventsQueueUrl"):  # every stack's mail sender reads them
+        outputs[output] = client("sqs").create_queue(QueueName=output.removesuffix("Url"))[
+            "QueueUrl"
+        ]
     parameters = {"GoodwillWaitSeconds": str(rules.DEFAULT_GOODWILL_WAIT_SECONDS)}
     return StackClient("unit", boto3.session.Session(region_name=REGION), outputs, parameters)

@@ -142,7 +142,7 @@ def test_status_names_the_dashboard_url(ops_stack):
     url = "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards:name=d"
     sqs = client("sqs")
     outputs = dict(ops_stack.outputs, DashboardUrl=url)
-    for queue in ("IngestDeadLetterQueue", "NotificationDeadLetterQueue"):
+    for queue in ops_stack.dead_letter_queues:
         outputs[f"{queue}Url"] = sqs.create_queue(QueueName=f"unit-{queue}")["QueueUrl"]
     data, text, _ = status.report(StackClient("unit", ops_stack.session, outputs, {}))
     assert data["dashboard_url"] == url

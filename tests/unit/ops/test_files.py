@@ -175,7 +175,7 @@ def test_status_lists_the_files_in_progress_for_more_than_an_hour(ingest, ops_st
     assert ingest.metrics()["FileInProgressSeconds"] > 7200  # what the alarm watches
 
     outputs = dict(ops_stack.outputs)
-    for queue in ("IngestDeadLetterQueue", "NotificationDeadLetterQueue"):
+    for queue in ops_stack.dead_letter_queues:
         outputs[f"{queue}Url"] = ingest.stack.sqs.create_queue(QueueName=queue)["QueueUrl"]
     data, text, _ = status.report(StackClient("unit", ops_stack.session, outputs, {}))
 

@@ -127,7 +127,7 @@ def queue_stack(ops_stack: StackClient, mode: str) -> StackClient:
     (of their failures and of what the fan-out could not deliver to them)."""
     sqs = client("sqs")
     outputs = dict(ops_stack.outputs, FanOut=mode)
-    for queue in ("IngestDeadLetterQueue", "NotificationDeadLetterQueue"):
+    for queue in ops_stack.dead_letter_queues:
         outputs[f"{queue}Url"] = sqs.create_queue(QueueName=f"unit-{queue}")["QueueUrl"]
     for consumer in ("LastAgent", "Survey", "Goodwill"):
         dlq = sqs.create_queue(QueueName=f"unit-{consumer}-dlq")["QueueUrl"]
@@ -148,7 +148,12 @@ def queue_stack(ops_stack: StackClient, mode: str) -> StackClient:
 
 
 def test_the_consumers_dead_letter_queues_are_redriven_in_queue_modes(ops_stack):
-    assert ops_stack.dead_letter_queues == ("IngestDeadLetterQueue", "NotificationDeadLetterQueue")
+    assert ops_stack.dead_letter_queues == (
+        "IngestDeadLetterQueue",
+        "NotificationDeadLetterQueue",
+        "MailDeadLetterQueue",
+        "MailEventsDeadLetterQueue",
+    )
     with pytest.raises(OpsError, match="unknown dead-letter queue 'GoodwillDeadLetterQueue'"):
         redrive.redrive(ops_stack, "GoodwillDeadLetterQueue", None, progress=False)
     piped = queue_stack(ops_stack, "pipe")

@@ -296,3 +296,23 @@ def test_kms_calls_name_the_key_by_id_alias_or_ciphertext_with_their_context():
     assert (decrypt.action, decrypt.resource) == ("kms:Decrypt", KEY_ARN)
     [unknown] = authorize("kms", "DescribeKey", {"KeyId": "alias/nothing"})
     assert (unknown.action, unknown.resource) == ("kms:DescribeKey", "*")
+
+
+def test_ses_send_email_is_authorized_on_its_identity_and_its_configuration_set():
+    send = {
+        "FromEmailAddress": "surveys@example.com",
+        "Destination": {"ToAddresses": ["a@example.org"]},
+        "Content": {"Template": {"TemplateName": "t", "TemplateData": "{}"}},
+        "ConfigurationSetName": "stack-mail",
+    }
+    prefix = f"arn:aws:ses:{REGION}:{ACCOUNT}"
+    found = authorize("sesv2", "SendEmail", send)
+    assert [(r.action, r.resource) for r in found] == [
+        ("ses:SendEmail", f"{prefix}:identity/example.com"),
+        ("ses:SendEmail", f"{prefix}:configuration-set/stack-mail"),
+    ]
+    named = {**send, "FromEmailAddressIdentityArn": f"{prefix}:identity/surveys@example.com"}
+    del named["ConfigurationSetName"]
+    assert [r.resource for r in authorize("sesv2", "SendEmail", named)] == [
+        f"{prefix}:identity/surveys@example.com"
+    ]

@@ -1,0 +1,88 @@
+"""Powertools idempotency around a call that nothing absorbs if it is repeated (SES SendEmail has
+no idempotency token), settled by the callee's own record of what it did.
+
+On the same records as idempotent_function (persistence layer, config, key prefix), so `ops
+idempotency` sees them. A claim is held for the record's life (as shared.aws.batch_claims holds
+one): a claim found in progress was taken by an invocation that crashed or timed out, or that is
+still running, before or after its call. So before calling again, the caller's evidence is asked
+(``confirmed``: for SES, the Send event SES published for the notification, recorded in the
+table): found, the claim is recorded COMPLETED and nothing is called; not found while the claim is
+younger than ``wait_seconds``, the item fails with SendUnconfirmed (its message comes back after
+the queue's visibility timeout and asks again); not found after that, the call never happened
+(had it, its evidence would be there) and the item is called again under the same claim.
+"""
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from enum import Enum
+
+from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer, IdempotencyConfig
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyItemAlreadyExistsError,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
+
+from shared.aws.batch_claims import claim_time
+
+
+class Claim(Enum):
+    NEW = "claimed now: call"
+    RETRIED = "claimed before, no evidence of the call past the wait: call again"
+    DONE = "completed before: do nothing"
+    CONFIRMED = "claimed before, the callee's evidence found: recorded completed now"
+
+
+class SendUnconfirmed(Exception):
+    """Claimed at `claimed_at` (epoch seconds), not recorded, and no evidence of the call yet:
+    retried later."""
+
+    def __init__(self, key: str, claimed_at: float, wait_seconds: float):
+        super().__init__(
+            f"claimed at {datetime.fromtimestamp(claimed_at, UTC).isoformat(timespec='seconds')} "
+            f"and not recorded; no evidence of the call yet: asked again until "
+            f"{wait_seconds:.0f} s after the claim ({key})"
+        )
+        self.claimed_at = claimed_at
+
+
+class SendClaims:
+    """Build once per execution environment."""
+
+    def __init__(
+        self,
+        persistence: BasePersistenceLayer,
+        config: IdempotencyConfig,
+        key_prefix: str,
+        confirmed: Callable[[dict], bool],
+        wait_seconds: float,
+    ):
+        persistence.configure(config=config, key_prefix=key_prefix)
+        self._store = persistence
+        self._life = config.expires_after_seconds
+        self._confirmed = confirmed
+        self._wait = wait_seconds
+
+    def claim(self, item: dict, result: dict) -> Claim:
+        """Claim the item (``result``: what its record stores if the evidence settles it)."""
+        try:
+            self._store.save_inprogress(data=item, remaining_time_in_millis=self._life * 1000)
+        except IdempotencyItemAlreadyExistsError as exists:
+            record = exists.old_data_record or self._store.get_record(data=item)
+            if record.status == STATUS_CONSTANTS["COMPLETED"]:
+                return Claim.DONE
+            if self._confirmed(item):
+                self._store.save_success(data=item, result=result)
+                return Claim.CONFIRMED
+            claimed_at = claim_time(record, self._life)
+            if time.time() - claimed_at < self._wait:
+                raise SendUnconfirmed(record.idempotency_key, claimed_at, self._wait) from None
+            return Claim.RETRIED
+        return Claim.NEW
+
+    def done(self, item: dict, result: dict) -> None:
+        self._store.save_success(data=item, result=result)
+
+    def release(self, item: dict, error: Exception) -> None:
+        """The call was refused (nothing done): the next delivery claims afresh."""
+        self._store.delete_record(data=item, exception=error)

@@ -1,0 +1,316 @@
+"""MailSenderFunction and MailEventsFunction: one e-mail per notification, whatever is delivered
+twice and wherever the sender dies; undeliverable notifications recorded, counted, never retried.
+
+SES is moto's, with the local stack's SES (emulator/services/ses.py): templates, the configuration
+set's EventBridge destination, the inbox; the default bus's rule hands SES's events to a queue, and
+the tests run MailEventsFunction on what it holds, as its mapping would.
+"""
+
+import contextlib
+import json
+from dataclasses import dataclass
+
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from shared import gift_cards, idempotency, notifications
+
+from emulator.services import ses
+from harness.events import contact, failed_ids, sqs_bodies_event
+from harness.in_process import ACCOUNT, REGION, client, cold_start
+from tests.faults import Crash, record_calls
+from tests.unit.fanout.helpers import queue_arn
+
+STACK = "unit"
+IDENTITY = "example.com"
+SURVEY = notifications.survey(contact("c-1", email="ann@example.com", survey_opt_in=True))
+
+
+def gift_card(contact_id: str, email: str | None) -> dict:
+    card = {
+        "gift_card_id": gift_cards.gift_card_id(contact_id),
+        "contact_id": contact_id,
+        "caller": "+14155550102",
+        "amount": gift_cards.AMOUNT,
+        "currency": gift_cards.CURRENCY,
+    }
+    return notifications.gift_card(card, email)
+
+
+@dataclass
+class Mail:
+    events_queue_url: str
+    mail_queue_arn: str
+
+
+@pytest.fixture
+def mail(stack, monkeypatch) -> Mail:
+    """The stack's SES resources as template.yaml declares them, made with the local stack's
+    CloudFormation models; the rule MailEventsRule and its queue."""
+    ses.reset()
+    config_set = f"{STACK}-mail"
+    ses.EmailIdentityModel.create({"EmailIdentity": IDENTITY}, ACCOUNT, REGION, IDENTITY, "Id")
+    ses.ConfigurationSetModel.create({"Name": config_set}, ACCOUNT, REGION, config_set, "Set")
+    bus = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"
+    ses.EventDestinationModel.create(
+        {
+            "ConfigurationSetName": config_set,
+            "EventDestination": {
+                "Name": "events",
+                "Enabled": True,
+                "MatchingEventTypes": ["send", "delivery", "bounce", "complaint"],
+                "EventBridgeDestination": {"EventBusArn": bus},
+            },
+        },
+        ACCOUNT,
+        REGION,
+        "events",
+        "Destination",
+    )
+    for suffix, text in (
+        ("survey", "How did we do on {{contact_id}}?"),
+        ("gift-card", "Code {{gift_card_code}}: {{amount}} {{currency}} ({{contact_id}})"),
+    ):
+        ses.TemplateModel.create(
+            {
+                "Template": {
+                    "TemplateName": f"{STACK}-{suffix}",
+                    "SubjectPart": suffix,
+                    "TextPart": text,
+                    "HtmlPart": f"<p>{text}</p>",
+                }
+            },
+            ACCOUNT,
+            REGION,
+            suffix,
+            "Template",
+        )
+    sqs = stack.sqs
+    events_queue_url = sqs.create_queue(QueueName="mail-events")["QueueUrl"]
+    events = client("events")
+    events.put_rule(
+        Name="mail-events",
+        EventPattern=json.dumps(
+            {
+                "source": ["aws.ses"],
+                "detail": {"mail": {"tags": {"ses:configuration-set": [config_set]}}},
+            }
+        ),
+    )
+    events.put_targets(
+        Rule="mail-events",
+        Targets=[{"Id": "queue", "Arn": queue_arn(stack, events_queue_url)}],
+    )
+    mail_queue_url = sqs.create_queue(QueueName="mail.fifo", Attributes={"FifoQueue": "true"})[
+        "QueueUrl"
+    ]
+    for name, value in {
+        "MAIL_FROM_ADDRESS": f"surveys@{IDENTITY}",
+        "MAIL_IDENTITY_ARN": f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/{IDENTITY}",
+        "MAIL_CONFIGURATION_SET": config_set,
+        "MAIL_TEMPLATE_PREFIX": STACK,
+    }.items():
+        monkeypatch.setenv(name, value)
+    yield Mail(events_queue_url, queue_arn(stack, mail_queue_url))
+    ses.reset()
+
+
+@pytest.fixture
+def sender(mail, monkeypatch):
+    return cold_start("mail_sender", monkeypatch)
+
+
+@pytest.fixture
+def recorder(mail, monkeypatch):
+    return cold_start("mail_events", monkeypatch)
+
+
+def delivered(mail: Mail, *notifications_) -> dict:
+    """MailQueue's messages as Lambda delivers them (raw SNS delivery: the notification)."""
+    return sqs_bodies_event([json.dumps(n) for n in notifications_], mail.mail_queue_arn)
+
+
+def record_sending_events(stack, mail: Mail, recorder, lambda_context) -> list[str]:
+    """MailEventsFunction run on every event SES published so far; their types."""
+    messages = stack.drain(mail.events_queue_url)
+    bodies = [m["Body"] for m in messages]
+    if bodies:
+        response = recorder.lambda_handler(
+            sqs_bodies_event(bodies, "arn:aws:sqs:queue"), lambda_context
+        )
+        assert failed_ids(response) == []
+    return [json.loads(body)["detail"]["eventType"] for body in bodies]
+
+
+def refused(sender, event: dict, lambda_context, reason: str) -> None:
+    """The whole batch failed (Lambda retries it), for `reason`."""
+    with pytest.raises(BatchProcessingError, match=reason):
+        sender.lambda_handler(event, lambda_context)
+
+
+def inbox_ids() -> list[str]:
+    """The notification id each e-mail in the inbox is tagged with."""
+    return [message["tags"]["notification_id"] for message in ses.inbox()]
+
+
+def test_each_notification_becomes_one_e_mail_from_its_template(
+    stack, mail, sender, recorder, lambda_context
+):
+    card = gift_card("c-2", "bob@example.com")
+    response = sender.lambda_handler(delivered(mail, SURVEY, card), lambda_context)
+
+    assert failed_ids(response) == []
+    survey_mail, card_mail = ses.inbox()
+    assert survey_mail["to"] == ["ann@example.com"]
+    assert survey_mail["text"] == "How did we do on c-1?"
+    assert survey_mail["configuration_set"] == f"{STACK}-mail"
+    assert card_mail["to"] == ["bob@example.com"]
+    assert card_mail["text"] == f"Code {card['gift_card_id']}: 10 USD (c-2)"
+    assert inbox_ids() == ["SURVEY-c-1", "GIFT_CARD-c-2"]
+    assert record_sending_events(stack, mail, recorder, lambda_context) == [
+        "Send",
+        "Delivery",
+        "Send",
+        "Delivery",
+    ]
+
+
+def test_a_notification_delivered_twice_is_one_e_mail(stack, mail, sender, lambda_context):
+    sender.lambda_handler(delivered(mail, SURVEY, SURVEY), lambda_context)
+    sender.lambda_handler(delivered(mail, SURVEY), lambda_context)
+
+    assert inbox_ids() == ["SURVEY-c-1"]
+
+
+def test_a_crash_after_send_is_settled_by_ses_send_event_never_sent_again(
+    stack, mail, monkeypatch, recorder, lambda_context
+):
+    """The sender dies after SendEmail, before its claim is recorded: SES sent it. A retry before
+    SES's Send event is recorded waits (fails, comes back); once it is, the claim completes."""
+    first = cold_start("mail_sender", monkeypatch)
+    calls = record_calls(first, crash_after=3)
+    with pytest.raises(Crash):
+        first.lambda_handler(delivered(mail, SURVEY), lambda_context)
+    assert calls.calls[-1] == "email:SendEmail"
+
+    retry = cold_start("mail_sender", monkeypatch)
+    refused(retry, delivered(mail, SURVEY), lambda_context, "no evidence of the call yet")
+    record_sending_events(stack, mail, recorder, lambda_context)
+    stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
+    assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
+    retry.lambda_handler(delivered(mail, SURVEY), lambda_context)
+
+    assert inbox_ids() == ["SURVEY-c-1"]
+
+
+def test_a_crash_before_send_is_sent_once_the_wait_has_passed(
+    stack, mail, monkeypatch, recorder, lambda_context
+):
+    first = cold_start("mail_sender", monkeypatch)
+    calls = record_calls(first, crash_after=2)  # the claim taken, SendEmail never made
+    with pytest.raises(Crash):
+        first.lambda_handler(delivered(mail, SURVEY), lambda_context)
+    assert "email:SendEmail" not in calls.calls
+
+    retry = cold_start("mail_sender", monkeypatch)
+    refused(retry, delivered(mail, SURVEY), lambda_context, "no evidence of the call yet")
+    assert inbox_ids() == []
+    stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
+    assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
+    retry.lambda_handler(delivered(mail, SURVEY), lambda_context)
+
+    assert inbox_ids() == ["SURVEY-c-1"]
+
+
+def test_a_gift_card_without_an_address_is_recorded_and_counted_once(
+    stack, mail, monkeypatch, lambda_context, capsys
+):
+    card = gift_card("c-3", None)
+    sender = cold_start("mail_sender", monkeypatch)
+    for _ in range(2):
+        assert failed_ids(sender.lambda_handler(delivered(mail, card), lambda_context)) == []
+
+    assert ses.inbox() == []
+    output = capsys.readouterr().out.replace(" ", "")
+    assert output.count('"EmailsWithoutAddress":[1.0]') == 1
+    assert '"outcome":"noaddress"' in output
+
+
+@pytest.mark.parametrize(
+    ("local", "reason", "metric"),
+    [
+        ("bounce", "bounce", "EmailsBounced"),
+        ("suppressionlist", "suppressed", "EmailsSuppressed"),
+        ("complaint", "complaint", "EmailsComplained"),
+    ],
+)
+def test_an_address_gone_for_good_gets_nothing_more(
+    stack, mail, monkeypatch, recorder, lambda_context, capsys, local, reason, metric
+):
+    address = f"{local}@simulator.amazonses.com"
+    survey = notifications.survey(contact("c-4", email=address, survey_opt_in=True))
+    card = gift_card("c-4", address)
+    sender = cold_start("mail_sender", monkeypatch)
+    sender.lambda_handler(delivered(mail, survey), lambda_context)
+    record_sending_events(stack, mail, recorder, lambda_context)
+    assert failed_ids(sender.lambda_handler(delivered(mail, card), lambda_context)) == []
+
+    assert inbox_ids() == ["SURVEY-c-4"]
+    output = capsys.readouterr().out.replace(" ", "")
+    assert f'"{metric}":[1.0]' in output
+    assert '"EmailsToUndeliverableAddress":[1.0]' in output
+    assert address not in output  # no address in any log line or metric
+    stored = stack.dynamodb.scan(TableName=stack.contacts_table)["Items"]
+    assert [item["reason"]["S"] for item in stored if "reason" in item] == [reason]
+
+
+def test_a_send_ses_refuses_is_retried_under_a_fresh_claim(
+    stack, mail, monkeypatch, lambda_context
+):
+    monkeypatch.setenv("MAIL_CONFIGURATION_SET", "not-the-stacks")
+    refusing = cold_start("mail_sender", monkeypatch)
+    refused(refusing, delivered(mail, SURVEY), lambda_context, "NotFoundException")
+    monkeypatch.setenv("MAIL_CONFIGURATION_SET", f"{STACK}-mail")
+    sender = cold_start("mail_sender", monkeypatch)
+    assert failed_ids(sender.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
+
+    assert inbox_ids() == ["SURVEY-c-1"]
+
+
+def test_no_address_reaches_the_logs(stack, mail, monkeypatch, lambda_context, capsys):
+    sender = cold_start("mail_sender", monkeypatch)
+    card = gift_card("c-2", "bob@example.com")
+    sender.lambda_handler(delivered(mail, SURVEY, card), lambda_context)
+
+    output = capsys.readouterr().out
+    assert "notification mailed" in output
+    assert "@example.com" not in output
+
+
+SENDER_CALLS = ("dynamodb:GetItem", "dynamodb:PutItem", "email:SendEmail", "dynamodb:UpdateItem")
+
+
+@pytest.mark.parametrize("crash_after", range(1, len(SENDER_CALLS) + 1))
+def test_a_crash_at_any_call_of_the_sender_ends_in_exactly_one_e_mail(
+    stack, mail, monkeypatch, recorder, lambda_context, crash_after
+):
+    """Every crash point of a send, then what the queue and SES do next: the message comes back
+    (twice), SES's events are recorded, time passes beyond the wait; one e-mail in the end."""
+    first = cold_start("mail_sender", monkeypatch)
+    calls = record_calls(first, crash_after=crash_after)
+    with pytest.raises(Crash):
+        first.lambda_handler(delivered(mail, SURVEY), lambda_context)
+    assert tuple(calls.calls) == SENDER_CALLS[:crash_after]
+
+    retry = cold_start("mail_sender", monkeypatch)
+    for _ in range(2):
+        with contextlib.suppress(BatchProcessingError):  # in doubt: failed, asked again later
+            retry.lambda_handler(delivered(mail, SURVEY), lambda_context)
+        record_sending_events(stack, mail, recorder, lambda_context)
+    stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
+    for _ in range(2):
+        assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
+
+    assert inbox_ids() == ["SURVEY-c-1"]
+    assert stack.dynamodb.scan(TableName=stack.idempotency_table)["Items"][0]["status"] == {
+        "S": "COMPLETED"
+    }
