@@ -144,3 +144,21 @@ def test_only_the_pipe_puts_changes_on_the_bus():
     put = "events:PutEvents"
     assert may_send(policy, CHANGE_BUS, role=arn_of("ChangePipeRole"), action=put)
     assert not may_send(policy, CHANGE_BUS, role=OUTSIDER, action=put)
+
+
+@pytest.mark.parametrize(
+    ("queue", "service", "source"),
+    [
+        ("MailQueue", "sns.amazonaws.com", "NotificationsTopic"),
+        ("MailEventsQueue", "events.amazonaws.com", "MailEventsRule"),
+    ],
+)
+@pytest.mark.parametrize("operators", ["", OPERATOR])
+def test_only_their_source_and_the_operators_send_to_the_mail_queues(
+    queue, service, source, operators
+):
+    policy = queue_policy(queue, "lambda", operators)
+    assert may_send(policy, queue, service=service, source=arn_of(source))
+    assert not may_send(policy, queue, service=service, source=arn_of(source) + "-other")
+    assert not may_send(policy, queue, role=arn_of("NotifierFunctionRole"))
+    assert may_send(policy, queue, role=OPERATOR) == bool(operators)

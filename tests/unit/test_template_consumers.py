@@ -22,8 +22,9 @@ OWN = {
         "Properties/Policies",
     },
 }
-# What only one consumer has: the contact flow that asks RouteFunction for the last agent.
-ONLY = {"LastAgentRoutingFlow"}
+# Named after one consumer, not part of its block: the contact flow that asks RouteFunction for
+# the last agent, and the survey's e-mail template (the mail flow's).
+ONLY = {"LastAgentRoutingFlow", "SurveyMailTemplate"}
 
 
 def spellings(prefix: str) -> list[tuple[str, str]]:
