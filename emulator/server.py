@@ -20,7 +20,8 @@
 - Control endpoints on the same port (docs/local-stack.md):
   GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status,
   GET /_emulator/iam, POST /_emulator/reset (empties the deployed stack's data:
-  services/reset.py).
+  services/reset.py), POST /_emulator/age-deduplication (the FIFO topics' and queues'
+  deduplication intervals moved on: services/sns.py, services/sqs.py).
 - IAM (emulator/iam/access.py): each call of a function worker is decided against that function's
   role, recorded, and refused with the service's AccessDenied unless its role allows it.
 - Call faults (``crash_after_call``, ``throttle``: emulator/core/faults.py) injected into the AWS
@@ -62,7 +63,7 @@ from emulator.front_door import FrontDoor
 from emulator.iam import authorizations, resources
 from emulator.lambda_.workers import Runtime
 from emulator.monitoring.monitor import Monitor
-from emulator.services import context, moto_patches, reset
+from emulator.services import context, moto_patches, reset, sns, sqs
 
 if TYPE_CHECKING:
     from emulator.delivery.engine import EventSourceMappingEngine
@@ -128,9 +129,7 @@ class ControlApp:
             status, body = 200, self.server.faults.snapshot()
         elif name == "faults" and method in ("POST", "PUT"):
             try:
-                length = int(environ.get("CONTENT_LENGTH") or 0)
-                raw = environ["wsgi.input"].read(length) if length else b"{}"
-                status, body = 200, self.server.faults.update(json.loads(raw or b"{}"))
+                status, body = 200, self.server.faults.update(_json_body(environ))
             except ValueError as exc:
                 status, body = 400, {"message": str(exc)}
         elif name == "faults/reset" and method == "POST":
@@ -142,7 +141,12 @@ class ControlApp:
                 status, body = 200, self.server.access.snapshot()
         elif name == "reset" and method == "POST":
             status, body = self.server.reset()
-        elif name in ("faults", "faults/reset", "status", "iam", "reset"):
+        elif name == "age-deduplication" and method == "POST":
+            try:
+                status, body = self.server.age_deduplication(_json_body(environ))
+            except ValueError as exc:
+                status, body = 400, {"message": str(exc)}
+        elif name in ("faults", "faults/reset", "status", "iam", "reset", "age-deduplication"):
             status, body = 405, {"message": f"{method} not allowed on {path}"}
         reason = {
             200: "OK",
@@ -227,6 +231,13 @@ class ControlApp:
         runtime.kill(key)
         start_response(*captured)
         return chunks
+
+
+def _json_body(environ: dict[str, Any]) -> Any:
+    """A control request's JSON body ({} when empty); ValueError when it is not JSON."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    raw = environ["wsgi.input"].read(length) if length else b"{}"
+    return json.loads(raw or b"{}")
 
 
 def _json_response(start_response: Callable[..., Any], status: str, body: Any) -> list[bytes]:
@@ -611,6 +622,17 @@ class EmulatorServer(ThreadedMotoServer):
         if self.stack_name is None:
             return 409, {"message": "no stack deployed yet: nothing to reset"}
         return 200, {"emptied": reset.reset_stack(self.stack_name, self.region)}
+
+    def age_deduplication(self, request: Any) -> tuple[int, dict[str, Any]]:
+        """POST /_emulator/age-deduplication {"seconds": N}: SNS FIFO topics' and SQS FIFO
+        queues' deduplication intervals N seconds further on (services/sns.py, services/sqs.py)."""
+        seconds = request.get("seconds") if isinstance(request, dict) else None
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
+            return 400, {"message": "seconds must be a number > 0"}
+        return 200, {
+            "sns": sns.age_deduplication(seconds, self.region, DEFAULT_ACCOUNT_ID),
+            "sqs": sqs.age_deduplication(seconds, self.region, DEFAULT_ACCOUNT_ID),
+        }
 
     def status(self) -> dict[str, Any]:
         mappings = []
