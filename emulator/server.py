@@ -85,6 +85,29 @@ class _SkipUnsupportedTypeWarning(logging.Filter):
         return not record.getMessage().startswith("No Moto CloudFormation support for")
 
 
+def _iam(server: EmulatorServer, _environ: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    if server.access is None:  # no IAM checks on this server
+        return 404, {"message": "no IAM checks on this server: no record"}
+    return 200, server.access.snapshot()
+
+
+# (name, method) -> the endpoint's status and JSON answer.
+CONTROL_ENDPOINTS: dict[
+    tuple[str, str], Callable[[EmulatorServer, dict[str, Any]], tuple[int, dict[str, Any]]]
+] = {
+    ("faults", "GET"): lambda server, _: (200, server.faults.snapshot()),
+    ("faults", "POST"): lambda server, environ: (200, server.faults.update(_json_body(environ))),
+    ("faults", "PUT"): lambda server, environ: (200, server.faults.update(_json_body(environ))),
+    ("faults/reset", "POST"): lambda server, _: (200, server.faults.reset()),
+    ("status", "GET"): lambda server, _: (200, server.status()),
+    ("iam", "GET"): _iam,
+    ("reset", "POST"): lambda server, _: server.reset(),
+    ("age-deduplication", "POST"): lambda server, environ: server.age_deduplication(
+        _json_body(environ)
+    ),
+}
+
+
 class ControlApp:
     """WSGI middleware: /_emulator/* here, everything else to moto."""
 
@@ -124,30 +147,10 @@ class ControlApp:
             return self.app(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET")
         name = path[len(CONTROL_PREFIX) :].strip("/")
-        status, body = 404, {"message": f"no such control endpoint: {path}"}
-        if name == "faults" and method == "GET":
-            status, body = 200, self.server.faults.snapshot()
-        elif name == "faults" and method in ("POST", "PUT"):
-            try:
-                status, body = 200, self.server.faults.update(_json_body(environ))
-            except ValueError as exc:
-                status, body = 400, {"message": str(exc)}
-        elif name == "faults/reset" and method == "POST":
-            status, body = 200, self.server.faults.reset()
-        elif name == "status" and method == "GET":
-            status, body = 200, self.server.status()
-        elif name == "iam" and method == "GET":
-            if self.server.access is not None:  # else 404: no IAM checks on this server
-                status, body = 200, self.server.access.snapshot()
-        elif name == "reset" and method == "POST":
-            status, body = self.server.reset()
-        elif name == "age-deduplication" and method == "POST":
-            try:
-                status, body = self.server.age_deduplication(_json_body(environ))
-            except ValueError as exc:
-                status, body = 400, {"message": str(exc)}
-        elif name in ("faults", "faults/reset", "status", "iam", "reset", "age-deduplication"):
-            status, body = 405, {"message": f"{method} not allowed on {path}"}
+        try:
+            status, body = self._control(name, method, environ)
+        except ValueError as exc:  # a body that is not JSON, or a switch's invalid value
+            status, body = 400, {"message": str(exc)}
         reason = {
             200: "OK",
             400: "Bad Request",
@@ -156,6 +159,17 @@ class ControlApp:
             409: "Conflict",
         }
         return _json_response(start_response, f"{status} {reason[status]}", body)
+
+    def _control(
+        self, name: str, method: str, environ: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """A control endpoint's status and JSON answer."""
+        serve = CONTROL_ENDPOINTS.get((name, method))
+        if serve is not None:
+            return serve(self.server, environ)
+        if any(endpoint == name for endpoint, _ in CONTROL_ENDPOINTS):
+            return 405, {"message": f"{method} not allowed on /_emulator/{name}"}
+        return 404, {"message": f"no such control endpoint: /_emulator/{name}"}
 
     def _refused(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
