@@ -192,6 +192,19 @@ chaos-modes: setup build ## make chaos in every fan-out mode (FANOUT_MODES; CHAO
 chaos-mode-%:
 	$(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $*
 
+# The deep search (issue 42, item 5; docs/performance.md "The deep search": what it covers, how
+# long it takes): the model tests with DEEP_MODEL_EXAMPLES examples per fan-out mode, then chaos
+# at DEEP_CHAOS_CONTACTS in every mode, one mode at a time (two 10,000-contact stacks on two cores
+# push invocations past their 2 s timeouts), each through chaos-mode-% as make test runs it.
+DEEP_MODEL_EXAMPLES ?= 200
+DEEP_CHAOS_CONTACTS ?= 10000
+DEEP_CHAOS_JOBS ?= 1
+.PHONY: deep-search
+deep-search: setup build ## hours: the model tests with 200 examples per mode, chaos at 10,000 contacts in every mode (DEEP_MODEL_EXAMPLES, DEEP_CHAOS_CONTACTS, DEEP_CHAOS_JOBS)
+	MODEL_EXAMPLES=$(DEEP_MODEL_EXAMPLES) $(UV) run pytest -n auto --dist worksteal tests/unit/model/test_model.py
+	$(MAKE) --no-print-directory -o setup -o build -k CHAOS_CONTACTS=$(DEEP_CHAOS_CONTACTS) \
+		CHAOS_JOBS=$(DEEP_CHAOS_JOBS) chaos-modes
+
 iam-report: setup ## grants no call used and calls denied, from the last integration run and demo
 	$(UV) run python -m emulator iam-report
 

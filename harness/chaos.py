@@ -73,10 +73,11 @@ IDLE_SECONDS = 120  # bound of a wait for the pipeline to be idle
 # Bound for a broken function's messages to reach its DLQ: 5 receives, 1 s apart, once the step's
 # work reaches its queue.
 OUTAGE_SECONDS = 90
-# NotifierFunction's invocations that crash right after their publish, for the purge to find a
-# claim in progress: enough that some notification's every copy crashes.
-CRASHES = 6
+# The throttled saves that leave claims in progress for the purge (boto3 retries each save: a
+# few attempts a notification).
+SAVES_THROTTLED = 12
 NOTIFIER, INGEST = "NotifierFunction", "IngestFunction"
+SAVES = {"function": NOTIFIER, "operation": "dynamodb:UpdateItem", "times": SAVES_THROTTLED}
 OUTCOMES = {0: "done", 1: "failed", 2: "refused"}
 # Put one step: (step, wait for its outcome) -> whether it went in.
 Put = Callable[[Step, bool], bool]
@@ -148,17 +149,12 @@ class Operator:
 
     # -- the run ---------------------------------------------------------------------------------
     def put_steps(self, put: Put) -> bool:
-        """Every step of the data in order, the drills before the steps their moments name;
-        whether every step went in."""
+        """Every step of the data in order, the drills before (or after) the steps their moments
+        name; whether every step went in."""
         steps = self.demo.data.steps
         moments = list(range(1, len(steps)))
         before: dict[int, list[Callable[[], None]]] = collections.defaultdict(list)
         after: dict[int, list[Callable[[], None]]] = collections.defaultdict(list)
-        for drill in self.drills():
-            before[self.random.choice(moments)].append(drill)
-        armed = self.random.choice(moments)  # the purge once the crash it looks for struck
-        before[armed].append(self.crash_after_a_publish)
-        after[armed].append(self.purge_in_progress)
         outages = dict(
             zip(
                 self.random.sample(moments, min(3, len(moments))),
@@ -168,6 +164,14 @@ class Operator:
         )
         # The window passes where the consumers' outage waits for the pipeline to be idle anyway.
         before[next(iter(outages))].append(self.window_passes)
+        broken = {outage.__name__: moment for moment, outage in outages.items()}
+        for drill, since in self.drills(broken):
+            later = [moment for moment in moments if moment > since]
+            if later:  # else the sweep at the end redrives what is left
+                before[self.random.choice(later)].append(drill)
+        armed = self.random.choice(moments)  # the purge as soon as the throttles left a claim
+        before[armed].append(self.throttle_saves)
+        after[armed].append(self.purge_in_progress)
         first_in = True
         for index, step in enumerate(steps):
             for drill in before.get(index, []):
@@ -186,18 +190,34 @@ class Operator:
                 drill()
         return first_in
 
-    def drills(self) -> list[Callable[[], None]]:
-        """The commands run once each at a moment of the run."""
-        redrives = [
-            lambda queue=queue: self.recover(f"dlq redrive {queue}", *self.redrive_args(queue))
-            for queue in self.stack.dead_letter_queues
+    def drills(self, broken: dict[str, int]) -> list[tuple[Callable[[], None], int]]:
+        """The commands run once each at a moment of the run, each with the moment it comes
+        after: a DLQ's redrive after its function's outage (``broken``: outage -> its moment).
+        Not those the consumers' outage recovers with (stream replay in mode lambda, their DLQs'
+        redrives in the others)."""
+        stack = self.stack
+        recovered = {"StreamFailureQueue"}
+        if stack.consumers_read_queues:
+            recovered = {stack.consumer_dead_letter_queue(c).removesuffix("Url") for c in CONSUMERS}
+        since = {
+            "IngestDeadLetterQueue": broken.get("ingest_outage", 0),
+            "NotificationDeadLetterQueue": broken.get("notifier_outage", 0),
+        }
+        drills: list[tuple[Callable[[], None], int]] = [
+            (
+                lambda queue=queue: self.recover(f"dlq redrive {queue}", *self.redrive_args(queue)),
+                since.get(queue, 0),
+            )
+            for queue in stack.dead_letter_queues
+            if queue not in recovered
         ]
+        if "StreamFailureQueue" not in recovered:
+            drills.append((lambda: self.recover("stream replay", "stream", "replay"), 0))
         return [
-            *redrives,
-            lambda: self.recover("stream replay", "stream", "replay"),
-            self.file_reprocess,
-            self.contact_redrive,
-            self.reupload,
+            *drills,
+            (self.file_reprocess, 0),
+            (self.contact_redrive, 0),
+            (self.reupload, 0),
         ]
 
     def sweep(self) -> None:
@@ -300,31 +320,28 @@ class Operator:
         tally.did += 1
         say(f"  {self.at()} re-upload of {key} (version {version}) -> version {new}")
 
-    def crash_after_a_publish(self) -> None:
-        """NotifierFunction's next CRASHES PublishBatch calls are their invocations' last: the
-        notifications published, their claims unrecorded until a copy of the batch (the faults
-        deliver each 3 times) or the batch itself, back after the queue's visibility timeout,
-        publishes them again (SNS drops the copies) and records them."""
-        say(f"  {self.at()} NotifierFunction will crash right after its next {CRASHES} publishes")
-        self.stack.faults(
-            crash_after_call=[
-                {"function": NOTIFIER, "operation": "sns:PublishBatch", "times": CRASHES}
-            ]
-        )
+    def throttle_saves(self) -> None:
+        """NotifierFunction's next SAVES_THROTTLED saves of a published notification's record are
+        throttled (as in issue 42's first finding): published, their claims stay unrecorded until
+        a later delivery of their message publishes them again (SNS drops the copy) and records
+        them."""
+        say(f"  {self.at()} NotifierFunction's next {SAVES_THROTTLED} record saves are throttled")
+        self.stack.faults(throttle=[SAVES, *CHAOS["throttle"]])
 
     def purge_in_progress(self) -> None:
-        """As soon as the crashes left one (bounded): `idempotency purge` of a notification claimed
-        and unrecorded, allowed while its claim is younger than SNS's deduplication (its batch,
-        redelivered, publishes it again and SNS drops the copy); else of one published (refused
-        without --resend)."""
+        """As soon as the throttles left one (bounded): `idempotency purge` of a notification
+        claimed and unrecorded, allowed while its claim is younger than SNS's deduplication (its
+        message, delivered again, publishes it again and SNS drops the copy); else of one
+        published (refused without --resend)."""
         claimed: list[str] = []
 
-        def found() -> bool:  # a claim the crashes left, or none left to strike
+        def found() -> bool:  # a claim the throttles left, or none left to strike
             claimed[:] = self.claims_in_progress()
-            return bool(claimed) or not self.stack.faults()["crash_after_call"]
+            throttles = self.stack.faults()["throttle"]
+            return bool(claimed) or all(entry["function"] != NOTIFIER for entry in throttles)
 
-        wait_until(found, OUTAGE_SECONDS, lambda: "looking for a claim the crashes left")
-        self.stack.faults(crash_after_call=[])
+        wait_until(found, OUTAGE_SECONDS, lambda: "looking for a claim the throttles left")
+        self.stack.faults(throttle=CHAOS["throttle"])
         if claimed:
             target = self.random.choice(claimed)
         else:

@@ -53,6 +53,7 @@ class ChaosStack:
     bucket = "contacts"
     outputs = {"IdempotencyTableName": "idempotency"}  # noqa: RUF012 (read only)
     dead_letter_queues = DEAD_LETTER_QUEUES
+    consumers_read_queues = False  # mode lambda: the consumers' failures in StreamFailureQueue
     failure_queues = tuple(f"{queue}Url" for queue in DEAD_LETTER_QUEUES)
 
     def __init__(self):
@@ -71,7 +72,7 @@ class ChaosStack:
             queue = {"NotifierFunction": "Notification", "IngestFunction": "Ingest"}.get(function)
             if queue and count:
                 self.depths[f"{queue}DeadLetterQueueUrl"] = 1
-        return {"crash_after_call": [], "injected": {}}
+        return {"throttle": switches.get("throttle", []), "injected": {}}
 
     def queue_depth(self, output: str) -> int:
         return self.depths.get(output, 0)
