@@ -73,11 +73,11 @@ IDLE_SECONDS = 120  # bound of a wait for the pipeline to be idle
 # Bound for a broken function's messages to reach its DLQ: 5 receives, 1 s apart, once the step's
 # work reaches its queue.
 OUTAGE_SECONDS = 90
-# The throttled saves that leave claims in progress for the purge (boto3 retries each save: a
-# few attempts a notification).
-SAVES_THROTTLED = 12
+# How long the purge looks for a claim the throttled saves left (the step's notifications reach
+# the notifier within seconds).
+CLAIM_SECONDS = 30
 NOTIFIER, INGEST = "NotifierFunction", "IngestFunction"
-SAVES = {"function": NOTIFIER, "operation": "dynamodb:UpdateItem", "times": SAVES_THROTTLED}
+SAVES = {"function": NOTIFIER, "operation": "dynamodb:UpdateItem"}  # the records' saves
 OUTCOMES = {0: "done", 1: "failed", 2: "refused"}
 # Put one step: (step, wait for its outcome) -> whether it went in.
 Put = Callable[[Step, bool], bool]
@@ -321,38 +321,32 @@ class Operator:
         say(f"  {self.at()} re-upload of {key} (version {version}) -> version {new}")
 
     def throttle_saves(self) -> None:
-        """NotifierFunction's next SAVES_THROTTLED saves of a published notification's record are
-        throttled (as in issue 42's first finding): published, their claims stay unrecorded until
-        a later delivery of their message publishes them again (SNS drops the copy) and records
-        them."""
-        say(f"  {self.at()} NotifierFunction's next {SAVES_THROTTLED} record saves are throttled")
+        """NotifierFunction's saves of a published notification's record are throttled (issue
+        42's first finding), every attempt, until the purge: published, their claims stay
+        unrecorded until a later delivery of their message publishes them again (SNS drops the
+        copy) and records them."""
+        say(f"  {self.at()} NotifierFunction's record saves are throttled")
         self.stack.faults(throttle=[SAVES, *CHAOS["throttle"]])
 
     def purge_in_progress(self) -> None:
         """As soon as the throttles left one (bounded): `idempotency purge` of a notification
         claimed and unrecorded, allowed while its claim is younger than SNS's deduplication (its
         message, delivered again, publishes it again and SNS drops the copy); else of one
-        published (refused without --resend)."""
+        published (refused without --resend). Then the saves go through again."""
         claimed: list[str] = []
 
-        def found() -> bool:  # a claim the throttles left, or none left to strike
+        def found() -> bool:
             claimed[:] = self.claims_in_progress()
-            throttles = self.stack.faults()["throttle"]
-            return bool(claimed) or all(entry["function"] != NOTIFIER for entry in throttles)
+            return bool(claimed)
 
-        wait_until(found, OUTAGE_SECONDS, lambda: "looking for a claim the throttles left")
+        wait_until(found, CLAIM_SECONDS, lambda: "looking for a claim the throttles left")
+        target = self.random.choice(claimed or self.published() or [""])
+        if target:
+            self.recover(
+                "idempotency purge NotifierFunction",
+                *("idempotency", "purge", NOTIFIER, "--notification-id", target, "--yes"),
+            )
         self.stack.faults(throttle=CHAOS["throttle"])
-        if claimed:
-            target = self.random.choice(claimed)
-        else:
-            published = self.published()
-            if not published:
-                return
-            target = self.random.choice(published)
-        self.recover(
-            "idempotency purge NotifierFunction",
-            *("idempotency", "purge", NOTIFIER, "--notification-id", target, "--yes"),
-        )
 
     def window_passes(self) -> None:
         """SNS's and SQS's FIFO deduplication 5 minutes on, when the pipeline is idle and no

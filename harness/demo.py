@@ -345,7 +345,8 @@ def put_records(demo: Run, records: list[dict], *, wait: bool, deadline: float) 
         f"  put {len(records):>5,} records {size:>6,.0f} KiB -> Firehose "
         f"({calls} PutRecordBatch call{'s' * (calls > 1)})"
     )
-    if not wait:
+    if not wait:  # the local stack's Firehose wrote them at once: theirs, not a later put's
+        new_objects(demo)
         say(line)
         return True
     written: list[tuple[str, str]] = []
