@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.fan_out and args.fan_out not in FAN_OUT_MODES:  # a default from FANOUT
         parser.error(f"FANOUT={args.fan_out}: not one of {', '.join(FAN_OUT_MODES)}")
     if args.timeout is None:
-        args.timeout = 900.0 if args.chaos else 150.0
+        # chaos: its drills' waits, and a tenth of a second a contact (10,000: 1,900 s)
+        args.timeout = 900.0 + args.contacts / 10 if args.chaos else 150.0
     if args.callers is None:
         args.callers = max(1, args.contacts // 10)
 
