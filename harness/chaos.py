@@ -397,14 +397,14 @@ class Operator:
                 stack.faults(fail_invocations=dict.fromkeys(CONSUMERS, 0))
         say(f"  {self.at()} fixed; waiting for the pipeline to drain before the recovery")
         self.wait_idle()
-        for route in routes:
-            if not stack.failed_changes(route, "", began):
-                say(f"  {route.function}: nothing failed, nothing to recover")
-                continue
-            label = (
-                "stream replay" if route.recover[0] == "stream" else f"dlq redrive {route.queue}"
-            )
-            self.recover(label, *route.recover)
+        failed = [route for route in routes if stack.failed_changes(route, "", began)]
+        if not failed:
+            say("  nothing failed, nothing to recover")
+        elif failed[0].recover[0] == "stream":  # one replay of StreamFailureQueue takes them all
+            self.recover("stream replay", "stream", "replay")
+        for route in failed:
+            if route.recover[0] != "stream":
+                self.recover(f"dlq redrive {route.queue}", *route.recover)
         return went_in
 
     def notifier_outage(self, put: Callable[[bool], bool]) -> bool:

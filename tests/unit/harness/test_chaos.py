@@ -53,10 +53,11 @@ class ChaosStack:
     bucket = "contacts"
     outputs = {"IdempotencyTableName": "idempotency"}  # noqa: RUF012 (read only)
     dead_letter_queues = DEAD_LETTER_QUEUES
-    consumers_read_queues = False  # mode lambda: the consumers' failures in StreamFailureQueue
     failure_queues = tuple(f"{queue}Url" for queue in DEAD_LETTER_QUEUES)
 
-    def __init__(self):
+    def __init__(self, consumers_read_queues: bool = False):
+        # lambda: the consumers' failures in StreamFailureQueue; pipe: in their own DLQs
+        self.consumers_read_queues = consumers_read_queues
         self.s3 = Objects()
         self.dynamodb = Scans()
         self.depths: dict[str, int] = {}
@@ -81,16 +82,19 @@ class ChaosStack:
     def redelivering_at_once(self, _queue: str):
         yield
 
+    @staticmethod
+    def consumer_dead_letter_queue(function: str) -> str:
+        return f"{function.removesuffix('Function')}DeadLetterQueueUrl"
+
     @contextlib.contextmanager
     def failing_consumer(self, function: str):
-        yield FailureRoute(
-            function,
-            "StreamFailureQueueUrl",
-            holds_records=False,
-            bound_seconds=1,
-            recover=("stream", "replay", "--function", function),
-            dry_run=None,
-        )
+        if not self.consumers_read_queues:
+            recover = ("stream", "replay", "--function", function)
+            yield FailureRoute(function, "StreamFailureQueueUrl", False, 1, recover, None)
+            return
+        queue = self.consumer_dead_letter_queue(function)
+        recover = ("dlq", "redrive", queue.removesuffix("Url"))
+        yield FailureRoute(function, queue, True, 1, recover, None)
 
     def failed_changes(self, route, *_args) -> list[str]:
         return ["a failure record"]
@@ -134,26 +138,37 @@ def put_into(operator: chaos.Operator):
     return put
 
 
-def test_a_recovery_a_crash_struck_is_run_again_until_it_succeeds(monkeypatch):
-    exits = {consumer: [0] for consumer in CONSUMERS}
-    exits[CONSUMERS[-1]] = [1, 1, 0]  # a chaos crash in the replay's invocation, twice
+DEAD_LETTERS = [f"{c.removesuffix('Function')}DeadLetterQueue" for c in CONSUMERS]
+
+
+def test_one_stream_replay_recovers_every_consumers_failed_changes(monkeypatch):
     ran = []
-    monkeypatch.setattr(chaos, "ops", answering(exits, ran))
+    monkeypatch.setattr(chaos, "ops", answering(ran=ran))
     operator = operator_of(ChaosStack())
     assert operator.consumers_outage(lambda _wait: True)
-    assert [argv[-1] for argv in ran] == [*CONSUMERS, CONSUMERS[-1], CONSUMERS[-1]]
+    assert ran == [("--json", "stream", "replay")]
     assert operator.failed == []
-    replays = operator.tally["stream replay"]
-    assert (replays.runs, replays.done, replays.failed) == (5, 3, 2)
+
+
+def test_a_recovery_a_crash_struck_is_run_again_until_it_succeeds(monkeypatch):
+    exits = {queue: [0] for queue in DEAD_LETTERS}
+    exits[DEAD_LETTERS[-1]] = [1, 1, 0]  # a chaos crash in the redriven message's invocation
+    ran = []
+    monkeypatch.setattr(chaos, "ops", answering(exits, ran))
+    operator = operator_of(ChaosStack(consumers_read_queues=True))
+    assert operator.consumers_outage(lambda _wait: True)
+    assert [argv[-1] for argv in ran] == [*DEAD_LETTERS, DEAD_LETTERS[-1], DEAD_LETTERS[-1]]
+    assert operator.failed == []
+    redrives = operator.tally[f"dlq redrive {DEAD_LETTERS[-1]}"]
+    assert (redrives.runs, redrives.done, redrives.failed) == (3, 1, 2)
 
 
 def test_a_recovery_failing_every_run_is_reported_failed(monkeypatch):
-    exits = {consumer: [0] for consumer in CONSUMERS}
-    exits[CONSUMERS[0]] = [1] * chaos.RECOVERY_RUNS
+    exits = {DEAD_LETTERS[0]: [1] * chaos.RECOVERY_RUNS}
     monkeypatch.setattr(chaos, "ops", answering(exits))
-    operator = operator_of(ChaosStack())
+    operator = operator_of(ChaosStack(consumers_read_queues=True))
     operator.consumers_outage(lambda _wait: True)
-    assert operator.failed == [f"stream replay --function {CONSUMERS[0]}"]
+    assert operator.failed == [f"dlq redrive {DEAD_LETTERS[0]}"]
 
 
 def test_a_refused_command_is_counted_refused_and_not_run_again(monkeypatch):
