@@ -69,7 +69,10 @@ CHAOS = {
 RECOVERY_RUNS = 3
 # SNS FIFO's (and SQS FIFO's) deduplication interval, and a second: "5 minutes pass".
 WINDOW_SECONDS = 301
-IDLE_SECONDS = 120  # bound of a wait for the pipeline to be idle
+# Bound of a wait for the pipeline to be idle: 120 s, and more for a larger run's backlogs
+# (10,000 contacts: 420 s).
+IDLE_SECONDS = 120
+IDLE_SECONDS_A_CONTACT = 0.03
 # Bound for a broken function's messages to reach its DLQ: 5 receives, 1 s apart, once the step's
 # work reaches its queue.
 OUTAGE_SECONDS = 90
@@ -136,7 +139,7 @@ class Operator:
         self.tally: dict[str, Tally] = {}  # by command, in the order they first ran
         self.failed: list[str] = []  # commands still failing after RECOVERY_RUNS
         self.windows: list[dict] = []  # each time the deduplication window passed: its counts
-        self.windows_skipped = 0  # moments it could not pass (a claim in progress)
+        self.windows_held = 0  # moments it could not pass (busy, or a claim in progress)
         self.late_duplicates = 0  # notifications delivered again after a window passed
         self.stored: list[str] = []  # contacts of the steps in so far (Connect's records)
         self.flat_files: list[tuple[str, str]] = []  # (key, version) of the flat files put
@@ -350,17 +353,18 @@ class Operator:
 
     def window_passes(self) -> None:
         """SNS's and SQS's FIFO deduplication 5 minutes on, when the pipeline is idle and no
-        notification is claimed and unrecorded (else NotificationDeadLetterQueue is redriven
-        first, once)."""
-        self.wait_idle()
-        if self.claims_in_progress():
+        notification is claimed and unrecorded (NotificationDeadLetterQueue redriven first, once,
+        if it holds the claimed one); else the window stays, counted as held."""
+        idle = self.wait_idle()
+        if idle and self.claims_in_progress():
             queue = "NotificationDeadLetterQueue"
             if self.stack.queue_depth(f"{queue}Url"):
                 self.recover(f"dlq redrive {queue}", *self.redrive_args(queue))
-                self.wait_idle()
-        if self.claims_in_progress():
-            self.windows_skipped += 1
-            say("  the deduplication window stays: a notification is claimed and unrecorded")
+                idle = self.wait_idle()
+        if not idle or self.claims_in_progress():
+            self.windows_held += 1
+            why = "a notification is claimed and unrecorded" if idle else "the pipeline is busy"
+            say(f"  {self.at()} the deduplication window stays: {why}")
             return
         aged = self.stack.age_deduplication(WINDOW_SECONDS)
         self.windows.append(aged)
@@ -441,8 +445,14 @@ class Operator:
         return went_in
 
     # -- what the operator looks at --------------------------------------------------------------
-    def wait_idle(self) -> None:
-        wait_until(self.stack.idle, IDLE_SECONDS, lambda: "waiting for the pipeline to be idle")
+    def wait_idle(self) -> bool:
+        """Whether the pipeline became idle within the bound (a backlog's time grows with the
+        run's contacts)."""
+        return wait_until(
+            self.stack.idle,
+            IDLE_SECONDS + IDLE_SECONDS_A_CONTACT * len(self.demo.data.stored),
+            lambda: "waiting for the pipeline to be idle",
+        )
 
     def claim_keys(self) -> dict[str, str]:
         """The notifier's claim key of every notification due -> its id (Powertools' own hash of
@@ -547,11 +557,7 @@ def show_operator(operator: Operator) -> None:
     say(
         f"  the 5-minute deduplication window passed {len(operator.windows)} time(s) "
         f"({expired:,} SNS deduplication ids expired"
-        + (
-            f"; {operator.windows_skipped} time(s) held: a claim in progress"
-            if operator.windows_skipped
-            else ""
-        )
+        + (f"; held {operator.windows_held} time(s)" if operator.windows_held else "")
         + f"); {operator.late_duplicates:,} notifications delivered to the notifier again "
         "after it (each already published, or refused)"
     )

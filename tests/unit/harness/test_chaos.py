@@ -64,8 +64,10 @@ class ChaosStack:
         self.switches: list[dict] = []
         self.aged: list[float] = []
 
+    busy = False  # a backlog that outlasts any bound
+
     def idle(self) -> bool:
-        return True
+        return not self.busy
 
     def faults(self, **switches) -> dict:
         self.switches.append(switches)
@@ -217,3 +219,16 @@ def test_a_commands_exit_is_its_outcome_and_what_it_did_is_read_from_its_answer(
     assert operator.command("dlq redrive", "dlq", "redrive", "IngestDeadLetterQueue") == outcome
     tally = operator.tally["dlq redrive"]
     assert (tally.runs, getattr(tally, outcome), tally.did) == (1, 1, 2 if outcome == "done" else 0)
+
+
+def test_the_deduplication_window_stays_while_the_pipeline_is_busy(monkeypatch):
+    monkeypatch.setattr(chaos, "IDLE_SECONDS", 0)
+    monkeypatch.setattr(chaos, "IDLE_SECONDS_A_CONTACT", 0)
+    stack = ChaosStack()
+    stack.busy = True
+    operator = operator_of(stack)
+    operator.window_passes()
+    assert (stack.aged, operator.windows, operator.windows_held) == ([], [], 1)
+    stack.busy = False
+    operator.window_passes()
+    assert (stack.aged, len(operator.windows)) == ([chaos.WINDOW_SECONDS], 1)
