@@ -143,7 +143,8 @@ deploy-rehearsal: setup build ## sam deploy (test; prod refused, then with step 
 PHASE := $(UV) run --quiet python -m bench.phases
 # Contacts of each of make test's chaos runs (`make chaos` alone: CHAOS_CONTACTS). Five runs of
 # 500 at once spent 565 s of the two cores' CPU and put `make test` at 801 s; 300 each keeps
-# every fault, the duplicates and the operator's drill in every mode inside the 12 minutes.
+# every fault, the duplicates and every operator command (harness/chaos.py: mostly waits, which
+# fewer contacts would not shorten) in every mode inside the 12 minutes.
 TEST_CHAOS_CONTACTS ?= 300
 test: setup build ## every check and test: lint, unit, integration and chaos in every fan-out mode, sam-local, the deploy rehearsal (what .ci/run calls)
 	$(PHASE) --total test -- $(MAKE) --no-print-directory -o setup -o build -k -j6 \
