@@ -144,7 +144,8 @@ PHASE := $(UV) run --quiet python -m bench.phases
 # Contacts of each of make test's chaos runs (`make chaos` alone: CHAOS_CONTACTS). Five runs of
 # 500 at once spent 565 s of the two cores' CPU and put `make test` at 801 s; 300 each keeps
 # every fault, the duplicates and every operator command (harness/chaos.py: mostly waits, which
-# fewer contacts would not shorten) in every mode inside the 12 minutes.
+# fewer contacts would not shorten) in every mode; make test with them is not measured yet
+# (docs/performance.md, "The chaos run's operator").
 TEST_CHAOS_CONTACTS ?= 300
 test: setup build ## every check and test: lint, unit, integration and chaos in every fan-out mode, sam-local, the deploy rehearsal (what .ci/run calls)
 	$(PHASE) --total test -- $(MAKE) --no-print-directory -o setup -o build -k -j6 \
