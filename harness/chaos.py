@@ -257,7 +257,7 @@ class Operator:
         if outcome != "refused":
             with contextlib.suppress(ValueError):
                 count = did(json.loads(done.stdout))
-                tally.did += count if outcome == "done" else 0
+                tally.did += count  # a failed run did this much too
                 detail = f"{what}: {count}"
                 if label.startswith("contact redrive") and self.windows:
                     self.late_duplicates += count
