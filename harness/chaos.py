@@ -140,7 +140,7 @@ class Operator:
         self.failed: list[str] = []  # commands still failing after RECOVERY_RUNS
         self.windows: list[dict] = []  # each time the deduplication window passed: its counts
         self.windows_held = 0  # moments it could not pass (busy, or a claim in progress)
-        self.late_duplicates = 0  # notifications delivered again after a window passed
+        self.late_deliveries = 0  # notifications the operator delivered after a window passed
         self.stored: list[str] = []  # contacts of the steps in so far (Connect's records)
         self.flat_files: list[tuple[str, str]] = []  # (key, version) of the flat files put
         self._claims: dict[str, str] | None = None  # notifier claim key -> notification id
@@ -260,9 +260,9 @@ class Operator:
                 tally.did += count  # a failed run did this much too
                 detail = f"{what}: {count}"
                 if label.startswith("contact redrive") and self.windows:
-                    self.late_duplicates += count
+                    self.late_deliveries += count
                 if label == "dlq redrive NotificationDeadLetterQueue" and self.windows:
-                    self.late_duplicates += count
+                    self.late_deliveries += count
         say(
             f"  {self.at()} python -m ops {' '.join(argv)} -> {outcome} (exit {done.returncode}) "
             + detail
@@ -558,6 +558,7 @@ def show_operator(operator: Operator) -> None:
         f"  the 5-minute deduplication window passed {len(operator.windows)} time(s) "
         f"({expired:,} SNS deduplication ids expired"
         + (f"; held {operator.windows_held} time(s)" if operator.windows_held else "")
-        + f"); {operator.late_duplicates:,} notifications delivered to the notifier again "
-        "after it (each already published, or refused)"
+        + f"); after it the operator's contact redrives and NotificationDeadLetterQueue's "
+        f"redrive delivered {operator.late_deliveries:,} notifications to the notifier (those "
+        "already published, duplicates past SNS's window, are what its claims must stop)"
     )
