@@ -20,7 +20,9 @@
 - Control endpoints on the same port (docs/local-stack.md):
   GET/POST /_emulator/faults, POST /_emulator/faults/reset, GET /_emulator/status,
   GET /_emulator/iam, GET /_emulator/inbox (every e-mail SES accepted: services/ses.py),
-  POST /_emulator/reset (empties the deployed stack's data: services/reset.py, and the inbox).
+  POST /_emulator/reset (empties the deployed stack's data: services/reset.py, and the inbox),
+  POST /_emulator/age-deduplication (the FIFO topics' and queues' deduplication intervals moved
+  on: services/sns.py, services/sqs.py).
 - IAM (emulator/iam/access.py): each call of a function worker is decided against that function's
   role, recorded, and refused with the service's AccessDenied unless its role allows it.
 - Call faults (``crash_after_call``, ``throttle``: emulator/core/faults.py) injected into the AWS
@@ -62,7 +64,7 @@ from emulator.front_door import FrontDoor
 from emulator.iam import authorizations, resources
 from emulator.lambda_.workers import Runtime
 from emulator.monitoring.monitor import Monitor
-from emulator.services import context, moto_patches, reset, ses
+from emulator.services import context, moto_patches, reset, ses, sns, sqs
 
 if TYPE_CHECKING:
     from emulator.delivery.engine import EventSourceMappingEngine
@@ -82,6 +84,30 @@ _werkzeug_log = logging.getLogger("werkzeug")
 class _SkipUnsupportedTypeWarning(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return not record.getMessage().startswith("No Moto CloudFormation support for")
+
+
+def _iam(server: EmulatorServer, _environ: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    if server.access is None:  # no IAM checks on this server
+        return 404, {"message": "no IAM checks on this server: no record"}
+    return 200, server.access.snapshot()
+
+
+# (name, method) -> the endpoint's status and JSON answer.
+CONTROL_ENDPOINTS: dict[
+    tuple[str, str], Callable[[EmulatorServer, dict[str, Any]], tuple[int, dict[str, Any]]]
+] = {
+    ("faults", "GET"): lambda server, _: (200, server.faults.snapshot()),
+    ("faults", "POST"): lambda server, environ: (200, server.faults.update(_json_body(environ))),
+    ("faults", "PUT"): lambda server, environ: (200, server.faults.update(_json_body(environ))),
+    ("faults/reset", "POST"): lambda server, _: (200, server.faults.reset()),
+    ("status", "GET"): lambda server, _: (200, server.status()),
+    ("iam", "GET"): _iam,
+    ("inbox", "GET"): lambda server, _: (200, {"messages": ses.inbox()}),
+    ("reset", "POST"): lambda server, _: server.reset(),
+    ("age-deduplication", "POST"): lambda server, environ: server.age_deduplication(
+        _json_body(environ)
+    ),
+}
 
 
 class ControlApp:
@@ -111,7 +137,7 @@ class ControlApp:
         finally:
             resources.transport.reset(token)
 
-    def _route(  # noqa: PLR0912 - one branch per control endpoint
+    def _route(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Any:
         refused = self._refused(environ, start_response)
@@ -125,29 +151,10 @@ class ControlApp:
             return self.app(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET")
         name = path[len(CONTROL_PREFIX) :].strip("/")
-        status, body = 404, {"message": f"no such control endpoint: {path}"}
-        if name == "faults" and method == "GET":
-            status, body = 200, self.server.faults.snapshot()
-        elif name == "faults" and method in ("POST", "PUT"):
-            try:
-                length = int(environ.get("CONTENT_LENGTH") or 0)
-                raw = environ["wsgi.input"].read(length) if length else b"{}"
-                status, body = 200, self.server.faults.update(json.loads(raw or b"{}"))
-            except ValueError as exc:
-                status, body = 400, {"message": str(exc)}
-        elif name == "faults/reset" and method == "POST":
-            status, body = 200, self.server.faults.reset()
-        elif name == "status" and method == "GET":
-            status, body = 200, self.server.status()
-        elif name == "iam" and method == "GET":
-            if self.server.access is not None:  # else 404: no IAM checks on this server
-                status, body = 200, self.server.access.snapshot()
-        elif name == "inbox" and method == "GET":
-            status, body = 200, {"messages": ses.inbox()}
-        elif name == "reset" and method == "POST":
-            status, body = self.server.reset()
-        elif name in ("faults", "faults/reset", "status", "iam", "inbox", "reset"):
-            status, body = 405, {"message": f"{method} not allowed on {path}"}
+        try:
+            status, body = self._control(name, method, environ)
+        except ValueError as exc:  # a body that is not JSON, or a switch's invalid value
+            status, body = 400, {"message": str(exc)}
         reason = {
             200: "OK",
             400: "Bad Request",
@@ -156,6 +163,17 @@ class ControlApp:
             409: "Conflict",
         }
         return _json_response(start_response, f"{status} {reason[status]}", body)
+
+    def _control(
+        self, name: str, method: str, environ: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """A control endpoint's status and JSON answer."""
+        serve = CONTROL_ENDPOINTS.get((name, method))
+        if serve is not None:
+            return serve(self.server, environ)
+        if any(endpoint == name for endpoint, _ in CONTROL_ENDPOINTS):
+            return 405, {"message": f"{method} not allowed on /_emulator/{name}"}
+        return 404, {"message": f"no such control endpoint: /_emulator/{name}"}
 
     def _refused(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -231,6 +249,13 @@ class ControlApp:
         runtime.kill(key)
         start_response(*captured)
         return chunks
+
+
+def _json_body(environ: dict[str, Any]) -> Any:
+    """A control request's JSON body ({} when empty); ValueError when it is not JSON."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    raw = environ["wsgi.input"].read(length) if length else b"{}"
+    return json.loads(raw or b"{}")
 
 
 def _json_response(start_response: Callable[..., Any], status: str, body: Any) -> list[bytes]:
@@ -616,6 +641,17 @@ class EmulatorServer(ThreadedMotoServer):
             return 409, {"message": "no stack deployed yet: nothing to reset"}
         emptied = reset.reset_stack(self.stack_name, self.region)
         return 200, {"emptied": {**emptied, "e-mails": ses.reset()}}
+
+    def age_deduplication(self, request: Any) -> tuple[int, dict[str, Any]]:
+        """POST /_emulator/age-deduplication {"seconds": N}: SNS FIFO topics' and SQS FIFO
+        queues' deduplication intervals N seconds further on (services/sns.py, services/sqs.py)."""
+        seconds = request.get("seconds") if isinstance(request, dict) else None
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
+            return 400, {"message": "seconds must be a number > 0"}
+        return 200, {
+            "sns": sns.age_deduplication(seconds, self.region, DEFAULT_ACCOUNT_ID),
+            "sqs": sqs.age_deduplication(seconds, self.region, DEFAULT_ACCOUNT_ID),
+        }
 
     def status(self) -> dict[str, Any]:
         mappings = []

@@ -41,3 +41,28 @@ def stable(fn: Callable[[], Any], polls: int = 3, timeout: float = 30.0, interva
 
     eventually(settled, timeout=timeout, interval=interval)
     return seen[-1]
+
+
+def say(message: str = "") -> None:
+    """A line of a run's report, at once (the runs are followed live)."""
+    print(message, flush=True)
+
+
+def wait_until(
+    check: Callable[[], bool], timeout: float, progress: Callable[[], str], every: float = 2.0
+) -> bool:
+    """Poll ``check`` (bounded); print ``progress()`` when it changes, at most every ``every`` s."""
+    deadline = time.monotonic() + timeout
+    last_line, last_print = "", 0.0
+    while True:
+        done = check()
+        line = progress()
+        now = time.monotonic()
+        if line != last_line and (now - last_print >= every or done):
+            say("  " + line)
+            last_line, last_print = line, now
+        if done:
+            return True
+        if now > deadline:
+            return False
+        time.sleep(0.25)

@@ -318,13 +318,20 @@ class StackClient:
         if not (self.is_local and self.consumers_read_queues):
             yield self.failure_route(function)
             return
-        queue = self.consumer_queue(function)
+        with self.redelivering_at_once(self.consumer_queue(function)):
+            yield self.failure_route(function)
+
+    @contextlib.contextmanager
+    def redelivering_at_once(self, queue: str) -> Iterator[None]:
+        """The queue (a stack output) redelivers a message 1 s after a failed receive while the
+        block runs, its visibility timeout set back at the end: the receives that dead-letter a
+        message take seconds rather than maxReceiveCount x its visibility timeout."""
         visibility = self.queue_attributes(queue, "VisibilityTimeout")
         self.sqs.set_queue_attributes(
             QueueUrl=self.outputs[queue], Attributes={"VisibilityTimeout": "1"}
         )
         try:
-            yield self.failure_route(function)
+            yield
         finally:
             self.sqs.set_queue_attributes(QueueUrl=self.outputs[queue], Attributes=visibility)
 
@@ -365,6 +372,12 @@ class StackClient:
     def faults(self, **switches: Any) -> dict:
         """Set fault switches (docs/local-stack.md); the switches and what struck so far."""
         return self._local().control("/_emulator/faults", switches)
+
+    def age_deduplication(self, seconds: float) -> dict:
+        """The FIFO topics' and queues' 5-minute deduplication ``seconds`` further on
+        (docs/local-stack.md): an id accepted longer ago than 5 minutes by then is delivered
+        again. Their counts of ids aged and expired."""
+        return self._local().control("/_emulator/age-deduplication", {"seconds": seconds})
 
     def reset_faults(self) -> None:
         """Every switch back to what the local stack started with."""

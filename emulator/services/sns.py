@@ -74,6 +74,28 @@ class _FifoState:
         return f"{self.sequence:020d}"
 
 
+def age_deduplication(seconds: float, region: str, account: str) -> dict[str, int]:
+    """Every FIFO topic's accepted deduplication ids as if accepted ``seconds`` earlier, those
+    then past the interval forgotten (POST /_emulator/age-deduplication): the interval's time
+    passing without waiting for it, so that a later publish of the same id is delivered as it is
+    on AWS after 5 minutes. The topics' counts: FIFO topics, ids aged, ids expired."""
+    counts = {"topics": 0, "aged": 0, "expired": 0}
+    with _sns_lock:
+        now = clock()
+        for topic in list(sns_backends[account][region].topics.values()):
+            state = topic.__dict__.get("_emulator_fifo")
+            if state is None:  # not FIFO, or nothing published yet
+                continue
+            counts["topics"] += 1
+            counts["aged"] += len(state.accepted)
+            for key, (accepted_at, message_id, sequence) in list(state.accepted.items()):
+                state.accepted[key] = (accepted_at - seconds, message_id, sequence)
+            before = len(state.accepted)
+            state.expire(now)
+            counts["expired"] += before - len(state.accepted)
+    return counts
+
+
 def _patch_sns_fifo_topic_attributes() -> None:
     original_create = SNSBackend.create_topic
 

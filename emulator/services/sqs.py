@@ -50,7 +50,7 @@ from typing import Any
 from moto.moto_api._internal import mock_random
 from moto.sqs import models as sqs_models
 from moto.sqs.exceptions import InvalidParameterValue, ReceiptHandleIsInvalid
-from moto.sqs.models import DEDUPLICATION_TIME_IN_SECONDS, Message, Queue, SQSBackend
+from moto.sqs.models import DEDUPLICATION_TIME_IN_SECONDS, Message, Queue, SQSBackend, sqs_backends
 
 from emulator.core import wakeups
 from emulator.services.patching import replace
@@ -195,19 +195,33 @@ class QueueIndex:
         accepted within the last 5 minutes (records it otherwise)."""
         if not message.deduplication_id:
             return False
+        self._expire_deduplication(now)
+        per_group = str(getattr(queue, "deduplication_scope", "queue")) == "messageGroup"
+        key = (message.group_id if per_group else None, message.deduplication_id)
+        if key in self.deduplication:
+            return True
+        self.deduplication[key] = now
+        self.deduplication_order.append((now, key))
+        return False
+
+    def _expire_deduplication(self, now: float) -> None:
+        """Forget the deduplication ids accepted 5 minutes or more before ``now`` (ms)."""
         horizon = now - DEDUPLICATION_TIME_IN_SECONDS * 1000
         order = self.deduplication_order
         while order and order[0][0] <= horizon:
             _, old = order.popleft()
             if self.deduplication.get(old, now) <= horizon:
                 del self.deduplication[old]
-        per_group = str(getattr(queue, "deduplication_scope", "queue")) == "messageGroup"
-        key = (message.group_id if per_group else None, message.deduplication_id)
-        if key in self.deduplication:
-            return True
-        self.deduplication[key] = now
-        order.append((now, key))
-        return False
+
+    def age_deduplication(self, seconds: float) -> tuple[int, int]:
+        """Every deduplication id as if accepted ``seconds`` earlier, those then past the
+        interval forgotten: (ids aged, ids expired)."""
+        shift = seconds * 1000
+        aged = len(self.deduplication)
+        self.deduplication = {key: at - shift for key, at in self.deduplication.items()}
+        self.deduplication_order = deque((at - shift, key) for at, key in self.deduplication_order)
+        self._expire_deduplication(now_ms())
+        return aged, aged - len(self.deduplication)
 
     def remove(self, message: Message, *, left: bool = False) -> None:
         """Take the message out of the queue (``left``: already out of its state)."""
@@ -434,6 +448,22 @@ def _counter(state: int) -> property:
             return idx.counts[state]
 
     return property(count)
+
+
+def age_deduplication(seconds: float, region: str, account: str) -> dict[str, int]:
+    """Every FIFO queue's deduplication ids as if accepted ``seconds`` earlier (POST
+    /_emulator/age-deduplication): FIFO queues, ids aged, ids expired."""
+    counts = {"queues": 0, "aged": 0, "expired": 0}
+    for queue in list(sqs_backends[account][region].queues.values()):
+        if not queue.fifo_queue or "_q_index" not in queue.__dict__:  # nothing sent yet
+            continue
+        idx = index(queue)
+        with idx.lock:
+            aged, expired = idx.age_deduplication(seconds)
+        counts["queues"] += 1
+        counts["aged"] += aged
+        counts["expired"] += expired
+    return counts
 
 
 def add_message(self: Queue, message: Message) -> None:

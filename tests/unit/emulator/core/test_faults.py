@@ -178,6 +178,23 @@ def test_reset_takes_post_only(started):
 # --- without a server ----------------------------------------------------------------------------
 
 
+def test_age_deduplication_answers_its_counts_and_refuses_what_is_not_a_time(control):
+    # No stack deployed: no FIFO topic or queue to age, each counted as none.
+    assert control.call("age-deduplication", {"seconds": 301}) == (
+        200,
+        {
+            "sns": {"topics": 0, "aged": 0, "expired": 0},
+            "sqs": {"queues": 0, "aged": 0, "expired": 0},
+        },
+    )
+    for body in ({}, {"seconds": 0}, {"seconds": True}, {"seconds": "301"}):
+        assert control.call("age-deduplication", body) == (
+            400,
+            {"message": "seconds must be a number > 0"},
+        )
+    assert control.call("age-deduplication")[0] == 405
+
+
 def test_reset_restores_the_start_up_call_faults_even_once_used_up():
     faults = fault_switches(
         _parser().parse_args(["up", "--throttle", "FnA:sqs:SendMessage:1", "--sqs-pollers", "2"])

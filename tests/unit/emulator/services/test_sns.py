@@ -8,6 +8,8 @@ from botocore.exceptions import ClientError
 
 from emulator.services import sns
 from tests.unit.emulator.support import (
+    ACCOUNT,
+    REGION,
     client,
     drained,
     new_queue,
@@ -84,6 +86,18 @@ def test_the_deduplication_interval_starts_at_the_first_publish(moto_in_process,
     clock[0] += 299
     fifo.publish("d")
     assert fifo.delivered() == []
+
+
+def test_aged_deduplication_ids_past_the_interval_are_delivered_again(moto_in_process, clock):
+    fifo = Fifo()
+    fifo.publish("a", dedup="old")
+    clock[0] += 100
+    fifo.publish("b", dedup="young")
+    aged = sns.age_deduplication(250, REGION, ACCOUNT)  # "old" 350 s ago, "young" 250 s
+    assert aged == {"topics": 1, "aged": 2, "expired": 1}
+    fifo.publish("a again", dedup="old")
+    fifo.publish("b again", dedup="young")  # still inside its interval: not delivered
+    assert fifo.delivered() == ["a", "b", "a again"]
 
 
 def test_message_group_scope_deduplicates_per_group(moto_in_process, clock):

@@ -299,6 +299,17 @@ def test_fifo_deduplication_outlives_the_message_for_five_minutes(aws, clock):
     assert [m["Body"] for m in receive(aws, url)] == ["one later"]
 
 
+def test_aged_deduplication_ids_past_five_minutes_are_accepted_again(aws, clock):
+    url = fifo(aws, "aged")
+    send(aws, url, "old", "g", dedup="old")
+    clock[0] += 100_000
+    send(aws, url, "young", "g", dedup="young")
+    assert sqs.age_deduplication(250, REGION, ACCOUNT) == {"queues": 1, "aged": 2, "expired": 1}
+    send(aws, url, "old again", "g", dedup="old")
+    send(aws, url, "young again", "g", dedup="young")  # 250 s after its first: a duplicate
+    assert [m["Body"] for m in receive(aws, url)] == ["old", "young", "old again"]
+
+
 def test_fifo_deduplication_scope_message_group(aws):
     url = fifo(
         aws, "scoped", DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId"
