@@ -9,21 +9,16 @@ from behaviour.case import case
 from behaviour.session import Session
 
 
-def _fifo_topic(session: Session, scope: str) -> tuple[str, str]:
-    """A FIFO topic of FifoThroughputScope ``scope`` and a FIFO queue subscribed with raw
-    delivery; the queue deduplicates per message group, so whatever the topic passes on
-    arrives: (topic arn, queue url)."""
+def _fifo_topic(session: Session, scope: str, *, fifo_queue: bool) -> tuple[str, str]:
+    """A FIFO topic of FifoThroughputScope ``scope`` and a queue subscribed with raw delivery:
+    a FIFO queue (which tells the message group), or a standard one, which deduplicates
+    nothing, so what arrives is what the topic delivered: (topic arn, queue url)."""
     sns = session.client("sns")
     topic = sns.create_topic(
         Name=f"{session.prefix}-topic.fifo",
         Attributes={"FifoTopic": "true", "FifoThroughputScope": scope},
     )["TopicArn"]
-    url, arn = session.queue(
-        "inbox",
-        fifo=True,
-        DeduplicationScope="messageGroup",
-        FifoThroughputLimit="perMessageGroupId",
-    )
+    url, arn = session.queue("inbox", fifo=fifo_queue)
     sns.subscribe(
         TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
     )
@@ -41,12 +36,15 @@ def sns_fifo_deduplicates_across_the_topic(session: Session) -> None:
     """With FifoThroughputScope=Topic, a deduplication ID seen in any message group makes a
     later message with it, in another group too, accepted but not delivered.
     https://docs.aws.amazon.com/sns/latest/api/API_Publish.html
-    "when set to Topic the message deduplication scope is across the entire topic"."""
-    topic, inbox = _fifo_topic(session, "Topic")
+    "when set to Topic the message deduplication scope is across the entire topic". The
+    subscriber is a standard queue (https://docs.aws.amazon.com/sns/latest/dg/fifo-message-delivery.html:
+    FIFO topics deliver to standard queues too), so no queue deduplicates in the topic's
+    place."""
+    topic, inbox = _fifo_topic(session, "Topic", fifo_queue=False)
     _publish(session, topic, "g1", "same", "first")
     _publish(session, topic, "g2", "same", "second")
-    got = session.messages(inbox, 1, "the first message", settle=3)
-    assert [m["Body"] for m in got] == ["first"], got
+    got = [m["Body"] for m in session.messages(inbox, 1, "the first message", settle=3)]
+    assert got == ["first"], got
 
 
 @case("SNS FIFO")
@@ -56,12 +54,12 @@ def sns_fifo_deduplicates_per_message_group(session: Session) -> None:
     https://docs.aws.amazon.com/sns/latest/api/API_Publish.html
     "when set to MessageGroup the message deduplication scope is within each individual
     message group"."""
-    topic, inbox = _fifo_topic(session, "MessageGroup")
+    topic, inbox = _fifo_topic(session, "MessageGroup", fifo_queue=False)
     _publish(session, topic, "g1", "same", "first")
     _publish(session, topic, "g2", "same", "second")
     _publish(session, topic, "g1", "same", "third")
-    got = session.messages(inbox, 2, "a message per group", settle=3)
-    assert sorted(m["Body"] for m in got) == ["first", "second"], got
+    got = [m["Body"] for m in session.messages(inbox, 2, "a message per group", settle=3)]
+    assert sorted(got) == ["first", "second"], got
 
 
 @case("SNS FIFO")
@@ -71,7 +69,7 @@ def sns_fifo_keeps_order_within_each_group(session: Session) -> None:
     https://docs.aws.amazon.com/sns/latest/dg/fifo-message-grouping.html
     "Messages that belong to the same group are processed one by one, in a strict order
     relative to the group"."""
-    topic, inbox = _fifo_topic(session, "Topic")
+    topic, inbox = _fifo_topic(session, "Topic", fifo_queue=True)
     sent = [(f"g{n % 2}", json.dumps({"n": n})) for n in range(10)]
     for n, (group, body) in enumerate(sent):
         _publish(session, topic, group, f"d{n}", body)
