@@ -31,7 +31,7 @@ def run_case(endpoint: str, one: Case) -> Outcome:
         return Outcome(UNSUPPORTED, str(unsupported), time.monotonic() - started)
     except Exception as error:
         where = traceback.extract_tb(error.__traceback__)[-1]
-        detail = f"{where.name}:{where.lineno} {where.line} -> {type(error).__name__}: {error}"
+        detail = f"{where.name}:{where.lineno}: {type(error).__name__}: {error}"
         return Outcome(FAIL, detail[:400], time.monotonic() - started)
     return Outcome(PASS, "", time.monotonic() - started)
 

@@ -30,8 +30,8 @@ def pipe_filter_drops_unmatched_events(session: Session) -> None:
     """A pipe's source filter passes only the matching events to the target (here an SNS
     topic); the others never reach it.
     https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-pipes-event-filtering.html
-    "If an event doesn't match the filter criteria, EventBridge Pipes ... doesn't send it to
-    the target" (events that don't match are discarded)."""
+    "With EventBridge Pipes, you can filter a given source's events and process only a subset
+    of them"."""
     role = session.role()
     table, stream = session.table_with_stream()
     sns = session.client("sns")
@@ -64,9 +64,8 @@ def pipe_filter_drops_unmatched_events(session: Session) -> None:
 def pipe_batch_size_bounds_each_invocation(session: Session) -> None:
     """A source's BatchSize caps how many records one target invocation gets; a Lambda target
     gets the batch as a JSON array.
-    https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-pipes-batching-concurrency.html
-    "BatchSize ... the maximum number of records" per batch, and a batch is delivered to a
-    Lambda function target as a JSON array."""
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-pipes-pipe-pipesourcedynamodbstreamparameters.html
+    BatchSize: "The maximum number of records to include in each batch"."""
     function = session.function()
     table, stream = session.table_with_stream()
     session.put_items(table, *(f"m{n}" for n in range(5)))
@@ -90,9 +89,9 @@ def pipe_batch_size_bounds_each_invocation(session: Session) -> None:
 def pipe_stream_retries_then_dead_letter_queue(session: Session) -> None:
     """A stream source retries a failing target MaximumRetryAttempts times, then sends the
     batch's record to the pipe's dead-letter queue.
-    https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-pipes-error-troubleshooting.html
-    "For stream sources ... retries ... until the maximum retry attempts" then "sent to the
-    dead-letter queue" (DeadLetterConfig of PipeSourceDynamoDBStreamParameters)."""
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-pipes-pipe-pipesourcedynamodbstreamparameters.html
+    MaximumRetryAttempts: "Discard records after the specified number of retries";
+    DeadLetterConfig: "Define the target queue to send dead-letter queue events to"."""
     function = session.function()
     table, stream = session.table_with_stream()
     dlq, dlq_arn = session.queue("dlq")

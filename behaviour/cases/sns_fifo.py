@@ -36,9 +36,11 @@ def sns_fifo_deduplicates_across_the_topic(session: Session) -> None:
     """With FifoThroughputScope=Topic, a deduplication ID seen in any message group makes a
     later message with it, in another group too, accepted but not delivered.
     https://docs.aws.amazon.com/sns/latest/api/API_Publish.html
-    "when set to Topic the message deduplication scope is across the entire topic". The
-    subscriber is a standard queue (https://docs.aws.amazon.com/sns/latest/dg/fifo-message-delivery.html:
-    FIFO topics deliver to standard queues too), so no queue deduplicates in the topic's
+    "when set to Topic the message deduplication scope is across the entire topic", and such
+    messages "are accepted successfully but aren't delivered". The subscriber is a standard
+    queue, which FIFO topics deliver to too
+    (https://docs.aws.amazon.com/sns/latest/dg/fifo-message-grouping.html: "Message group ID
+    is not passed to Amazon SQS standard queues"), so no queue deduplicates in the topic's
     place."""
     topic, inbox = _fifo_topic(session, "Topic", fifo_queue=False)
     _publish(session, topic, "g1", "same", "first")

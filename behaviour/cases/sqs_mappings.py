@@ -25,8 +25,8 @@ def sqs_partial_batch_response_returns_only_failed_messages(session: Session) ->
     """With ReportBatchItemFailures, only the messages the function reports go back to the
     queue (and on to its dead-letter queue); the others are deleted.
     https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html
-    "Implementing partial batch responses": "Lambda deletes the messages that processed
-    successfully ... and makes only the failed messages visible again"."""
+    "Implementing partial batch responses": "you can configure your event source mapping to
+    make only the failed messages visible again. This is called a partial batch response"."""
     function = session.function()
     url, arn, dlq = session.queue_with_dlq(max_receive_count=2)
     _send(session, url, "ok-1", "fail-2", "ok-3")
@@ -43,8 +43,11 @@ def sqs_batch_item_failures_ignored_without_report_setting(session: Session) -> 
     """Without ReportBatchItemFailures in FunctionResponseTypes, a returned batchItemFailures
     list means nothing: the invocation succeeded, so the whole batch is deleted.
     https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html
-    "To use this feature, your function must ... include ReportBatchItemFailures in the
-    FunctionResponseTypes list"."""
+    ("To turn on partial batch responses, specify ReportBatchItemFailures for the
+    FunctionResponseTypes action"), and as the streams' page says it
+    (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html):
+    "these responses will not be processed by Lambda unless the ReportBatchItemFailures
+    feature is explicitly turned on for your event source mapping"."""
     function = session.function()
     url, arn, dlq = session.queue_with_dlq(max_receive_count=2)
     _send(session, url, "fail-1")
@@ -57,10 +60,9 @@ def sqs_batch_item_failures_ignored_without_report_setting(session: Session) -> 
 
 @case("SQS mapping")
 def sqs_filter_deletes_unmatched_messages(session: Session) -> None:
-    """A message that matches no filter is never delivered, and Lambda deletes it.
+    """A message that matches no filter is never delivered, and it leaves the queue.
     https://docs.aws.amazon.com/lambda/latest/dg/invocation-eventfiltering.html
-    "For Amazon SQS ... if a message doesn't satisfy your filter criteria, Lambda automatically
-    removes the message from the queue"."""
+    "If none of your filters are satisfied, Lambda discards the record"."""
     function = session.function()
     url, arn, dlq = session.queue_with_dlq(max_receive_count=2)
     keep, drop = json.dumps({"kind": "keep"}), json.dumps({"kind": "drop"})
@@ -80,8 +82,8 @@ def sqs_partial_batch_response_with_filter(session: Session) -> None:
     """Filtering and partial batch responses together: the unmatched message is deleted
     unseen, the reported one is retried until the queue's redrive policy moves it.
     https://docs.aws.amazon.com/lambda/latest/dg/invocation-eventfiltering.html
-    "Lambda automatically removes the message from the queue" (unmatched), with
-    https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html for the
+    "If none of your filters are satisfied, Lambda discards the record" (the unmatched one),
+    with https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html for the
     failed one."""
     function = session.function()
     url, arn, dlq = session.queue_with_dlq(max_receive_count=2)
@@ -106,9 +108,9 @@ def sqs_partial_batch_response_with_filter(session: Session) -> None:
 def sqs_batching_window_gathers_one_batch(session: Session) -> None:
     """With MaximumBatchingWindowInSeconds, Lambda gathers records for up to that long before
     it invokes: messages sent a moment apart arrive in one batch.
-    https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-parameters.html
-    "MaximumBatchingWindowInSeconds ... The maximum amount of time to gather records before
-    invoking the function, in seconds"."""
+    https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html
+    MaximumBatchingWindowInSeconds: the maximum amount of time, in seconds, that Lambda spends
+    gathering records before invoking the function."""
     function = session.function()
     url, arn = session.queue("src")
     session.mapping(function, EventSourceArn=arn, BatchSize=10, MaximumBatchingWindowInSeconds=4)

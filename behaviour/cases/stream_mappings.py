@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -53,8 +54,8 @@ def stream_partial_failure_resumes_at_failed_record(session: Session) -> None:
     """With ReportBatchItemFailures, a stream batch is retried from the reported record on:
     the records before it are not sent again.
     https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html
-    "Lambda ... retries the batch starting from the checkpoint" (the lowest reported sequence
-    number)."""
+    "Lambda uses the record with the lowest sequence number as the checkpoint. Lambda then
+    retries all records starting from that checkpoint"."""
     function = session.function()
     table, stream = session.table_with_stream()
     session.put_items(table, "ok-0", "fail-1", "ok-2")
@@ -74,8 +75,8 @@ def stream_partial_failures_count_as_retries(session: Session) -> None:
     """A batch the function reports a failure in is retried as a failed invocation is: after
     MaximumRetryAttempts retries it goes to the OnFailure destination.
     https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html
-    with https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html
-    "retries until ... reach the configured retry quota (MaximumRetryAttempts)"."""
+    "Lambda treats all other results as a complete failure and retries processing the batch up
+    to the retry limit"."""
     function = session.function()
     table, stream = session.table_with_stream()
     session.put_items(table, "fail-0")
@@ -170,8 +171,8 @@ def stream_on_failure_record_in_s3(session: Session) -> None:
     aws/lambda/<mapping UUID>/<shard ID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<random UUID>, holding
     the invocation record and the invocation's payload.
     https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html
-    "Amazon S3 destinations": the object naming convention and "the invocation record along
-    with the invocation payload"."""
+    (the OnFailure destinations: an S3 bucket gets the invocation record with the invocation's
+    payload, under the object key above)."""
     function = session.function()
     table, stream = session.table_with_stream()
     session.put_items(table, "raise-0")
@@ -204,9 +205,9 @@ def stream_maximum_record_age_range(session: Session) -> None:
     """MaximumRecordAgeInSeconds is -1 (records never expire) or 60 to 604800: 30 is refused
     at CreateEventSourceMapping, 60 accepted.
     https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html
-    "MaximumRecordAgeInSeconds ... Valid Range: Minimum value of -1. Maximum value of 604800"
-    with the developer guide's "The minimum valid value for maximum record age is 60s"
-    (https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html)."""
+    (MaximumRecordAgeInSeconds: -1, infinite, or an age from 60 seconds to 7 days), with
+    https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html for what an
+    age past it does (the batch is discarded to the OnFailure destination)."""
     function = session.function(probe=False)  # never invoked: the case is the settings
     _, stream = session.table_with_stream()
     lam = session.client("lambda")
@@ -230,9 +231,9 @@ def stream_filter_with_partial_batch_response(session: Session) -> None:
     """On a stream, records that match no filter are skipped (never delivered, never retried)
     while a matching record the function reports failed is retried.
     https://docs.aws.amazon.com/lambda/latest/dg/invocation-eventfiltering.html
-    "For ... DynamoDB Streams ... if an event doesn't satisfy your filter criteria ... Lambda
-    ... advances the checkpoint" with
-    https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html."""
+    "If none of your filters are satisfied, Lambda discards the record", with
+    https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html for
+    the reported one."""
     function = session.function()
     table, stream = session.table_with_stream()
     session.put_items(table, "skip-0", "keep-fail-1", "keep-2")
@@ -252,3 +253,24 @@ def stream_filter_with_partial_batch_response(session: Session) -> None:
     texts = [t for event in events for t in _texts(event)]
     assert "skip-0" not in texts, texts
     assert texts.count("keep-fail-1") == 2, texts
+
+
+@case("stream mapping")
+def stream_batching_window_gathers_one_batch(session: Session) -> None:
+    """On a stream too, MaximumBatchingWindowInSeconds makes Lambda gather records before it
+    invokes: records written a moment apart arrive in one batch.
+    https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html
+    MaximumBatchingWindowInSeconds: the maximum amount of time, in seconds, that Lambda spends
+    gathering records before invoking the function."""
+    function = session.function()
+    table, stream = session.table_with_stream()
+    _stream_mapping(session, function, stream, None, BatchSize=10, MaximumBatchingWindowInSeconds=4)
+    ddb = session.client("dynamodb")
+    for n in range(3):
+        item = {"pk": {"S": "p"}, "sk": {"S": f"{n:03d}"}, "body": {"S": f"m{n}"}}
+        ddb.put_item(TableName=table, Item=item)
+        time.sleep(0.3)
+    events = session.observed(
+        function, lambda e: sum(len(x["Records"]) for x in e) >= 3, "the three records", settle=1
+    )
+    assert [_texts(event) for event in events] == [["m0", "m1", "m2"]], events
