@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 import uuid
 import zipfile
@@ -35,9 +34,6 @@ NOT_SERVED_CODES = frozenset(
     }
 )
 NOT_SERVED_STATUS = frozenset({404, 501})
-# One stack deployment at a time per process: the local stack left stacks executed at once in
-# REVIEW_IN_PROGRESS (docs/local-stack.md, "Behaviour suite").
-_DEPLOYING = threading.Lock()
 # What the emulators accept; against AWS, run with a profile's credentials instead.
 DUMMY_CREDENTIALS = dict.fromkeys(("aws_access_key_id", "aws_secret_access_key"), "testing")
 
@@ -256,8 +252,7 @@ class Session:
             },
         }
         stack = self.prefix
-        with _DEPLOYING:
-            self._deploy(cfn, stack, template)
+        self._deploy(cfn, stack, template)
         # By the stack's resources, not its Outputs: moto's server leaves a stack made by a
         # change set without Outputs.
         physical = {
@@ -278,15 +273,22 @@ class Session:
         return function
 
     def _deploy(self, cfn: Any, stack: str, template: dict[str, Any]) -> None:
+        # A name of its own, not "create" for every stack: the local stack (moto) finds a
+        # change set by its name alone, so stacks deployed at once executed each other's.
+        change_set = f"{stack}-create"
         cfn.create_change_set(
             StackName=stack,
-            ChangeSetName="create",
+            ChangeSetName=change_set,
             ChangeSetType="CREATE",
             TemplateBody=json.dumps(template),
             Capabilities=["CAPABILITY_IAM"],
         )
-        wait_for(lambda: _change_set_ready(cfn, stack), "the change set to be created", timeout=60)
-        cfn.execute_change_set(StackName=stack, ChangeSetName="create")
+        wait_for(
+            lambda: _change_set_ready(cfn, stack, change_set),
+            "the change set to be created",
+            timeout=60,
+        )
+        cfn.execute_change_set(StackName=stack, ChangeSetName=change_set)
         wait_for(lambda: _stack_done(cfn, stack), "the stack to be created", timeout=60)
 
     def _check_invocable(self, function: Function) -> None:
@@ -391,8 +393,8 @@ def wait_for(check: Callable[[], bool], what: str, *, timeout: float = 30) -> No
         time.sleep(0.2)
 
 
-def _change_set_ready(cfn: Any, stack: str) -> bool:
-    change_set = cfn.describe_change_set(StackName=stack, ChangeSetName="create")
+def _change_set_ready(cfn: Any, stack: str, name: str) -> bool:
+    change_set = cfn.describe_change_set(StackName=stack, ChangeSetName=name)
     if change_set["Status"] == "FAILED":
         raise AssertionError(f"change set failed: {change_set.get('StatusReason')}")
     return change_set["Status"] == "CREATE_COMPLETE"
