@@ -39,7 +39,7 @@ LOCK := $(UV) pip compile --quiet --generate-hashes --no-annotate --python-versi
 FANOUT ?= lambda
 FANOUT_MODES := lambda pipe router pipe-topic pipe-sfn
 
-.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools dynamodb-conformance
+.PHONY: help setup lint unit integration integration-modes sam-local test up run chaos chaos-modes bench build clean iam-report locks deploy-tools dynamodb-conformance behaviour behaviour-tools behaviour-locks behaviour-local
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -70,6 +70,14 @@ $(STAMP):
 deploy-tools: ## the SAM CLI alone into .tools/deploy, from the hash lock pipeline/deploy-tools.txt
 	$(UV) venv --quiet --allow-existing --python $(PY313) $(DEPLOY_TOOLS)
 	$(UV) pip install --quiet --require-hashes --python $(DEPLOY_TOOLS)/bin/python -r pipeline/deploy-tools.txt
+
+# The behaviour suite's rivals (behaviour/targets.py), each in an environment of its own under
+# .tools/behaviour/, every file by its hash: moto's server apart from the test environment's
+# moto (the stack's own), which may be another version.
+MINISTACK_VERSION := 1.5.33
+MOTO_RIVAL_VERSION := 5.2.6
+BEHAVIOUR_RIVALS := ministack moto
+BEHAVIOUR_LOCK := $(UV) pip compile --quiet --generate-hashes --no-annotate --python-version 3.13 --python-platform x86_64-manylinux_2_28 --custom-compile-command "make behaviour-locks"
 
 # Needs the package index: the layer for Lambda (arm64), the deploy tools, uv and the audit tool
 # (pip-audit, .github/workflows/locks.yaml) for the runners. A lock keeps the versions it has
@@ -154,13 +162,14 @@ test: setup build ## every check and test: lint, unit, integration and chaos in 
 	$(PHASE) --total test -- $(MAKE) --no-print-directory -o setup -o build -k -j6 \
 		--output-sync=target CHAOS_CONTACTS=$(TEST_CHAOS_CONTACTS) \
 		test-phase-lint test-phase-unit test-phase-integration-modes \
-		test-phase-sam-local test-phase-deploy-rehearsal test-phase-chaos-modes
+		test-phase-sam-local test-phase-deploy-rehearsal test-phase-chaos-modes \
+		test-phase-behaviour-local
 
 test-phase-sam-local: test-phase-lint
 test-phase-chaos-modes: test-phase-integration-modes
 test-phase-lint test-phase-unit: test-phase-%:
 	$(PHASE) $* -- nice -n 10 $(MAKE) --no-print-directory -o setup -o build $*
-test-phase-integration-modes test-phase-deploy-rehearsal test-phase-chaos-modes: test-phase-%:
+test-phase-integration-modes test-phase-deploy-rehearsal test-phase-chaos-modes test-phase-behaviour-local: test-phase-%:
 	$(PHASE) $* -- $(MAKE) --no-print-directory -o setup -o build $*
 # Its functions run in Docker's containers, which no phase waits for: their CPU counted apart.
 test-phase-sam-local:
@@ -233,6 +242,28 @@ deep-search: setup build ## hours: the model tests with 200 examples per mode, c
 	MODEL_EXAMPLES=$(DEEP_MODEL_EXAMPLES) $(UV) run pytest -n auto --dist worksteal tests/unit/model/test_model.py
 	$(MAKE) --no-print-directory -o setup -o build -k CHAOS_CONTACTS=$(DEEP_CHAOS_CONTACTS) \
 		CHAOS_JOBS=$(DEEP_CHAOS_JOBS) chaos-modes
+
+# Apart from `make locks`: nothing ships or deploys with these, so the weekly audit of the
+# shipped locks (.github/workflows/locks.yaml) leaves them out; a new rival version is a new pin.
+behaviour-locks: ## rewrite the rivals' hash locks behaviour/targets/<name>.txt from MINISTACK_VERSION and MOTO_RIVAL_VERSION
+	echo "ministack==$(MINISTACK_VERSION)" | $(BEHAVIOUR_LOCK) - -o behaviour/targets/ministack.txt
+	echo "moto[server]==$(MOTO_RIVAL_VERSION)" | $(BEHAVIOUR_LOCK) - -o behaviour/targets/moto.txt
+
+behaviour-tools: ## the behaviour suite's rivals (ministack, moto's server) into .tools/behaviour/<name>, from the hash locks behaviour/targets/<name>.txt
+	@test -n "$(PY313)" || { echo "Python 3.13 not found (pyenv or python3.13 on PATH)"; exit 1; }
+	for rival in $(BEHAVIOUR_RIVALS); do \
+		$(UV) venv --quiet --allow-existing --python $(PY313) .tools/behaviour/$$rival; \
+		$(UV) pip install --quiet --require-hashes --python .tools/behaviour/$$rival/bin/python -r behaviour/targets/$$rival.txt; \
+	done
+
+# Every case against this stack and each rival, one target at a time; the table into
+# docs/local-stack.md ("Behaviour suite"). Fails when this stack fails a case.
+behaviour: setup behaviour-tools ## the behaviour suite against this stack, ministack and moto's server; the table into docs/local-stack.md
+	$(UV) run python -m behaviour --publish
+
+# This stack's column alone, as make test runs it (tests/behaviour: known gaps are strict xfails).
+behaviour-local: setup ## the behaviour suite against this stack only (pytest)
+	$(UV) run pytest tests/behaviour
 
 iam-report: setup ## grants no call used and calls denied, from the last integration run and demo
 	$(UV) run python -m emulator iam-report

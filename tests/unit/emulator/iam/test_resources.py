@@ -220,8 +220,10 @@ def test_a_consumer_queue_takes_only_its_own_rules_delivery(consumer):
             delivery("events", physical(f"{other}ChangeRule")), events, resource_policy=queue_policy
         )
         assert not refused.allowed
+        # the queue's deny of every sender but its producer (issue 43, item 5)
         assert refused.reason("sqs:SendMessage") == (
-            "because no resource-based policy allows the sqs:SendMessage action"
+            f"with an explicit deny in a resource-based policy: {consumer}QueuePolicy/"
+            "OnlyTheChangesSend"
         )
     sns = Principal(ACCOUNT, service="sns.amazonaws.com")  # the router mode's sender
     assert not authorize(delivery("sns", own_rule), sns, resource_policy=queue_policy).allowed
