@@ -137,9 +137,7 @@ class ControlApp:
         finally:
             resources.transport.reset(token)
 
-    def _route(
-        self, environ: dict[str, Any], start_response: Callable[..., Any]
-    ) -> Any:
+    def _route(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         refused = self._refused(environ, start_response)
         if refused is not None:
             return refused
