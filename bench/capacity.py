@@ -48,11 +48,12 @@ from bench.inprocess import (
 )
 from emulator.deploy.translate import load_template
 from harness.in_process import FakeLambdaContext, create_resources
+from ops import fan_out
 
 RESULTS = ROOT / "bench" / "results.json"
 TEMPLATE = ROOT / "template.yaml"
-MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
-PIPE_MODES = ("pipe", "pipe-topic", "pipe-sfn")  # ChangePipe reads the stream
+MODES = fan_out.NAMES
+PIPE_MODES = tuple(m.name for m in fan_out.MODES.values() if m.change_pipe)
 DOC_RATES = (50, 500, 5_000)
 WORKLOAD_CONTACTS = 20_000  # P5's load: the bench's generated contact records
 LAST_AGENT_CONTACTS = 20
@@ -711,7 +712,7 @@ def plan(
                     f"one batch per shard per ParallelizationFactor ({LAMBDA_STREAMS.cite()})",
                 )
             )
-        if mode in ("router", "pipe-topic"):
+        if fan_out.mode(mode).change_topic:
             add("SNS", "ChangeTopic Publish (standard)", changes, "Publish/s", "sns_publish")
             add(
                 "SNS",

@@ -2,8 +2,8 @@
 
 The demo (`python -m harness.demo`), the integration fixtures (tests/integration/conftest.py) and
 the end-to-end benchmark (bench/throughput.py) all start the stack this way: this interpreter,
-`-m emulator up --port N [--config-file F] [up_args ...]` (``fan_out_args`` gives the `up_args` of
-a fan-out mode), cwd the repository root, an environment
+`-m emulator up --port N [--config-file F] [up_args ...]` (the template's parameters among them),
+cwd the repository root, an environment
 without the developer's AWS profile or endpoint. The child's output is read in a thread: a bounded
 tail is kept (for error messages), each line optionally echoed and written to a log file, the
 `ready` line sets `ready` (a `tls AWS_CA_BUNDLE=<file>` line before it, with `--tls`: the
@@ -46,19 +46,6 @@ PORT_ATTEMPTS = 3
 # (emulator/cli/up.py)
 TLS_LINE = "tls AWS_CA_BUNDLE="
 READY_STACK = re.compile(r" stack=(\S+)")
-# The template's FanOut values: how the table's changes reach the stream consumers.
-FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
-
-
-def fan_out_args(mode: str | None) -> list[str]:
-    """The `up` arguments that deploy the stack in fan-out mode ``mode``; none for None or ""
-    (samconfig's parameter_overrides decide, else the template's default, lambda).
-    ValueError for a mode the template does not have."""
-    if not mode:
-        return []
-    if mode not in FAN_OUT_MODES:
-        raise ValueError(f"unknown fan-out mode {mode!r}: {' | '.join(FAN_OUT_MODES)}")
-    return ["--parameter-overrides", f"FanOut={mode}"]
 
 
 class FailedInvocation(NamedTuple):

@@ -43,14 +43,15 @@ from typing import Any
 
 from shared import keys
 
-from emulator.process import FAN_OUT_MODES, LocalStackProcess, fan_out_args, free_port
+from emulator.process import LocalStackProcess, free_port
 from harness import chaos, ops_process
 from harness import mail as last_hop
 from harness.demo_data import DEMO_PREFIX, FIREHOSE_PREFIX, DemoData, DemoFile, Step, generate
 from harness.metrics import FunctionMetrics
 from harness.polling import say, wait_until
-from harness.stack import StackClient
+from harness.stack import StackClient, fan_out_args
 from harness.topic import TopicCapture
+from ops import fan_out
 
 PORTS = range(4800, 4900)
 
@@ -126,13 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chaos-seed", type=int, default=1, help="the faults' random seed")
     parser.add_argument(
         "--fan-out",
-        choices=FAN_OUT_MODES,
+        choices=fan_out.NAMES,
         default=os.environ.get("FANOUT") or None,
         help="the stack's fan-out mode (default: FANOUT, else samconfig's)",
     )
     args = parser.parse_args(argv)
-    if args.fan_out and args.fan_out not in FAN_OUT_MODES:  # a default from FANOUT
-        parser.error(f"FANOUT={args.fan_out}: not one of {', '.join(FAN_OUT_MODES)}")
+    if args.fan_out and args.fan_out not in fan_out.NAMES:  # a default from FANOUT
+        parser.error(f"FANOUT={args.fan_out}: not one of {', '.join(fan_out.NAMES)}")
     if args.timeout is None:
         # chaos: its drills' waits, and a tenth of a second a contact (10,000: 1,900 s)
         args.timeout = 900.0 + args.contacts / 10 if args.chaos else 150.0

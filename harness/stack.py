@@ -26,10 +26,11 @@ import boto3
 from botocore.config import Config
 from shared import keys
 
-from emulator.process import FAN_OUT_MODES, FailedInvocation, LocalStackProcess
+from emulator.process import FailedInvocation, LocalStackProcess
 from harness import ROOT  # (and the layer on sys.path)
 from harness.builders import connect_event
 from harness.polling import eventually
+from ops import fan_out
 
 OUTPUT_NAMES = (
     "ContactsBucketName",
@@ -56,9 +57,7 @@ FAILURE_QUEUES = (
     "StreamFailureQueueUrl",
 )
 # The stream's consumers (LogicalIds). The fan-out mode (template parameter FanOut, the stack
-# output FanOut, emulator.process.FAN_OUT_MODES) brings them the table's changes: lambda (a stream
-# mapping each), pipe (EventBridge Pipe -> bus -> a queue each), router (RouterFunction -> SNS
-# topic -> a queue each).
+# output FanOut: ops/fan_out.py's table) brings them the table's changes.
 CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
 # A failure record of a stream mapping reaches StreamFailureQueue within this (the mapping's
 # retries of a batch that fails at once, with a margin).
@@ -70,6 +69,15 @@ FIREHOSE_BATCH_BYTES = 4 * 1024 * 1024
 # Rounds of putting again the entries a call reports failed (FailedPutCount), with backoff.
 FIREHOSE_ATTEMPTS = 8
 SAMCONFIG = ROOT / "samconfig.toml"
+
+
+def fan_out_args(mode: str | None) -> list[str]:
+    """The `emulator up` arguments that deploy the stack in fan-out mode ``mode``; none for None
+    or "" (samconfig's parameter_overrides decide, else the template's default, lambda).
+    ValueError for a mode the template does not have."""
+    if not mode:
+        return []
+    return ["--parameter-overrides", f"FanOut={fan_out.mode(mode).name}"]
 
 
 def samconfig_stack_name(path: Path = SAMCONFIG, environment: str = "default") -> str:
@@ -210,24 +218,24 @@ class StackClient:
     # -- fan-out ---------------------------------------------------------------------------------
     @property
     def fan_out(self) -> str:
-        """How the table's changes reach the consumers: the FanOut output (one of
-        FAN_OUT_MODES); lambda for a stack from before the fan-out modes (no such output)."""
-        mode = self.outputs.get("FanOut", "lambda")
-        assert mode in FAN_OUT_MODES, f"stack {self.name}: unknown FanOut output {mode!r}"
-        return mode
+        """How the table's changes reach the consumers: the FanOut output (a mode of
+        ops/fan_out.py); lambda for a stack from before the fan-out modes (no such output)."""
+        return self.fan_out_mode.name
+
+    @property
+    def fan_out_mode(self) -> fan_out.FanOutMode:
+        return fan_out.mode(self.outputs.get("FanOut", "lambda"))
 
     @property
     def consumers_read_queues(self) -> bool:
         """Every mode but lambda: each consumer reads its own queue (+DLQ), not the stream."""
-        return self.fan_out != "lambda"
+        return self.fan_out_mode.consumer_queues
 
     @property
     def fan_out_dead_letters(self) -> bool:
-        """pipe, router, pipe-topic: a change the bus or the topic cannot deliver to a consumer's
-        queue goes to that consumer's <X>ChangeDeliveryDeadLetterQueue. pipe-sfn has none: a send
-        that fails fails ChangeMachine's execution, hence the pipe's batch (StreamFailureQueue,
-        `ops stream replay`); lambda has no delivery between the stream and the consumers."""
-        return self.fan_out in ("pipe", "router", "pipe-topic")
+        """A change the bus or the topic cannot deliver to a consumer's queue goes to that
+        consumer's <X>ChangeDeliveryDeadLetterQueue (FanOutMode.delivery_dead_letters)."""
+        return self.fan_out_mode.delivery_dead_letters
 
     @staticmethod
     def consumer_queue(function: str) -> str:

@@ -156,7 +156,8 @@ def deliver(stack: StackClient, record: dict) -> list[dict[str, Any]]:
         readers = [(logical_id, name, name) for logical_id, name in pipes.items()]
     else:
         functions = stack.functions()
-        names = ("RouterFunction",) if stack.fan_out == "router" else CONSUMERS
+        reader = stack.fan_out_mode.stream_reader  # RouterFunction, or the consumers themselves
+        names = (reader,) if reader == "RouterFunction" else CONSUMERS
         readers = [(logical_id, None, functions[logical_id]) for logical_id in names]
     results = []
     for logical_id, pipe, name in readers:

@@ -31,6 +31,7 @@ from harness.stack import StackClient
 from shared.aws.table_changes import NotAStreamRecord, stream_record
 
 from ops.errors import OpsError
+from ops.fan_out import FanOutMode
 
 BATCH = 10  # SQS's most per receive, send and delete
 # A message being moved is hidden this long from another redrive running at the same time; a
@@ -38,10 +39,11 @@ BATCH = 10  # SQS's most per receive, send and delete
 VISIBILITY_SECONDS = 60
 
 
-def delivered_change(fan_out: str, body: str) -> str:
+def delivered_change(mode: FanOutMode, body: str) -> str:
     """What the consumer's queue takes for one message of its delivery DLQ: the stream record's
-    JSON. NotAStreamRecord (its reason names what is wrong) when the message holds none."""
-    if fan_out in ("router", "pipe-topic"):
+    JSON (the topic's message, or the bus event's detail). NotAStreamRecord (its reason names what
+    is wrong) when the message holds none."""
+    if mode.change_topic:
         stream_record(body)
         return body
     try:
@@ -121,7 +123,7 @@ def move_batch(
     entries, sending = [], {}
     for message in messages:
         try:
-            body = delivered_change(stack.fan_out, message["Body"])
+            body = delivered_change(stack.fan_out_mode, message["Body"])
         except NotAStreamRecord as unreadable:
             kept[message["MessageId"]] = (str(unreadable), message["ReceiptHandle"])
             continue

@@ -30,9 +30,9 @@ from collections.abc import Iterator
 import pytest
 from shared import keys
 
-from emulator.process import LocalStackProcess, fan_out_args, free_port
+from emulator.process import LocalStackProcess, free_port
 from harness import trace
-from harness.stack import StackClient
+from harness.stack import StackClient, fan_out_args
 from harness.topic import TopicCapture
 from ops.cli import main
 from tests.integration.support import LOG_DIR, Files

@@ -11,10 +11,11 @@ import pytest
 
 from emulator.deploy.rules import chosen, template_conditions
 from emulator.iam.policy import Policy, Principal, Request, authorize
+from ops import fan_out
 from tests.unit.fanout.fanout_template import CONSUMERS, template
 
 ACCOUNT = "111122223333"
-QUEUE_MODES = ("pipe", "router", "pipe-topic", "pipe-sfn")
+QUEUE_MODES = tuple(m.name for m in fan_out.MODES.values() if m.consumer_queues)
 OPERATOR = f"arn:aws:iam::{ACCOUNT}:role/oncall/OnCall"
 # Another function of the stack whose role a mistake (or an attacker holding it) let send anywhere.
 OUTSIDER = f"arn:aws:iam::{ACCOUNT}:role/IngestFunctionRole"

@@ -15,6 +15,7 @@ from shared.aws import table as contacts_store
 
 from emulator.deploy.errors import DeployError
 from emulator.deploy.rules import check_rules, chosen, template_conditions
+from ops import fan_out
 from tests.contract import CHANGE_BODY_POLICIES, CHANGE_POLICIES, QUEUE_FILTERS, STREAM_FILTERS
 from tests.unit.template_yaml import RESOURCES, ROOT, TEMPLATE, alarm_threshold, of_type
 
@@ -66,9 +67,9 @@ FUNCTIONS = {
     ),
     "MailEventsFunction": ("functions/mail_events", {"CONTACTS_TABLE_NAME"}),
 }
-FAN_OUT_MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
+FAN_OUT_MODES = fan_out.NAMES
 CONSUMERS = ("LastAgent", "Survey", "Goodwill")
-PIPE_MODES = ("pipe", "pipe-topic", "pipe-sfn")  # the modes ChangePipe reads the stream in
+PIPE_MODES = tuple(m.name for m in fan_out.MODES.values() if m.change_pipe)
 POWERTOOLS_ENV = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
 SES_ARN = "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}"
 ENV_SOURCES = {

@@ -16,8 +16,8 @@ import pytest
 
 from emulator.deploy.rules import chosen, template_conditions
 from emulator.deploy.translate import load_template, translate
-from emulator.process import FAN_OUT_MODES
 from harness import ROOT
+from ops.fan_out import NAMES as FAN_OUT_MODES
 
 TEMPLATE = load_template(ROOT / "template.yaml")
 MAPPINGS = TEMPLATE["Mappings"]

@@ -9,6 +9,7 @@ from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 
 from harness import ROOT
 from harness.stack import CONSUMERS, StackClient
+from ops import fan_out
 from tests.unit.fanout.fanout_template import deployed
 from tests.unit.template_yaml import alarm_threshold
 
@@ -132,10 +133,10 @@ def test_the_outputs_name_each_delivery_dlq_as_the_stack_client_reads_it(prefix)
     assert output == {"Condition": "HasDeliveryDeadLetters", "Value": {"Ref": dead_letters(prefix)}}
 
 
-@pytest.mark.parametrize("mode", ["lambda", "pipe", "router", "pipe-topic", "pipe-sfn"])
+@pytest.mark.parametrize("mode", fan_out.NAMES)
 def test_the_stack_client_lists_the_delivery_dlqs_as_failure_queues_where_they_exist(mode):
     stack = StackClient("unit", None, {"FanOut": mode}, {})
-    delivered_by_a_bus_or_a_topic = mode in ("pipe", "router", "pipe-topic")
+    delivered_by_a_bus_or_a_topic = fan_out.mode(mode).delivery_dead_letters
     assert stack.fan_out_dead_letters is delivered_by_a_bus_or_a_topic
     wanted = (
         {f"{p}ChangeDeliveryDeadLetterQueueUrl" for p in PREFIXES}

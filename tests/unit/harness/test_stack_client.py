@@ -8,7 +8,8 @@ import boto3
 import pytest
 
 from harness.in_process import REGION, client
-from harness.stack import CONSUMERS, StackClient, takes_host_prefix
+from harness.stack import CONSUMERS, StackClient, fan_out_args, takes_host_prefix
+from ops import fan_out
 
 
 def stack_of(mode: str | None) -> StackClient:
@@ -61,7 +62,7 @@ def test_stream_mode_failures_are_batch_records_in_the_stream_failure_queue(stac
     assert fan_out.queue_depth("StreamFailureQueueUrl") == 2
 
 
-@pytest.mark.parametrize("mode", ["pipe", "router", "pipe-topic", "pipe-sfn"])
+@pytest.mark.parametrize("mode", [m.name for m in fan_out.MODES.values() if m.consumer_queues])
 def test_queue_mode_failures_are_the_records_in_the_consumers_dead_letter_queue(stack, mode):
     fan_out = stack_of(mode)
     assert fan_out.consumers_read_queues
@@ -159,3 +160,10 @@ def test_the_entries_firehose_reports_failed_are_put_again_alone():
     firehose = FakeFirehose(failing)
     assert firehose_stack(firehose).put_contact_records(records) == 2
     assert firehose.calls[1] == sorted(failing)
+
+
+def test_fan_out_modes_become_up_arguments():
+    assert fan_out_args(None) == fan_out_args("") == []
+    assert fan_out_args("router") == ["--parameter-overrides", "FanOut=router"]
+    with pytest.raises(ValueError, match=r"lambda \| pipe \| router"):
+        fan_out_args("kinesis")

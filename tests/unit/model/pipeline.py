@@ -99,6 +99,7 @@ from harness.events import sqs_event
 from harness.in_process import ACCOUNT, REGION, ShrinkingClock, client, load_handler
 from harness.stack import StackClient
 from ops import contacts as ops_contacts
+from ops import fan_out
 from ops import files as ops_files
 from ops import records as ops_records
 from ops import redrive as ops_redrive
@@ -115,7 +116,7 @@ from tests.unit.fanout.fanout_template import (
 )
 from tests.unit.support import Stack
 
-MODES = ("lambda", "pipe", "router", "pipe-topic", "pipe-sfn")
+MODES = fan_out.NAMES
 FUNCTION_DIRS = {
     "IngestFunction": "ingest",
     "RouterFunction": "router",
@@ -250,7 +251,7 @@ def stream_readers(mode: str) -> dict[str, FilterCriteria]:
     """Who reads the table's stream in a fan-out mode, each with its mapping's filter."""
     if mode == "lambda":
         return {consumer: selections()[consumer].stream for consumer in CONSUMERS}
-    if mode in ("pipe", "pipe-topic", "pipe-sfn"):
+    if fan_out.mode(mode).change_pipe:
         return {PIPE: pipe_filter()}
     return {"RouterFunction": router_filter()}
 

@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from emulator.__main__ import _parser
-from emulator.process import fan_out_args
 from tests.unit.emulator.support import ROOT
 
 
@@ -51,13 +50,6 @@ def test_other_flags_still_follow():
     )
     assert args.parameter_overrides == [[("FanOut", "pipe")]]
     assert args.duplicate_rate == 0.05
-
-
-def test_fan_out_modes_become_up_arguments():
-    assert fan_out_args(None) == fan_out_args("") == []
-    assert fan_out_args("router") == ["--parameter-overrides", "FanOut=router"]
-    with pytest.raises(ValueError, match=r"lambda \| pipe \| router"):
-        fan_out_args("kinesis")
 
 
 def test_a_fan_out_mode_the_template_does_not_allow_stops_up_with_one_error_line(tmp_path):
