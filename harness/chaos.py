@@ -51,7 +51,8 @@ from harness import ROOT, ops_process
 from harness import mail as last_hop
 from harness.demo_data import Step
 from harness.polling import say, wait_until
-from harness.stack import CONSUMERS, StackClient
+from harness.stack import StackClient
+from ops.stack import CONSUMERS
 
 if TYPE_CHECKING:
     from harness.demo import Run

@@ -3,6 +3,8 @@ failed stream batches, idempotency records, file reprocessing and a caller's his
 deployed stack (boto3's usual credentials and region) and the local stack alike
 (AWS_ENDPOINT_URL pointing at it).
 
-Built on the stack client (harness.stack) and the layer's own modules (keys, idempotency claims,
-S3 messages); never on the local stack's internals (ops/ruff.toml).
+Built on its own stack client (ops/stack.py: the stack's outputs, queues, table and resources;
+ops/fan_out.py: the fan-out modes) and the layer's own modules (keys, idempotency claims,
+S3 messages); never on the local stack's internals nor the tooling (harness, bench, tests:
+ops/ruff.toml), which may use ops.
 """

@@ -14,10 +14,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
-from harness.stack import CONSUMERS, StackClient, samconfig_stack_name
 
 from ops import callers, contacts, dashboard, files, records, redrive, replay, status, table
 from ops.errors import OpsError
+from ops.stack import CONSUMERS, Stack, samconfig_stack_name
 
 # What reads the table's stream, by fan-out mode: the consumers (lambda), RouterFunction (router),
 # ChangePipe (pipe). IngestFunction, NotifierFunction and RouteFunction read none.
@@ -183,7 +183,7 @@ def group(commands: Any, name: str, text: str) -> Any:
     return commands.add_parser(name, help=text).add_subparsers(dest="action", required=True)
 
 
-COMMANDS: dict[tuple[str, str | None], Callable[[StackClient, argparse.Namespace], Report]] = {
+COMMANDS: dict[tuple[str, str | None], Callable[[Stack, argparse.Namespace], Report]] = {
     ("status", None): lambda stack, args: Report(*status.report(stack)),
     ("dashboard", None): lambda stack, args: Report(*dashboard.serve(stack, args.port)),
     ("dlq", "redrive"): lambda stack, args: Report(*dlq_redrive(stack, args)),
@@ -213,7 +213,7 @@ COMMANDS: dict[tuple[str, str | None], Callable[[StackClient, argparse.Namespace
 }
 
 
-def dlq_redrive(stack: StackClient, args: argparse.Namespace) -> tuple[Any, str, bool]:
+def dlq_redrive(stack: Stack, args: argparse.Namespace) -> tuple[Any, str, bool]:
     """NotificationDeadLetterQueue's messages are listed (already published or not) before they
     move; the other DLQs are redriven as they are."""
     if args.queue == records.NOTIFICATION_DLQ:
@@ -237,7 +237,7 @@ def confirm(question: str) -> bool:
     return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
-def connect(name: str | None) -> StackClient:
+def connect(name: str | None) -> Stack:
     stack_name = name or samconfig_stack_name()
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if endpoint and not answering(endpoint):
@@ -247,12 +247,12 @@ def connect(name: str | None) -> StackClient:
             "`make up` in another shell, or unset AWS_ENDPOINT_URL for a deployed stack"
         )
     try:
-        return StackClient.deployed(stack_name)
+        return Stack.deployed(stack_name)
     except ClientError as error:
         if error.response["Error"]["Code"] == "ValidationError":
             raise OpsError(f"no stack {stack_name!r} in this account and region") from None
         raise
-    except AssertionError as error:  # StackClient: outputs missing
+    except AssertionError as error:  # Stack: outputs missing
         raise OpsError(f"{stack_name} is not this application's stack: {error}") from None
 
 

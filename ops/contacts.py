@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
-from harness.stack import CONSUMERS, StackClient
 from shared import keys, model, notifications, rules
 from shared.formats import CONTACT_ID
 
 from ops import records, replay, table
 from ops.errors import Confirm, OpsError
+from ops.stack import CONSUMERS, Stack
 from ops.stream_filter import UnsupportedFilter
 
 _deserializer = TypeDeserializer()
@@ -35,7 +35,7 @@ PUBLISHED, CLAIMED, UNSENT = "already published", "claimed, never recorded", "no
 
 
 def redrive(
-    stack: StackClient, contact_id: str, *, dry_run: bool, resend: bool, confirm: Confirm
+    stack: Stack, contact_id: str, *, dry_run: bool, resend: bool, confirm: Confirm
 ) -> tuple[dict[str, Any], str, bool]:
     item = current_item(stack, contact_id)
     contact = plain(item)
@@ -69,7 +69,7 @@ def redrive(
     return data, f"{listing}\n{table.render(('READER', 'OUTCOME', 'DETAIL'), rows)}", ok
 
 
-def current_item(stack: StackClient, contact_id: str) -> dict[str, dict]:
+def current_item(stack: Stack, contact_id: str) -> dict[str, dict]:
     """The contact's CONTACT item as stored (typed), by its canonical id."""
     if not CONTACT_ID.fullmatch(contact_id):
         raise OpsError(f"{contact_id!r} is not a contact id (1-64 of A-Z, a-z, 0-9, _ and -)")
@@ -85,7 +85,7 @@ def plain(item: dict[str, dict]) -> dict[str, Any]:
     return {name: _deserializer.deserialize(value) for name, value in item.items()}
 
 
-def notifications_due(stack: StackClient, contact: dict[str, Any]) -> dict[str, str]:
+def notifications_due(stack: Stack, contact: dict[str, Any]) -> dict[str, str]:
     """The notifications a redrive could send (a first copy's, by the rules) and what the
     notifier's records say of each."""
     if contact.get("first_export") is not True:
@@ -120,7 +120,7 @@ def describe(contact: dict[str, Any], due: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def stream_record(stack: StackClient, item: dict[str, dict]) -> dict:
+def stream_record(stack: Stack, item: dict[str, dict]) -> dict:
     """The item's change as the stream gives it: an INSERT for a first copy, else a MODIFY with
     the same image on both sides; shaped as Lambda delivers it."""
     stream_arn = stack.dynamodb.describe_table(TableName=stack.contacts_table)["Table"][
@@ -148,7 +148,7 @@ def stream_record(stack: StackClient, item: dict[str, dict]) -> dict:
     return replay.lambda_record(raw, stream_arn)
 
 
-def deliver(stack: StackClient, record: dict) -> list[dict[str, Any]]:
+def deliver(stack: Stack, record: dict) -> list[dict[str, Any]]:
     """The change to each stream reader of the stack's fan-out mode that admits it."""
     stream_arn = record["eventSourceARN"]
     pipes = stack.resources("AWS::Pipes::Pipe")

@@ -25,9 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from harness.stack import StackClient
 
 from ops.errors import OpsError
+from ops.stack import Stack
 
 DASHBOARD = "ContactsDashboard"  # its LogicalId in template.yaml
 DEFAULT_PORT = 8050
@@ -62,7 +62,7 @@ class Line:
         return sum(values) / len(values)
 
 
-def dashboard_name(stack: StackClient) -> str:
+def dashboard_name(stack: Stack) -> str:
     """ContactsDashboard's name (CloudFormation names it after the stack)."""
     dashboards = stack.resources("AWS::CloudWatch::Dashboard")
     if DASHBOARD not in dashboards:
@@ -228,7 +228,7 @@ ul { list-style: none; margin: 0; padding: 0; font-size: 11px; }
 """
 
 
-def page(stack: StackClient, now: datetime | None = None) -> str:
+def page(stack: Stack, now: datetime | None = None) -> str:
     """The whole page, drawn from what CloudWatch answers now."""
     cloudwatch = stack.client("cloudwatch")
     name = dashboard_name(stack)
@@ -255,7 +255,7 @@ def host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def server(stack: StackClient, port: int) -> ThreadingHTTPServer:
+def server(stack: Stack, port: int) -> ThreadingHTTPServer:
     """The page's server on 127.0.0.1:``port`` (0: a free one), not yet serving."""
 
     class Handler(BaseHTTPRequestHandler):
@@ -296,7 +296,7 @@ def server(stack: StackClient, port: int) -> ThreadingHTTPServer:
         ) from None
 
 
-def serve(stack: StackClient, port: int) -> tuple[dict[str, Any], str, bool]:
+def serve(stack: Stack, port: int) -> tuple[dict[str, Any], str, bool]:
     """Serve the page on 127.0.0.1:``port`` until interrupted (Ctrl-C)."""
     listening = server(stack, port)
     url = f"http://127.0.0.1:{listening.server_address[1]}/"

@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.stack import StackClient
 from shared.aws.table_changes import NotAStreamRecord, stream_record
 
 from ops.errors import OpsError
 from ops.fan_out import FanOutMode
+from ops.stack import Stack
 
 BATCH = 10  # SQS's most per receive, send and delete
 # A message being moved is hidden this long from another redrive running at the same time; a
@@ -58,7 +58,7 @@ def delivered_change(mode: FanOutMode, body: str) -> str:
 
 
 def redrive(
-    stack: StackClient,
+    stack: Stack,
     queue: str,
     rate: int | None,
     *,
@@ -112,7 +112,7 @@ def redrive(
 
 
 def move_batch(
-    stack: StackClient,
+    stack: Stack,
     messages: list[dict],
     source_url: str,
     destination_url: str,

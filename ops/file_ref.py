@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.stack import StackClient
-
 from ops.errors import OpsError
+from ops.stack import Stack
 
 S3_SCHEME = "s3://"
 
@@ -36,7 +35,7 @@ def split_url(url: str) -> tuple[str, str]:
     return bucket, key
 
 
-def resolve(stack: StackClient, url: str, version_id: str | None) -> FileRef:
+def resolve(stack: Stack, url: str, version_id: str | None) -> FileRef:
     """The file of the stack's bucket; without a version, the object's current one."""
     bucket, key = split_url(url)
     if bucket != stack.bucket:

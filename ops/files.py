@@ -26,12 +26,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from harness.stack import StackClient
 from shared import ingest, keys, s3_events
 
 from ops import file_ref, records, table
 from ops.errors import Confirm, OpsError
 from ops.file_ref import FileRef
+from ops.stack import Stack
 
 LOG_FIELDS = (
     "outcome",
@@ -52,7 +52,7 @@ def plain(item: dict[str, dict]) -> dict[str, Any]:
     return {name: int(v["N"]) if "N" in v else v.get("S") for name, v in item.items()}
 
 
-def status(stack: StackClient, url: str, version_id: str | None) -> tuple[Any, str, bool]:
+def status(stack: Stack, url: str, version_id: str | None) -> tuple[Any, str, bool]:
     """The file's processing log; for a rejected file the report's reasons, and for a file with
     no log whether its key is where the bucket announces files to the ingest at all."""
     file = file_ref.resolve(stack, url, version_id)
@@ -76,7 +76,7 @@ def status(stack: StackClient, url: str, version_id: str | None) -> tuple[Any, s
     return {"file_id": file.file_id, "log": shown}, text, True
 
 
-def ingested_prefixes(stack: StackClient) -> list[str]:
+def ingested_prefixes(stack: Stack) -> list[str]:
     """The key prefixes whose new objects the bucket announces (its notification filters)."""
     configuration = stack.s3.get_bucket_notification_configuration(Bucket=stack.bucket)
     return [
@@ -87,7 +87,7 @@ def ingested_prefixes(stack: StackClient) -> list[str]:
     ]
 
 
-def file_reasons(stack: StackClient, bucket: str, report_key: str) -> list[str]:
+def file_reasons(stack: Stack, bucket: str, report_key: str) -> list[str]:
     """Why a rejected file was: the file-level lines of its report (the rows' are per row)."""
     body = stack.s3.get_object(Bucket=bucket, Key=report_key)["Body"]
     lines = (json.loads(line) for line in body.iter_lines() if line.strip())
@@ -95,7 +95,7 @@ def file_reasons(stack: StackClient, bucket: str, report_key: str) -> list[str]:
 
 
 def reprocess(
-    stack: StackClient, url: str, version_id: str | None, confirm: Confirm
+    stack: Stack, url: str, version_id: str | None, confirm: Confirm
 ) -> tuple[Any, str, bool]:
     file = file_ref.resolve(stack, url, version_id)
     head = head_object(stack, file)
@@ -133,7 +133,7 @@ def reprocess(
     return data, text, True
 
 
-def refuse_while_running(stack: StackClient, file_id: str, log: dict[str, Any]) -> None:
+def refuse_while_running(stack: Stack, file_id: str, log: dict[str, Any]) -> None:
     """Refuse while a function holds the claim of the step the log says is due: an in-progress
     idempotency record that has not expired (a crashed step's expires with its invocation)."""
     layer = records.persistence(stack, records.CLAIMS["IngestFunction"])
@@ -152,7 +152,7 @@ def refuse_while_running(stack: StackClient, file_id: str, log: dict[str, Any]) 
         )
 
 
-def in_progress_for_long(stack: StackClient, seconds: int) -> list[dict[str, Any]]:
+def in_progress_for_long(stack: Stack, seconds: int) -> list[dict[str, Any]]:
     """Files whose run has been IN_PROGRESS for more than `seconds`, oldest first. A Scan with a
     filter reads the whole table (about 0.5 read units per 4 KB): fine for an operator's command
     run by hand; an index kept only for this would cost a write on every step of every file."""
@@ -182,7 +182,7 @@ def in_progress_for_long(stack: StackClient, seconds: int) -> list[dict[str, Any
     return sorted(found, key=lambda file: -file["in_progress_seconds"])
 
 
-def head_object(stack: StackClient, file: FileRef) -> dict[str, Any]:
+def head_object(stack: Stack, file: FileRef) -> dict[str, Any]:
     try:
         return stack.s3.head_object(Bucket=file.bucket, Key=file.key, VersionId=file.version)
     except stack.s3.exceptions.ClientError as error:
@@ -192,7 +192,7 @@ def head_object(stack: StackClient, file: FileRef) -> dict[str, Any]:
 
 
 def original_object(
-    stack: StackClient, file: FileRef, head: dict[str, Any], log: dict[str, Any]
+    stack: Stack, file: FileRef, head: dict[str, Any], log: dict[str, Any]
 ) -> s3_events.S3Object:
     """The file's S3 object as its event described it (the processing log kept the sequencer and
     event time). Refused when a newer version of the key is applied and the file is done (its

@@ -23,12 +23,12 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
     STATUS_CONSTANTS,
     DataRecord,
 )
-from harness.stack import StackClient
 from shared import idempotency, ingest, keys, model
 from shared.aws import batch_claims
 
 from ops import file_ref, redrive, table
 from ops.errors import Confirm, OpsError
+from ops.stack import Stack
 
 CLAIMS = {"IngestFunction": idempotency.FILE_STEPS, "NotifierFunction": idempotency.NOTIFICATIONS}
 COMPLETED = STATUS_CONSTANTS["COMPLETED"]  # the record of a function that finished
@@ -39,7 +39,7 @@ class Purged(Exception):
     """The reason Powertools' delete_record is given: an operator's purge."""
 
 
-def persistence(stack: StackClient, claims: idempotency.Claims) -> DynamoDBPersistenceLayer:
+def persistence(stack: Stack, claims: idempotency.Claims) -> DynamoDBPersistenceLayer:
     layer = DynamoDBPersistenceLayer(
         table_name=stack.outputs["IdempotencyTableName"], boto3_client=stack.dynamodb
     )
@@ -75,7 +75,7 @@ def file_steps(
 
 
 def targets(
-    stack: StackClient, args: argparse.Namespace
+    stack: Stack, args: argparse.Namespace
 ) -> tuple[str, DynamoDBPersistenceLayer, list[tuple[dict, DataRecord | None]]]:
     """What the arguments name: a label, the function's persistence layer, its records."""
     function = args.function
@@ -134,7 +134,7 @@ def describe(record: DataRecord) -> dict[str, Any]:
     }
 
 
-def show(stack: StackClient, args: argparse.Namespace) -> tuple[Any, str, bool]:
+def show(stack: Stack, args: argparse.Namespace) -> tuple[Any, str, bool]:
     label, layer, found = targets(stack, args)
     described = [
         describe(record)
@@ -155,7 +155,7 @@ def show(stack: StackClient, args: argparse.Namespace) -> tuple[Any, str, bool]:
     return {"target": label, "records": described}, "\n".join(lines), True
 
 
-def purge(stack: StackClient, args: argparse.Namespace, confirm: Confirm) -> tuple[Any, str, bool]:
+def purge(stack: Stack, args: argparse.Namespace, confirm: Confirm) -> tuple[Any, str, bool]:
     """A purge makes the function's next delivery of the record's event run again. A
     notification's record never allows that without --resend, said before it asks: a COMPLETED
     one was published, and an INPROGRESS one, whatever its age, is a claim never recorded whose
@@ -210,7 +210,7 @@ NOTIFICATION_DLQ = "NotificationDeadLetterQueue"
 LOOK_SECONDS = 30  # a message looked at is hidden this long, then made visible again at once
 
 
-def dead_letter_notifications(stack: StackClient) -> list[dict[str, Any]]:
+def dead_letter_notifications(stack: Stack) -> list[dict[str, Any]]:
     """Each message of NotificationDeadLetterQueue: its message id, its notification id and the
     notifier's record of it (COMPLETED: already published). Every message is received once and
     made visible again: nothing is moved. Never the caller or email the message holds."""
@@ -265,7 +265,7 @@ def may_have_been_published(record: DataRecord) -> bool:
 
 
 def redrive_notifications(
-    stack: StackClient,
+    stack: Stack,
     rate: int | None,
     *,
     dry_run: bool,

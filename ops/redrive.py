@@ -2,7 +2,7 @@
 to the queue each message came from, followed to its end (ListMessageMoveTasks) with a progress
 bar on stderr. Ctrl-C cancels the task (CancelMessageMoveTask): what moved stays moved.
 
-The queues are the stack's DLQs by their outputs (StackClient.dead_letter_queues):
+The queues are the stack's DLQs by their outputs (Stack.dead_letter_queues):
 IngestDeadLetterQueue, NotificationDeadLetterQueue, MailDeadLetterQueue (FIFO: its messages go
 back to MailQueue, where the mail sender's claims decide again) and MailEventsDeadLetterQueue
 (SES's sending events MailEventsFunction failed on; recording them is idempotent) always, and in
@@ -17,17 +17,16 @@ import sys
 import time
 from typing import Any
 
-from harness.stack import StackClient
-
 from ops import delivery_redrive
 from ops.errors import OpsError
+from ops.stack import Stack
 
 FINAL = ("COMPLETED", "CANCELLED", "FAILED")
 POLL_SECONDS = 0.5
 
 
 def redrive(
-    stack: StackClient, queue: str, rate: int | None, *, progress: bool
+    stack: Stack, queue: str, rate: int | None, *, progress: bool
 ) -> tuple[dict[str, Any], str, bool]:
     if queue not in stack.dead_letter_queues:
         raise OpsError(
@@ -60,7 +59,7 @@ def redrive(
     return data, text, data["status"] == "COMPLETED"
 
 
-def follow(stack: StackClient, source_arn: str, progress: bool) -> dict:
+def follow(stack: Stack, source_arn: str, progress: bool) -> dict:
     """The newest task of the queue (the one just started), polled until it ends."""
     while True:
         [task] = stack.sqs.list_message_move_tasks(SourceArn=source_arn, MaxResults=1)["Results"]

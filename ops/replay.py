@@ -46,10 +46,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError, ParamValidationError
-from harness.stack import CONSUMERS, StackClient
 
 from ops import table
 from ops.errors import OpsError
+from ops.stack import CONSUMERS, Stack
 from ops.stream_filter import StreamFilter, UnsupportedFilter
 
 RETENTION = timedelta(hours=24)  # DynamoDB Streams keeps records this long
@@ -79,7 +79,7 @@ class NoReader(Exception):
 
 
 def replay(
-    stack: StackClient, *, dry_run: bool, function: str | None
+    stack: Stack, *, dry_run: bool, function: str | None
 ) -> tuple[dict[str, Any], str, bool]:
     functions = stack.functions() | stack.resources("AWS::Pipes::Pipe")
     if function is not None and function not in functions:
@@ -109,7 +109,7 @@ def replay(
     ok = all(r["outcome"] in ("replayed", "would replay") for r in shown)
     text = render(shown, dry_run)
     if stack.consumers_read_queues and function in CONSUMERS:
-        dead_letters = stack.failure_route(function).queue
+        dead_letters = stack.consumer_dead_letter_queue(function).removesuffix("Url")
         text += (
             f"\n(fan-out mode {stack.fan_out}: {function}'s own failures are in {dead_letters}, "
             f"not here: python -m ops dlq redrive {dead_letters})"
@@ -117,7 +117,7 @@ def replay(
     return {"dry_run": dry_run, "batches": shown}, text, ok
 
 
-def release(stack: StackClient, url: str, results: list[dict[str, Any]]) -> None:
+def release(stack: Stack, url: str, results: list[dict[str, Any]]) -> None:
     for result in results:
         if result["outcome"] != "replayed":
             stack.sqs.change_message_visibility(
@@ -128,7 +128,7 @@ def release(stack: StackClient, url: str, results: list[dict[str, Any]]) -> None
 
 
 def handle(
-    stack: StackClient,
+    stack: Stack,
     message: dict,
     logical_ids: dict[str, str],
     only: str | None,
@@ -160,7 +160,7 @@ def handle(
 
 
 def deliver(
-    stack: StackClient, info: dict, pipe: str | None, function_name: str, dry_run: bool
+    stack: Stack, info: dict, pipe: str | None, function_name: str, dry_run: bool
 ) -> dict[str, Any]:
     """The batch read back, filtered as its reader filters, and delivered to the reader."""
     try:
@@ -182,7 +182,7 @@ def deliver(
     return counts | invoke_chunks(stack, function_name, chunks(admitted, reader.batch_size))
 
 
-def reader_of(stack: StackClient, pipe: str | None, function_name: str, stream_arn: str) -> Reader:
+def reader_of(stack: Stack, pipe: str | None, function_name: str, stream_arn: str) -> Reader:
     """The reader's filter and batch size, as deployed: the pipe's, or the function's mapping
     on the batch's stream."""
     if pipe:
@@ -230,7 +230,7 @@ def pipe_name(arn: str) -> str | None:
     return None
 
 
-def read_range(stack: StackClient, info: dict) -> list[dict]:
+def read_range(stack: Stack, info: dict) -> list[dict]:
     first, last = int(info["startSequenceNumber"]), int(info["endSequenceNumber"])
     arrival = info.get("approximateArrivalOfFirstRecord")
     if arrival and datetime.fromisoformat(arrival) < datetime.now(UTC) - RETENTION:
@@ -282,7 +282,7 @@ def _wire(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def invoke_chunks(stack: StackClient, function_name: str, payloads: list[bytes]) -> dict[str, Any]:
+def invoke_chunks(stack: Stack, function_name: str, payloads: list[bytes]) -> dict[str, Any]:
     """Each payload invoked in turn, a failed one reported and the next invoked all the same."""
     outcomes = [invoke(stack, function_name, payload) for payload in payloads]
     failed = [
@@ -296,7 +296,7 @@ def invoke_chunks(stack: StackClient, function_name: str, payloads: list[bytes])
     return result | {"outcome": "replayed"}
 
 
-def invoke(stack: StackClient, function_name: str, payload: bytes) -> str | None:
+def invoke(stack: Stack, function_name: str, payload: bytes) -> str | None:
     """What went wrong with one Invoke of the reader, or None when it took every record."""
     try:
         response = stack.client("lambda").invoke(FunctionName=function_name, Payload=payload)
@@ -312,7 +312,7 @@ def invoke(stack: StackClient, function_name: str, payload: bytes) -> str | None
     return None
 
 
-def deliver_as_the_pipe(stack: StackClient, pipe: str, records: list[dict]) -> dict[str, Any]:
+def deliver_as_the_pipe(stack: Stack, pipe: str, records: list[dict]) -> dict[str, Any]:
     """The records to the pipe's target as the pipe sends them, 10 at a time: one event per
     record on a bus, one message per record on a topic, the batch as one execution's input on a
     state machine."""
@@ -336,9 +336,7 @@ def deliver_as_the_pipe(stack: StackClient, pipe: str, records: list[dict]) -> d
     return {"outcome": "replayed"}
 
 
-def put_events(
-    stack: StackClient, pipe: str, bus_arn: str, bus: dict, records: list[dict]
-) -> list[str]:
+def put_events(stack: Stack, pipe: str, bus_arn: str, bus: dict, records: list[dict]) -> list[str]:
     """One event per record, with the pipe's Source and DetailType; a reason per record not put."""
     entries = [
         {
@@ -357,7 +355,7 @@ def put_events(
     return [e["ErrorCode"] for e in response["Entries"] if e.get("ErrorCode")]
 
 
-def publish(stack: StackClient, topic_arn: str, records: list[dict]) -> list[str]:
+def publish(stack: Stack, topic_arn: str, records: list[dict]) -> list[str]:
     """One message per record, the record itself as the body; a reason per record not published."""
     entries = [{"Id": str(n), "Message": json.dumps(r)} for n, r in enumerate(records)]
     try:
@@ -369,7 +367,7 @@ def publish(stack: StackClient, topic_arn: str, records: list[dict]) -> list[str
     return [f["Code"] for f in response.get("Failed", [])]
 
 
-def execute(stack: StackClient, machine_arn: str, records: list[dict]) -> list[str]:
+def execute(stack: Stack, machine_arn: str, records: list[dict]) -> list[str]:
     """The batch as one synchronous execution, as the pipe starts it; the execution's error
     for each record when it did not succeed."""
     try:

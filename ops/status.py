@@ -1,7 +1,7 @@
 """`ops status`: every queue's depth and oldest message, each event source mapping's state and last
 result with its consumer's iterator age, the stack's pipe (fan-out mode pipe) and the stack's
 alarms in ALARM. In every fan-out mode but lambda every consumer's queue and DLQ are listed too
-(StackClient.work_queues, .failure_queues), and the DLQ of what the bus or the topic could not
+(Stack.work_queues, .failure_queues), and the DLQ of what the bus or the topic could not
 deliver to that queue (<X>ChangeDeliveryDeadLetterQueue); every DLQ flagged like the others.
 Last, the contact files IN_PROGRESS for more than an hour (files.in_progress_for_long: a Scan of
 the table), each a file that is stalled or continuing without end, and what became of the
@@ -22,9 +22,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from harness.stack import StackClient
-
 from ops import files, table
+from ops.stack import Stack
 
 WINDOW = timedelta(minutes=5)
 # The mail sender's and recorder's metrics (namespace ContactCenter, by `service`), as ops status
@@ -47,7 +46,7 @@ def queue_label(output: str) -> str:
     return output.removesuffix("Url")
 
 
-def report(stack: StackClient) -> tuple[dict[str, Any], str, bool]:
+def report(stack: Stack) -> tuple[dict[str, Any], str, bool]:
     queues = [queue_status(stack, output) for output in stack.work_queues + stack.failure_queues]
     mappings = [mapping_status(stack, logical_id, m) for logical_id, m in stack.mappings()]
     alarming = [
@@ -69,7 +68,7 @@ def report(stack: StackClient) -> tuple[dict[str, Any], str, bool]:
     return data, render(data), True
 
 
-def queue_status(stack: StackClient, output: str) -> dict[str, Any]:
+def queue_status(stack: Stack, output: str) -> dict[str, Any]:
     attributes = stack.queue_attributes(
         output,
         "ApproximateNumberOfMessages",
@@ -103,7 +102,7 @@ def queue_status(stack: StackClient, output: str) -> dict[str, Any]:
     }
 
 
-def mapping_status(stack: StackClient, logical_id: str, mapping: dict) -> dict[str, Any]:
+def mapping_status(stack: Stack, logical_id: str, mapping: dict) -> dict[str, Any]:
     source = mapping["EventSourceArn"]
     is_stream = ":dynamodb:" in source
     iterator_age_ms = (
@@ -125,7 +124,7 @@ def mapping_status(stack: StackClient, logical_id: str, mapping: dict) -> dict[s
     }
 
 
-def pipe_status(stack: StackClient) -> list[dict[str, Any]]:
+def pipe_status(stack: Stack) -> list[dict[str, Any]]:
     """The stack's pipe (the ChangePipeName output, fan-out mode pipe): one DescribePipe."""
     name = stack.outputs.get("ChangePipeName")
     if not name:
@@ -152,7 +151,7 @@ def source_label(arn: str) -> str:
 
 
 def latest_maximum(
-    stack: StackClient, namespace: str, metric: str, dimensions: dict[str, str]
+    stack: Stack, namespace: str, metric: str, dimensions: dict[str, str]
 ) -> float | None:
     """The newest 1-minute Maximum of a metric within WINDOW, None without datapoints."""
     now = datetime.now(UTC)
@@ -170,7 +169,7 @@ def latest_maximum(
     return max(points, key=lambda p: p["Timestamp"])["Maximum"]
 
 
-def mail_counts(stack: StackClient) -> dict[str, int]:
+def mail_counts(stack: Stack) -> dict[str, int]:
     """Each of MAIL_METRICS summed over MAIL_WINDOW (0 without datapoints)."""
     now = datetime.now(UTC)
     cloudwatch = stack.client("cloudwatch")

@@ -31,7 +31,7 @@ from botocore.exceptions import ClientError
 
 from emulator.process import LocalStackProcess, describe_failures, free_port
 from harness import ROOT
-from harness.stack import samconfig_stack_name
+from ops.stack import samconfig_stack_name
 from tests.session_stack import READY_TIMEOUT
 
 SAM = ROOT / ".tools" / "bin" / "sam"

@@ -8,8 +8,9 @@ import pytest
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml
 
 from harness import ROOT
-from harness.stack import CONSUMERS, StackClient
+from harness.stack import StackClient
 from ops import fan_out
+from ops.stack import CONSUMERS
 from tests.unit.fanout.fanout_template import deployed
 from tests.unit.template_yaml import alarm_threshold
 

@@ -8,7 +8,8 @@ import subprocess
 import pytest
 
 from harness import chaos, demo, demo_data
-from harness.stack import CONSUMERS, FailureRoute
+from harness.stack import FailureRoute
+from ops.stack import CONSUMERS
 
 DEAD_LETTER_QUEUES = ("IngestDeadLetterQueue", "NotificationDeadLetterQueue")
 

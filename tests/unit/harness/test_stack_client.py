@@ -8,8 +8,9 @@ import boto3
 import pytest
 
 from harness.in_process import REGION, client
-from harness.stack import CONSUMERS, StackClient, fan_out_args, takes_host_prefix
+from harness.stack import StackClient, fan_out_args
 from ops import fan_out
+from ops.stack import CONSUMERS, takes_host_prefix
 
 
 def stack_of(mode: str | None) -> StackClient:

@@ -8,7 +8,7 @@ import pytest
 from shared import rules
 
 from harness.in_process import REGION, client
-from harness.stack import StackClient
+from ops.stack import Stack
 
 TEMPLATE = {
     "Resources": {"StreamFailureQueue": {"Type": "AWS::SQS::Queue"}},
@@ -16,7 +16,7 @@ TEMPLATE = {
 
 
 @pytest.fixture
-def ops_stack(stack, lambda_context) -> StackClient:
+def ops_stack(stack, lambda_context) -> Stack:
     """The unit resources seen through the stack client, with a StreamFailureQueue and the mail
     sender's queues."""
     cloudformation = client("cloudformation")
@@ -36,4 +36,4 @@ def ops_stack(stack, lambda_context) -> StackClient:
             "QueueUrl"
         ]
     parameters = {"GoodwillWaitSeconds": str(rules.DEFAULT_GOODWILL_WAIT_SECONDS)}
-    return StackClient("unit", boto3.session.Session(region_name=REGION), outputs, parameters)
+    return Stack("unit", boto3.session.Session(region_name=REGION), outputs, parameters)

@@ -10,9 +10,9 @@ import boto3
 import pytest
 
 from harness.in_process import REGION, client
-from harness.stack import StackClient
 from ops import dashboard, status
 from ops.errors import OpsError
+from ops.stack import Stack
 from tests.dashboard_page import widgets
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -68,11 +68,11 @@ def template(body: dict) -> str:
 
 
 @pytest.fixture
-def board(ops_stack) -> StackClient:
+def board(ops_stack) -> Stack:
     """A stack whose ContactsDashboard is BODY (the unit stack's outputs otherwise)."""
     client("cloudformation").create_stack(StackName="board", TemplateBody=template(BODY))
     session = boto3.session.Session(region_name=REGION)
-    return StackClient("board", session, ops_stack.outputs, {})
+    return Stack("board", session, ops_stack.outputs, {})
 
 
 def put(namespace: str, name: str, dimensions: dict[str, str], value: float, ago: timedelta):
@@ -144,7 +144,7 @@ def test_status_names_the_dashboard_url(ops_stack):
     outputs = dict(ops_stack.outputs, DashboardUrl=url)
     for queue in ops_stack.dead_letter_queues:
         outputs[f"{queue}Url"] = sqs.create_queue(QueueName=f"unit-{queue}")["QueueUrl"]
-    data, text, _ = status.report(StackClient("unit", ops_stack.session, outputs, {}))
+    data, text, _ = status.report(Stack("unit", ops_stack.session, outputs, {}))
     assert data["dashboard_url"] == url
     assert text.splitlines()[1] == f"dashboard: {url}"
 
@@ -195,7 +195,7 @@ def test_what_the_stack_names_is_escaped_in_the_page(ops_stack):
         ],
     }
     client("cloudformation").create_stack(StackName="board", TemplateBody=template(body))
-    board = StackClient("board", boto3.session.Session(region_name=REGION), ops_stack.outputs, {})
+    board = Stack("board", boto3.session.Session(region_name=REGION), ops_stack.outputs, {})
     put("ContactCenter", f"Files{SCRIPT}", {"service": quoted}, 2, timedelta(minutes=5))
 
     page = dashboard.page(board, NOW)
@@ -218,7 +218,7 @@ def test_a_widget_placed_by_anything_but_numbers_is_refused(ops_stack, place):
     value = '6; background: url(https://evil.example/)" onmouseover="alert(1)'
     body = {"widgets": [dict(BODY["widgets"][0], **{place: value})]}
     client("cloudformation").create_stack(StackName="board", TemplateBody=template(body))
-    board = StackClient("board", boto3.session.Session(region_name=REGION), ops_stack.outputs, {})
+    board = Stack("board", boto3.session.Session(region_name=REGION), ops_stack.outputs, {})
     with pytest.raises(OpsError, match=f"widget 'Files in': {place} .* is not a whole number"):
         dashboard.page(board, NOW)
 

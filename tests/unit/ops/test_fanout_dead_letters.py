@@ -10,14 +10,14 @@ from shared import keys
 
 from harness.events import contact, failed_ids, sqs_event, stream_record
 from harness.in_process import ACCOUNT, REGION, load_handler
-from harness.stack import CONSUMERS, FAILURE_QUEUES, StackClient
 from ops import redrive, status
 from ops.errors import OpsError
+from ops.stack import CONSUMERS, FAILURE_QUEUES, Stack
 
 CALLER = "+14155550199"
 
 
-def with_fan_out(stack: StackClient, mode: str) -> StackClient:
+def with_fan_out(stack: Stack, mode: str) -> Stack:
     """``stack`` as a stack of that fan-out mode: the FanOut output, every stack's DLQs and, for
     pipe and router, every consumer's queue, DLQ and delivery DLQ as its outputs name them."""
     stack.outputs["FanOut"] = mode
@@ -74,12 +74,12 @@ def dead_letter_of_the_bus(record: dict, consumer: str = "LastAgent") -> dict:
     }
 
 
-def store(stack: StackClient, record: dict) -> None:
+def store(stack: Stack, record: dict) -> None:
     """The record's item in the table, as the ingest wrote it."""
     stack.dynamodb.put_item(TableName=stack.contacts_table, Item=record["dynamodb"]["NewImage"])
 
 
-def deliver_to_last_agent(stack: StackClient, monkeypatch, lambda_context) -> list[dict]:
+def deliver_to_last_agent(stack: Stack, monkeypatch, lambda_context) -> list[dict]:
     """LastAgentFunction's poller: LastAgentQueue's messages handed to the function; the bodies."""
     url = stack.outputs["LastAgentQueueUrl"]
     messages = stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
@@ -89,7 +89,7 @@ def deliver_to_last_agent(stack: StackClient, monkeypatch, lambda_context) -> li
     return [json.loads(m["Body"]) for m in messages]
 
 
-def last_agent(stack: StackClient) -> str | None:
+def last_agent(stack: Stack) -> str | None:
     item = stack.get_item(keys.last_agent_key(CALLER))
     return item["agent_id"]["S"] if item else None
 

@@ -10,9 +10,9 @@ import pytest
 from shared import keys
 
 from harness.in_process import FakeLambdaContext, ShrinkingClock, load_handler
-from harness.stack import StackClient
 from ops import files, status
 from ops.errors import OpsError
+from ops.stack import Stack
 from tests.unit.ingest.support import Delivery, Ingest, error_response, sqs_event
 from tests.unit.template_yaml import alarm_threshold, of_type
 
@@ -177,7 +177,7 @@ def test_status_lists_the_files_in_progress_for_more_than_an_hour(ingest, ops_st
     outputs = dict(ops_stack.outputs)
     for queue in ops_stack.dead_letter_queues:
         outputs[f"{queue}Url"] = ingest.stack.sqs.create_queue(QueueName=queue)["QueueUrl"]
-    data, text, _ = status.report(StackClient("unit", ops_stack.session, outputs, {}))
+    data, text, _ = status.report(Stack("unit", ops_stack.session, outputs, {}))
 
     [listed] = data["files_in_progress"]
     assert listed["file_id"] == ingest.log_of(stuck)["file_id"]
@@ -342,7 +342,7 @@ def test_a_reprocess_that_rejects_nothing_leaves_no_row_of_the_earlier_runs_repo
     assert ingest.report_at(first["report_key"]) == []
 
 
-def announce_as_the_template_does(ops_stack: StackClient) -> list[str]:
+def announce_as_the_template_does(ops_stack: Stack) -> list[str]:
     """The bucket's notification configuration of template.yaml, on the unit bucket; its
     prefixes."""
     bucket = of_type("AWS::S3::Bucket")["ContactsBucket"]

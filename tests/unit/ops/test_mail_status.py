@@ -4,8 +4,8 @@ bounced, suppressed, complained, and those not sent, from the mail functions' me
 from datetime import UTC, datetime, timedelta
 
 from harness.in_process import client
-from harness.stack import StackClient
 from ops import status
+from ops.stack import Stack
 
 
 def test_status_counts_the_e_mails_of_the_last_day(ops_stack):
@@ -33,7 +33,7 @@ def test_status_counts_the_e_mails_of_the_last_day(ops_stack):
     for queue in ops_stack.dead_letter_queues:
         outputs[f"{queue}Url"] = client("sqs").create_queue(QueueName=queue)["QueueUrl"]
 
-    data, text, _ = status.report(StackClient("unit", ops_stack.session, outputs, {}))
+    data, text, _ = status.report(Stack("unit", ops_stack.session, outputs, {}))
 
     assert data["e_mails"] == {
         "sent": 5,

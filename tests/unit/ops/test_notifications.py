@@ -10,9 +10,9 @@ from shared import idempotency, keys, notifications
 
 from harness.events import sqs_bodies_event
 from harness.in_process import client, load_handler
-from harness.stack import StackClient
 from ops import cli, records
 from ops.errors import OpsError
+from ops.stack import Stack
 from tests.unit.fanout.helpers import queue_arn
 from tests.unit.ops.support import args
 
@@ -98,7 +98,7 @@ def test_an_upper_case_uuid_names_the_notification_the_ingest_stored(ops_stack):
 
 
 @pytest.fixture
-def dlq_stack(ops_stack, stack) -> StackClient:
+def dlq_stack(ops_stack, stack) -> Stack:
     """``ops_stack`` whose NotificationQueue dead-letters to a NotificationDeadLetterQueue."""
     sqs = client("sqs")
     dlq = sqs.create_queue(QueueName="unit-notifications-dlq")["QueueUrl"]
@@ -111,7 +111,7 @@ def dlq_stack(ops_stack, stack) -> StackClient:
         },
     )
     outputs = dict(ops_stack.outputs, NotificationDeadLetterQueueUrl=dlq)
-    return StackClient("unit", ops_stack.session, outputs, {})
+    return Stack("unit", ops_stack.session, outputs, {})
 
 
 def test_a_notification_dlq_redrive_says_which_were_published_before_it_moves_them(

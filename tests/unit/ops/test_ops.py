@@ -8,10 +8,10 @@ import pytest
 from shared import keys, notifications
 
 from harness.in_process import client, load_handler
-from harness.stack import StackClient
 from ops import callers, records, redrive, replay, status
 from ops.cli import main
 from ops.errors import OpsError
+from ops.stack import Stack
 from tests.unit.ops.support import args
 
 
@@ -122,7 +122,7 @@ def test_malformed_commands_exit_2_with_usage(argv, capsys):
     assert "usage:" in capsys.readouterr().err
 
 
-def queue_stack(ops_stack: StackClient, mode: str) -> StackClient:
+def queue_stack(ops_stack: Stack, mode: str) -> Stack:
     """``ops_stack`` as a stack of fan-out mode ``mode``: with its consumers' queues and DLQs
     (of their failures and of what the fan-out could not deliver to them)."""
     sqs = client("sqs")
@@ -144,7 +144,7 @@ def queue_stack(ops_stack: StackClient, mode: str) -> StackClient:
         outputs |= {f"{consumer}QueueUrl": queue, f"{consumer}DeadLetterQueueUrl": dlq}
         delivery = sqs.create_queue(QueueName=f"unit-{consumer}-delivery-dlq")["QueueUrl"]
         outputs[f"{consumer}ChangeDeliveryDeadLetterQueueUrl"] = delivery
-    return StackClient("unit", ops_stack.session, outputs, {})
+    return Stack("unit", ops_stack.session, outputs, {})
 
 
 def test_the_consumers_dead_letter_queues_are_redriven_in_queue_modes(ops_stack):
@@ -198,7 +198,7 @@ def stream_records(table: str, count: int) -> tuple[str, dict, list[dict]]:
 
 
 def fail_the_pipes_batch(
-    ops_stack: StackClient, pipe_arn: str, stream_arn: str, shard: dict, batch: list[dict]
+    ops_stack: Stack, pipe_arn: str, stream_arn: str, shard: dict, batch: list[dict]
 ) -> None:
     """The pipe's failure record of ``batch`` (records of one shard) in StreamFailureQueue, as
     the pipe writes it: the pipe's ARN in place of a function's."""
@@ -371,7 +371,7 @@ def test_an_execution_that_fails_is_reported_and_its_failure_record_kept(ops_sta
     assert ops_stack.queue_depth("StreamFailureQueueUrl") == 1
 
 
-def replays_into(ops_stack: StackClient, target: str, stream_arn: str, records: list[dict]):
+def replays_into(ops_stack: Stack, target: str, stream_arn: str, records: list[dict]):
     """`ops stream replay` replays the one failed batch, ``records`` reach the queue ``target``
     (in any order), and the failure record is gone."""
     data, _, ok = replay.replay(ops_stack, dry_run=False, function=None)
@@ -399,7 +399,7 @@ def stack_drain(queue_url: str) -> list[dict]:
 def test_a_consumers_replay_in_a_queue_mode_points_at_its_dead_letter_queue(ops_stack, monkeypatch):
     piped = queue_stack(ops_stack, "router")
     monkeypatch.setattr(
-        StackClient, "functions", lambda self: {"GoodwillFunction": "unit-GoodwillFunction"}
+        Stack, "functions", lambda self: {"GoodwillFunction": "unit-GoodwillFunction"}
     )
     data, text, ok = replay.replay(piped, dry_run=True, function="GoodwillFunction")
     assert ok and data["batches"] == []
