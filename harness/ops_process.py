@@ -1,22 +1,18 @@
-"""`python -m ops` as an operator runs it against the local stack: a separate process (ops imports
-the harness, not the other way round) with the local stack's endpoint and dummy credentials."""
+"""`python -m ops` as an operator runs it against the local stack: a separate process with the
+local stack's endpoint and dummy credentials."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
-from emulator.process import free_port
 from harness import ROOT
-from harness.polling import eventually
 from harness.stack import StackClient
 
-# Where `dashboard` serves its page (ops dashboard --port), beside the local stacks' 4800-4999.
-DASHBOARD_PORTS = range(4700, 4800)
 DASHBOARD_START_SECONDS = 30
 
 
@@ -29,27 +25,35 @@ def environment(stack: StackClient) -> dict[str, str]:
 
 @contextlib.contextmanager
 def dashboard(stack: StackClient) -> Iterator[str]:
-    """`python -m ops dashboard` on a free port while the block runs; its page's URL."""
-    port = free_port(DASHBOARD_PORTS)
+    """`python -m ops dashboard` on a port of its own choosing while the block runs; its page's
+    URL, as the command prints it once it listens (suites run at once: a port picked here could
+    be taken by another suite's page before this one binds it)."""
     process = subprocess.Popen(  # noqa: S603 (this interpreter, fixed arguments)
-        [sys.executable, "-m", "ops", "--stack", stack.name, "dashboard", "--port", str(port)],
+        [sys.executable, "-m", "ops", "--stack", stack.name, "dashboard", "--port", "0"],
         cwd=ROOT,
         env=environment(stack),
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-
-    def listening() -> bool:
-        assert process.poll() is None, f"ops dashboard exited: {process.stderr.read()}"
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-            return True
-        return False
-
     try:
-        eventually(listening, timeout=DASHBOARD_START_SECONDS, interval=0.2)
-        yield f"http://127.0.0.1:{port}/"
+        url = _served_url(process)
+        yield url
     finally:
         process.terminate()
         process.wait(timeout=10)
+        process.stdout.close()
         process.stderr.close()
+
+
+def _served_url(process: subprocess.Popen) -> str:
+    """The URL in the `dashboard of stack <name> at <url> (Ctrl-C stops)` line."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(DASHBOARD_START_SECONDS)
+    line = lines[0] if lines else ""
+    if " at http://" not in line:
+        process.terminate()  # its stderr ends with it
+        raise AssertionError(f"ops dashboard did not start: {line!r} {process.stderr.read()}")
+    return line.split(" at ", 1)[1].split()[0]
