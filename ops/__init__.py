@@ -8,3 +8,12 @@ ops/fan_out.py: the fan-out modes) and the layer's own modules (keys, idempotenc
 S3 messages); never on the local stack's internals nor the tooling (harness, bench, tests:
 ops/ruff.toml), which may use ops.
 """
+
+import sys
+from pathlib import Path
+
+# The layer is not a distribution: on Lambda it is /opt/python, here its source directory; ops
+# reads its keys, rules and idempotency claims from it, as the functions do.
+_LAYER = str(Path(__file__).resolve().parents[1] / "layers" / "shared")
+if _LAYER not in sys.path:
+    sys.path.insert(0, _LAYER)
