@@ -21,10 +21,6 @@ from tests.session_stack import READY_TIMEOUT
 PORTS = range(4990, 5020)
 # What the stack does not do yet, by case: the reason.
 KNOWN_GAPS = {
-    "stream_on_failure_record_in_s3": (
-        "CreateEventSourceMapping refuses an S3 bucket as a stream mapping's OnFailure "
-        "destination, and the stream poller sends records to SQS and SNS only"
-    ),
     "pipe_batch_size_bounds_each_invocation": (
         "CreatePipe refuses a Lambda function target (event buses, SNS topics and state "
         "machines only)"
