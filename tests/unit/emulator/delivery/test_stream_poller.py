@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 
-import boto3
 import pytest
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import (
@@ -246,13 +245,7 @@ def test_a_stream_mapping_with_event_count_metrics_counts_what_it_gave_up(aws, r
 
 
 def test_stream_on_failure_destination_can_be_an_sns_topic(aws, runtime, engine):
-    sns = boto3.client(
-        "sns",
-        endpoint_url=aws.endpoint,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    sns = aws.client("sns")
     topic = sns.create_topic(Name="stream-failures")["TopicArn"]
     capture_url, capture_arn = aws.queue("capture")
     sns.subscribe(
@@ -599,13 +592,7 @@ def test_an_s3_on_failure_destination_gets_an_object_per_discarded_batch(aws, ru
     """Lambda developer guide, "Retaining discarded batches": an S3 bucket destination keeps the
     invocation record with the batch's payload under
     aws/lambda/<mapping UUID>/<shard ID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>."""
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=aws.endpoint,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    s3 = aws.client("s3")
     s3.create_bucket(Bucket="discarded")
     stream = aws.table("to-s3")
     aws.put("to-s3", "0")
