@@ -35,7 +35,10 @@ DynamoDB event source"):
   ``RetryAttemptsExhausted``. MaximumRecordAgeInSeconds (-1: forever): before every invocation,
   records older than that are discarded with condition ``RecordAgeExceeded``.
 - A discarded batch goes to the OnFailure destination (SQS queue or SNS topic) as Lambda's
-  invocation record with ``DDBStreamBatchInfo``, then processing moves past it.
+  invocation record with ``DDBStreamBatchInfo``, then processing moves past it; an S3 bucket gets
+  the record with the invocation's ``payload`` (the batch's event) as one object,
+  ``aws/lambda/<mapping UUID>/<shard ID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<random UUID>`` (Lambda
+  developer guide, "Retaining discarded batches": the S3 destination).
 
 Retries wait ``retry_delay`` seconds, doubling up to 2 s. Faults: ``duplicate_deliveries`` N
 invokes each batch N times, ``duplicate_rate`` p once more with probability p; a record counts as
@@ -157,6 +160,13 @@ def shaped_record(
             del _shaped[next(iter(_shaped))]
         _shaped[key] = found
     return found
+
+
+def _on_failure_object_key(mapping: str, shard_id: str, at: float) -> str:
+    """Where an S3 OnFailure destination keeps a discarded batch's record."""
+    stamp = time.gmtime(at)
+    day, moment = time.strftime("%Y/%m/%d", stamp), time.strftime("%Y-%m-%dT%H.%M.%S", stamp)
+    return f"aws/lambda/{mapping}/{shard_id}/{day}/{moment}-{uuid.uuid4()}"
 
 
 def sequence(record: dict[str, Any]) -> str:
@@ -795,7 +805,14 @@ class Lane(threading.Thread):
         destination = cfg.on_failure
         try:
             target = parse_arn(destination)
-            if target.service == "sns":
+            if target.service == "s3":
+                document["payload"] = encode_event([i.part for i in items]).decode()
+                self.ctx.client("s3").put_object(
+                    Bucket=target.resource,
+                    Key=_on_failure_object_key(cfg.uuid, worker.shard_id, time.time()),
+                    Body=json.dumps(document).encode(),
+                )
+            elif target.service == "sns":
                 self.ctx.client("sns").publish(TopicArn=destination, Message=body)
             else:
                 sqs = self.ctx.client("sqs")

@@ -122,7 +122,7 @@ def _drop(registry: dict[str, Any], esm: Any) -> None:
 #   MaximumRecordAgeInSeconds, ParallelizationFactor, DestinationConfig);
 # - streams: StartingPosition TRIM_HORIZON or LATEST (required); MaximumRetryAttempts -1..10,000;
 #   MaximumRecordAgeInSeconds -1 or 60..604,800; ParallelizationFactor 1..10; an OnFailure
-#   destination that is an SQS queue or SNS topic, no OnSuccess;
+#   destination that is an SQS queue, SNS topic or S3 bucket, no OnSuccess;
 # - ScalingConfig (SQS only): MaximumConcurrency 2..1,000 (API_ScalingConfig);
 # - FunctionResponseTypes: only ReportBatchItemFailures;
 # - MetricsConfig: Metrics at most EventCount for SQS and streams (ErrorCount and KafkaMetrics are
@@ -327,9 +327,9 @@ def _validate_stream_mapping(config: dict[str, Any]) -> None:
             "DestinationConfig OnSuccess is not supported for stream event source mappings"
         )
     target = (destination.get("OnFailure") or {}).get("Destination")
-    if target and service_of(str(target)) not in ("sqs", "sns"):
+    if target and service_of(str(target)) not in ("sqs", "sns", "s3"):
         raise InvalidParameterValueException(
-            f"OnFailure destination {target!r} must be an SQS queue or SNS topic ARN"
+            f"OnFailure destination {target!r} must be an SQS queue, SNS topic or S3 bucket ARN"
         )
 
 

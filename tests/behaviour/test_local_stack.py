@@ -15,16 +15,11 @@ import pytest
 from behaviour import cases as _cases  # noqa: F401 - registers the cases
 from behaviour.case import CASES
 from behaviour.runner import PASS, Outcome, run_all
-from emulator.process import LocalStackProcess, free_port
-from tests.session_stack import READY_TIMEOUT
+from tests.session_stack import empty_stack
 
 PORTS = range(4990, 5020)
 # What the stack does not do yet, by case: the reason.
 KNOWN_GAPS = {
-    "stream_on_failure_record_in_s3": (
-        "CreateEventSourceMapping refuses an S3 bucket as a stream mapping's OnFailure "
-        "destination, and the stream poller sends records to SQS and SNS only"
-    ),
     "pipe_batch_size_bounds_each_invocation": (
         "CreatePipe refuses a Lambda function target (event buses, SNS topics and state "
         "machines only)"
@@ -38,20 +33,8 @@ KNOWN_GAPS = {
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> Iterator[dict[str, Outcome]]:
-    local = LocalStackProcess(
-        free_port(PORTS),
-        up_args=["--no-deploy"],
-        tail_lines=200,
-        log_path=tmp_path_factory.mktemp("stack") / "stack.log",
-    )
-    try:
-        local.start(READY_TIMEOUT, PORTS)
-    except RuntimeError as error:
-        pytest.fail(f"{error}:\n{local.tail()}", pytrace=False)
-    try:
+    with empty_stack(tmp_path_factory.mktemp("stack"), PORTS) as local:
         yield run_all(local.endpoint)
-    finally:
-        local.stop()
 
 
 @pytest.mark.parametrize(

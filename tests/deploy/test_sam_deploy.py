@@ -29,10 +29,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from emulator.process import LocalStackProcess, describe_failures, free_port
+from emulator.process import LocalStackProcess, describe_failures
 from harness import ROOT
 from ops.stack import samconfig_stack_name
-from tests.session_stack import READY_TIMEOUT
+from tests.session_stack import empty_stack
 
 SAM = ROOT / ".tools" / "bin" / "sam"
 BUILD = ROOT / ".aws-sam" / "build"
@@ -65,20 +65,8 @@ def built(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def local_stack(tmp_path_factory) -> Iterator[LocalStackProcess]:
-    local = LocalStackProcess(
-        free_port(PORTS),
-        up_args=["--no-deploy"],
-        tail_lines=200,
-        log_path=tmp_path_factory.mktemp("stack") / "stack.log",
-    )
-    try:
-        local.start(READY_TIMEOUT, PORTS)
-    except RuntimeError as error:
-        pytest.fail(f"{error}:\n{local.tail()}", pytrace=False)
-    try:
+    with empty_stack(tmp_path_factory.mktemp("stack"), PORTS) as local:
         yield local
-    finally:
-        local.stop()
 
 
 @pytest.fixture(scope="module")

@@ -87,6 +87,7 @@ class Aws:
             "aws_secret_access_key": "testing",
             "config": CLIENT_CONFIG,
         }
+        self._kwargs = kwargs
         self.sqs = boto3.client("sqs", **kwargs)
         self.ddb = boto3.client("dynamodb", **kwargs)
         self.streams = boto3.client("dynamodbstreams", **kwargs)
@@ -105,6 +106,10 @@ class Aws:
             Code={"ZipFile": archive.getvalue()},
             Timeout=1,  # Lambda refuses a queue whose visibility timeout is below it
         )["FunctionArn"]
+
+    def client(self, service: str):
+        """Another service's client of the same endpoint."""
+        return boto3.client(service, **self._kwargs)
 
     def queue(self, name: str, visibility: int = 1, **attributes: str) -> tuple[str, str]:
         url = self.sqs.create_queue(

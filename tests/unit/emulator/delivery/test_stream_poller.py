@@ -6,11 +6,11 @@ import base64
 import copy
 import json
 import logging
+import re
 import threading
 import time
 import uuid
 
-import boto3
 import pytest
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import (
@@ -245,13 +245,7 @@ def test_a_stream_mapping_with_event_count_metrics_counts_what_it_gave_up(aws, r
 
 
 def test_stream_on_failure_destination_can_be_an_sns_topic(aws, runtime, engine):
-    sns = boto3.client(
-        "sns",
-        endpoint_url=aws.endpoint,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    sns = aws.client("sns")
     topic = sns.create_topic(Name="stream-failures")["TopicArn"]
     capture_url, capture_arn = aws.queue("capture")
     sns.subscribe(
@@ -592,3 +586,32 @@ def test_stream_batches_are_cut_before_six_megabytes_of_event(runtime, fake_stre
     assert [len(b) for b in runtime.batches] == [6, 6, 2]  # each as many as fit
     keys = [r["dynamodb"]["Keys"]["pk"]["S"] for b in runtime.batches for r in b]
     assert keys == [f"big-{n:02d}" for n in range(14)]
+
+
+def test_an_s3_on_failure_destination_gets_an_object_per_discarded_batch(aws, runtime, engine):
+    """Lambda developer guide, "Retaining discarded batches": an S3 bucket destination keeps the
+    invocation record with the batch's payload under
+    aws/lambda/<mapping UUID>/<shard ID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>."""
+    s3 = aws.client("s3")
+    s3.create_bucket(Bucket="discarded")
+    stream = aws.table("to-s3")
+    aws.put("to-s3", "0")
+    runtime.behaviour = lambda records, index: (_ for _ in ()).throw(RuntimeError("always"))
+    mapping = aws.mapping(
+        stream,
+        StartingPosition="TRIM_HORIZON",
+        MaximumRetryAttempts=0,
+        DestinationConfig={"OnFailure": {"Destination": "arn:aws:s3:::discarded"}},
+    )
+    esm = engine()
+    assert wait_for(lambda: esm.idle() and runtime.calls)
+    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket="discarded")["Contents"]]
+    assert re.fullmatch(
+        rf"aws/lambda/{mapping}/shardId-[^/]+/\d{{4}}/\d{{2}}/\d{{2}}/"
+        r"\d{4}-\d{2}-\d{2}T\d{2}\.\d{2}\.\d{2}-[0-9a-f-]{36}",
+        key,
+    ), key
+    record = json.loads(s3.get_object(Bucket="discarded", Key=key)["Body"].read())
+    assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    [change] = json.loads(record["payload"])["Records"]
+    assert change["dynamodb"]["Keys"] == {"pk": {"S": "0"}}

@@ -369,10 +369,10 @@ def test_parallelization_factor_at_its_bounds_is_accepted(aws, factor):
     ],
     ids=["lambda", "eventbridge"],
 )
-def test_an_on_failure_destination_that_is_not_sqs_or_sns_is_refused(aws, destination):
+def test_an_on_failure_destination_that_is_not_sqs_sns_or_s3_is_refused(aws, destination):
     aws.refused(
         aws.stream(),
-        "must be an SQS queue or SNS topic ARN",
+        "must be an SQS queue, SNS topic or S3 bucket ARN",
         StartingPosition="LATEST",
         DestinationConfig={"OnFailure": {"Destination": destination}},
     )
@@ -448,7 +448,7 @@ def test_a_stream_mapping_update_to_an_invalid_setting_is_refused_and_changes_no
         ({"TumblingWindowInSeconds": 30}, "TumblingWindowInSeconds is not supported"),
         (
             {"DestinationConfig": {"OnFailure": {"Destination": aws.function_arn}}},
-            "must be an SQS queue or SNS topic ARN",
+            "must be an SQS queue, SNS topic or S3 bucket ARN",
         ),
     ]:
         refused(lambda s=settings: aws.lam.update_event_source_mapping(UUID=uuid, **s), fragment)
