@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shared.aws.table_changes import NotAStreamRecord, stream_record
+from shared.batches.table_changes import NotAStreamRecord, stream_record
 
 from ops.errors import OpsError
 from ops.fan_out import FanOutMode

@@ -2,7 +2,7 @@
 contact, ever (abandoned contacts and long waits, by a contact's first export: a re-export gets
 nothing new), a batch's notifications enqueued in SendMessageBatch calls. The changes arrive
 from the table's stream or, in fan-out modes pipe and router (template parameter FanOut), from
-GoodwillQueue as the same stream records (shared.aws.table_changes).
+GoodwillQueue as the same stream records (shared.batches.table_changes).
 
 No idempotency store here: the card's id is derived from the contact_id and written with a
 conditional put, so every delivery, retry or re-export finds the one card; its notification id is
@@ -19,7 +19,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from shared import contacts, gift_cards, notifications, rules
 from shared.aws import messaging, table
-from shared.aws.table_changes import TableChanges
+from shared.batches.table_changes import TableChanges
 
 logger = Logger()
 metrics = Metrics()

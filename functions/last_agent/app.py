@@ -1,7 +1,7 @@
 """LastAgentFunction: ContactsTable changes -> the caller's LAST_AGENT item: the newest of the
 caller's current contacts that reached an agent. The changes arrive from the table's stream or, in
 fan-out modes pipe and router (template parameter FanOut), from LastAgentQueue as the same stream
-records (shared.aws.table_changes), in any order, late or repeated.
+records (shared.batches.table_changes), in any order, late or repeated.
 
 No idempotency store: a change's images only say which items to look at; every write checks, in
 its transaction, that the CONTACT items it relies on are still current, so a late delivery of an
@@ -18,7 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from shared import contacts, rules
 from shared.aws import table
-from shared.aws.table_changes import TableChanges
+from shared.batches.table_changes import TableChanges
 
 logger = Logger()
 metrics = Metrics()

@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from shared import idempotency, notifications
 from shared.aws import messaging
 from shared.aws.batch_claims import BatchClaims
-from shared.aws.batch_sends import BatchSends
+from shared.batches.sends import BatchSends
 
 logger = Logger()
 metrics = Metrics()

@@ -1,7 +1,7 @@
 """SurveyFunction: ContactsTable changes -> the SURVEY notification of each contact whose first
 export is due one (a re-export gets nothing new), a batch's enqueued in SendMessageBatch calls.
 The changes arrive from the table's stream or, in fan-out modes pipe and router (template
-parameter FanOut), from SurveyQueue as the same stream records (shared.aws.table_changes).
+parameter FanOut), from SurveyQueue as the same stream records (shared.batches.table_changes).
 
 No idempotency store here: the notification id is derived from (SURVEY, contact_id), so however
 often a record is delivered, retried or re-exported, NotifierFunction sees one id and publishes
@@ -17,7 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from shared import contacts, notifications, rules
 from shared.aws import messaging
-from shared.aws.table_changes import TableChanges
+from shared.batches.table_changes import TableChanges
 
 logger = Logger()
 metrics = Metrics()

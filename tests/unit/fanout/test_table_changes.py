@@ -1,13 +1,13 @@
-"""shared.aws.table_changes: the consumers take a change from the stream or from their queue alike,
-each failure points at its own item, a body that is not a change fails alone, and a change that
-arrives both ways, repeated and out of order, still has one effect."""
+"""shared.batches.table_changes: the consumers take a change from the stream or from their queue
+alike, each failure points at its own item, a body that is not a change fails alone, and a change
+that arrives both ways, repeated and out of order, still has one effect."""
 
 import json
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from shared import keys, rules
-from shared.aws.table_changes import TableChanges
+from shared.batches.table_changes import TableChanges
 
 from harness.events import contact, failed_ids, sqs_bodies_event, stream_event, stream_record
 from harness.in_process import cold_start

@@ -3,6 +3,7 @@ passed in, built once per execution environment by each handler.
 
 table: ContactsTable (DynamoDB). files_bucket: the contacts files and their rejects reports in
 ContactsBucket (S3). messaging: NotificationQueue and IngestQueue (SQS), NotificationsTopic and
-ChangeTopic (SNS). table_changes: the fan-out consumers' events (the table's stream, or their
-queue in fan-out modes pipe and router) as stream records, through Powertools' batch processing.
+ChangeTopic (SNS). mail: SES. batch_claims and send_claims: Powertools' idempotency records
+around a batch's effects (DynamoDB). The batches themselves (Powertools' batch processing, no AWS
+call of its own) are shared.batches.
 """

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from moto.events.models import EventsBackend
 from moto.sns.models import SNSBackend
-from shared.aws.table_changes import stream_record
+from shared.batches.table_changes import stream_record
 
 from harness.polling import stable
 from tests.unit.emulator.support import ACCOUNT, REGION, delivering_stack

@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from shared.aws.batch_sends import BatchSends, SendBatch
+from shared.batches.sends import BatchSends, SendBatch
 
 STREAM_SOURCE = "aws:dynamodb"
 QUEUE_SOURCE = "aws:sqs"
@@ -45,7 +45,7 @@ class TableChanges:
         send_batch: SendBatch | None = None,
     ):
         """With `send_batch`, what the handler returns for its records is sent in batch calls
-        after them (shared.aws.batch_sends)."""
+        after them (shared.batches.sends)."""
         self._record_handler = record_handler
         self._stream = _processor(EventType.DynamoDBStreams, send_batch)
         self._queue = _processor(EventType.SQS, send_batch)
