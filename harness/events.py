@@ -12,6 +12,7 @@ from boto3.dynamodb.types import TypeSerializer
 from shared import keys, model, rules
 
 from harness.in_process import ACCOUNT, REGION
+from ops.stack import parse_arn
 
 STREAM_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/contacts/stream/2026-11-29T00:00:00.000"
 _sequence = itertools.count(100_000_000_000_000_000_000)
@@ -107,7 +108,7 @@ def sqs_record(message: dict, queue_arn: str) -> dict:
         "md5OfBody": message.get("MD5OfBody") or _md5(body),
         "eventSource": "aws:sqs",
         "eventSourceARN": queue_arn,
-        "awsRegion": queue_arn.split(":")[3],
+        "awsRegion": parse_arn(queue_arn)["region"],
     }
 
 

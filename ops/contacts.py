@@ -27,7 +27,7 @@ from shared.formats import CONTACT_ID
 
 from ops import records, replay, table
 from ops.errors import Confirm, OpsError
-from ops.stack import CONSUMERS, Stack
+from ops.stack import CONSUMERS, Stack, parse_arn
 from ops.stream_filter import UnsupportedFilter
 
 _deserializer = TypeDeserializer()
@@ -142,7 +142,7 @@ def stream_record(stack: Stack, item: dict[str, dict]) -> dict:
         "eventName": "INSERT" if first else "MODIFY",
         "eventVersion": "1.1",
         "eventSource": "aws:dynamodb",
-        "awsRegion": stream_arn.split(":")[3],
+        "awsRegion": parse_arn(stream_arn)["region"],
         "dynamodb": change,
     }
     return replay.lambda_record(raw, stream_arn)

@@ -49,7 +49,7 @@ from botocore.exceptions import ClientError, ParamValidationError
 
 from ops import table
 from ops.errors import OpsError
-from ops.stack import CONSUMERS, Stack
+from ops.stack import CONSUMERS, Stack, lambda_function_name, parse_arn
 from ops.stream_filter import StreamFilter, UnsupportedFilter
 
 RETENTION = timedelta(hours=24)  # DynamoDB Streams keeps records this long
@@ -143,7 +143,7 @@ def handle(
         info = body["DDBStreamBatchInfo"]
         reader = body["requestContext"]["functionArn"]
         pipe = pipe_name(reader)
-        function_name = pipe or reader.split(":")[6]
+        function_name = pipe or lambda_function_name(reader)
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return result | {"outcome": "unreadable", "detail": "not a stream failure record"}
     function = logical_ids.get(function_name, function_name)
@@ -224,9 +224,9 @@ def chunks(records: list[dict], batch_size: int, limit: int = INVOKE_LIMIT) -> l
 
 def pipe_name(arn: str) -> str | None:
     """arn:aws:pipes:<region>:<account>:pipe/<name> -> name; None for any other ARN."""
-    parts = arn.split(":", 5)
-    if len(parts) == 6 and parts[2] == "pipes" and parts[5].startswith("pipe/"):
-        return parts[5].removeprefix("pipe/")
+    parts = parse_arn(arn)
+    if parts["service"] == "pipes" and parts["resource"].startswith("pipe/"):
+        return parts["resource"].removeprefix("pipe/")
     return None
 
 
@@ -319,7 +319,7 @@ def deliver_as_the_pipe(stack: Stack, pipe: str, records: list[dict]) -> dict[st
     described = stack.client("pipes").describe_pipe(Name=pipe)
     target = described["Target"]
     batches = [records[i : i + PIPE_BATCH] for i in range(0, len(records), PIPE_BATCH)]
-    service = target.split(":")[2]
+    service = parse_arn(target)["service"]
     if service == "events":
         bus = (described.get("TargetParameters") or {}).get("EventBridgeEventBusParameters") or {}
         failed = [code for batch in batches for code in put_events(stack, pipe, target, bus, batch)]

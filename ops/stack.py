@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
+from botocore.utils import ArnParser
 from shared import keys
 
 from ops import fan_out
@@ -59,7 +60,19 @@ FIREHOSE_BATCH_RECORDS = 500
 FIREHOSE_BATCH_BYTES = 4 * 1024 * 1024
 # Rounds of putting again the entries a call reports failed (FailedPutCount), with backoff.
 FIREHOSE_ATTEMPTS = 8
+_ARNS = ArnParser()
 SAMCONFIG = Path(__file__).resolve().parents[1] / "samconfig.toml"
+
+
+def parse_arn(arn: str) -> dict[str, str]:
+    """An ARN's partition, service, region, account and resource (botocore's own parser; its
+    InvalidArnException, a ValueError, for text that is no ARN)."""
+    return _ARNS.parse_arn(arn)
+
+
+def lambda_function_name(arn: str) -> str:
+    """arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>] -> name."""
+    return parse_arn(arn)["resource"].split(":")[1]
 
 
 def samconfig_stack_name(path: Path = SAMCONFIG, environment: str = "default") -> str:

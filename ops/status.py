@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ops import files, table
-from ops.stack import Stack
+from ops.stack import Stack, lambda_function_name, parse_arn
 
 WINDOW = timedelta(minutes=5)
 # The mail sender's and recorder's metrics (namespace ContactCenter, by `service`), as ops status
@@ -110,7 +110,7 @@ def mapping_status(stack: Stack, logical_id: str, mapping: dict) -> dict[str, An
             stack,
             "AWS/Lambda",
             "IteratorAge",
-            {"FunctionName": mapping["FunctionArn"].split(":")[6]},
+            {"FunctionName": lambda_function_name(mapping["FunctionArn"])},
         )
         if is_stream
         else None
@@ -144,7 +144,7 @@ def pipe_status(stack: Stack) -> list[dict[str, Any]]:
 
 def source_label(arn: str) -> str:
     """A queue's name, or `<table> stream`."""
-    resource = arn.split(":", 5)[5]
+    resource = parse_arn(arn)["resource"]
     if resource.startswith("table/"):
         return f"{resource.split('/')[1]} stream"
     return resource
