@@ -34,7 +34,7 @@ from pathlib import Path
 
 import boto3
 
-from bench.common import REGION, ROOT
+from bench.common import ROOT
 from bench.exactly_once_cost import _stream_event
 from bench.inprocess import (
     RequestCounter,
@@ -47,6 +47,7 @@ from bench.inprocess import (
     stored_contacts,
 )
 from emulator.deploy.translate import load_template
+from emulator.process import REGION
 from harness.in_process import FakeLambdaContext, create_resources
 from ops import fan_out
 

@@ -6,9 +6,10 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from emulator.process import REGION
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / ".aws-sam" / "build"
-REGION = "us-east-1"
 
 FUNCTIONS = {
     "IngestFunction": "ingest",

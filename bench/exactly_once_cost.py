@@ -23,7 +23,7 @@ from collections.abc import Callable
 import boto3
 from boto3.dynamodb.types import TypeSerializer
 
-from bench.common import REGION, Figure
+from bench.common import Figure
 from bench.inprocess import (
     RequestCounter,
     aws_in_process,
@@ -38,6 +38,7 @@ from bench.inprocess import (
     sqs_event,
     stored_contacts,
 )
+from emulator.process import REGION
 from harness.in_process import FakeLambdaContext, Resources, create_resources
 
 NOTIFICATIONS = 20

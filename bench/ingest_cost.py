@@ -16,7 +16,7 @@ import time
 
 import boto3
 
-from bench.common import REGION, Figure
+from bench.common import Figure
 from bench.inprocess import (
     RequestCounter,
     aws_in_process,
@@ -32,6 +32,7 @@ from bench.inprocess import (
     s3_notification,
     sqs_event,
 )
+from emulator.process import REGION
 from harness.in_process import FakeLambdaContext, create_resources
 
 RECORDS = 10_000

@@ -24,11 +24,11 @@ from typing import Any
 import botocore.session
 from moto import mock_aws
 
-from bench.common import FUNCTIONS, REGION, ROOT, function_env, layer_path
+from bench.common import FUNCTIONS, ROOT, function_env, layer_path
+from emulator.process import ACCOUNT, REGION
 from emulator.services import moto_patches
 from harness import connect_records, events, in_process
 
-ACCOUNT = "123456789012"
 WRITE_OPERATIONS = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 )

@@ -42,11 +42,10 @@ from moto.moto_server.werkzeug_app import (  # noqa: E402
 from moto.sqs.models import Message, sqs_backends  # noqa: E402
 from werkzeug.test import Client  # noqa: E402
 
+from emulator.process import ACCOUNT, REGION  # noqa: E402
 from emulator.services import moto_patches  # noqa: E402
 from harness.in_process import create_stream_table  # noqa: E402
 
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
 ENDPOINT = "http://localhost:4566"
 
 

@@ -33,8 +33,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from bench.common import REGION, ROOT, Figure, median, percentile
-from emulator.process import LocalStackProcess, free_port
+from bench.common import ROOT, Figure, median, percentile
+from emulator.process import REGION, LocalStackProcess, free_port
 from harness.polling import eventually
 
 CALLS = int(os.environ.get("BENCH_P9_CALLS", "300"))

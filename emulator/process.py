@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
+# The local stack's region and account (moto's DEFAULT_ACCOUNT_ID): the tooling's one copy.
 REGION = "us-east-1"
+ACCOUNT = "123456789012"
 # The engine logs every invocation that did not end ok (emulator.delivery.mappings.log_invocation).
 FAILED_INVOCATION = re.compile(
     r"esm \S+ fn=(?P<function>\S+) records=\d+ outcome=(?P<outcome>(?!ok\b)\w+).*? (?P<ms>\d+)ms"

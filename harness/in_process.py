@@ -12,10 +12,9 @@ from types import ModuleType
 
 import boto3
 
+from emulator.process import ACCOUNT, REGION
 from harness import ROOT
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
 FUNCTIONS_DIR = ROOT / "functions"
 
 

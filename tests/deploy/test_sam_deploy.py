@@ -29,7 +29,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from emulator.process import LocalStackProcess, describe_failures
+from emulator.process import REGION, LocalStackProcess, describe_failures
 from harness import ROOT
 from ops.stack import samconfig_stack_name
 from tests.session_stack import empty_stack
@@ -37,7 +37,6 @@ from tests.session_stack import empty_stack
 SAM = ROOT / ".tools" / "bin" / "sam"
 BUILD = ROOT / ".aws-sam" / "build"
 PORTS = range(4900, 4950)
-REGION = "us-east-1"
 ARTIFACTS_BUCKET = "rehearsal-artifacts"  # the bootstrap's ArtifactsBucket, for every stage
 EXECUTION_ROLE = "arn:aws:iam::123456789012:role/pipeline/cfn-execution-role"
 # docs/deploy.md step 3: what prod cannot run without, example values.

@@ -16,13 +16,13 @@ import pytest
 
 from emulator.deploy.rules import chosen, template_conditions
 from emulator.deploy.translate import load_template, translate
+from emulator.process import REGION
 from harness import ROOT
 from ops.fan_out import NAMES as FAN_OUT_MODES
 
 TEMPLATE = load_template(ROOT / "template.yaml")
 MAPPINGS = TEMPLATE["Mappings"]
 STACK_NAME = "stack"
-REGION = "us-east-1"
 
 
 @cache

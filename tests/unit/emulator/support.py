@@ -19,13 +19,12 @@ from emulator.delivery.engine import EventSourceMappingEngine
 from emulator.deploy.deployer import Deployment, deploy
 from emulator.iam.access import Access, deployed_roles
 from emulator.lambda_.workers import Runtime
+from emulator.process import REGION
 from emulator.server import EmulatorServer
 from emulator.services import moto_patches
 from harness.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
 STREAM_OF_BOTH_IMAGES = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",

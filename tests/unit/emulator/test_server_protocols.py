@@ -16,8 +16,8 @@ import botocore.session
 import pytest
 from botocore.config import Config
 
+from emulator.process import REGION
 from emulator.server import EmulatorServer
-from tests.unit.emulator.support import REGION
 
 # The services the template's resources live in (AWS::Logs and AWS::KMS are recorded by
 # CloudFormation, never called at runtime) and the tools' own calls (sts: `ops`' identity); for

@@ -24,9 +24,10 @@ from emulator.cli.up import fault_switches
 from emulator.core import calls
 from emulator.core.faults import Faults
 from emulator.lambda_.workers import FunctionSpec, Runtime
+from emulator.process import ACCOUNT, REGION
 from emulator.server import EmulatorServer
 from emulator.services import moto_patches
-from tests.unit.emulator.support import ACCOUNT, REGION, pk_table
+from tests.unit.emulator.support import pk_table
 
 # Runs the AWS calls the event lists, one client per service (standard retries unless the event
 # says otherwise) and appends "<n> done" to the marker file after each call returned.

@@ -12,9 +12,9 @@ from moto.server import ThreadedMotoServer
 
 from emulator.core.faults import Faults
 from emulator.delivery.engine import EventSourceMappingEngine
+from emulator.process import REGION
 from emulator.services import moto_patches
 from tests.unit.emulator.delivery.support import Aws, FakeRuntime
-from tests.unit.emulator.support import REGION
 
 
 def _free_port() -> int:

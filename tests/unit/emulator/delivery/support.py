@@ -17,9 +17,10 @@ from botocore.config import Config
 
 from emulator.delivery.engine import EventSourceMappingEngine
 from emulator.lambda_.workers import InvokeResult
+from emulator.process import REGION
 from emulator.services import dynamodbstreams
 from harness.polling import eventually
-from tests.unit.emulator.support import REGION, STREAM_OF_BOTH_IMAGES, pk_table
+from tests.unit.emulator.support import STREAM_OF_BOTH_IMAGES, pk_table
 
 CLIENT_CONFIG = Config(account_id_endpoint_mode="disabled", retries={"max_attempts": 2})
 

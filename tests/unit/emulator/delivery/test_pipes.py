@@ -12,8 +12,9 @@ from moto.events.models import EventsBackend
 from moto.sns.models import SNSBackend
 from shared.batches.table_changes import stream_record
 
+from emulator.process import ACCOUNT, REGION
 from harness.polling import stable
-from tests.unit.emulator.support import ACCOUNT, REGION, delivering_stack
+from tests.unit.emulator.support import delivering_stack
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"

@@ -18,8 +18,8 @@ from aws_lambda_powertools.utilities.parser.models import SqsModel
 from emulator.core import wakeups
 from emulator.delivery import engine as esm_module
 from emulator.delivery import sqs_poller
+from emulator.process import REGION
 from tests.unit.emulator.delivery.support import event_counts, failures, stats_of, wait_for
-from tests.unit.emulator.support import REGION
 
 
 def test_sqs_event_has_lambdas_record_shape_and_batch_is_deleted(aws, runtime, engine):

@@ -30,6 +30,7 @@ from emulator.delivery.mappings import (
 )
 from emulator.delivery.sources import StreamSource
 from emulator.delivery.stream_poller import StreamMappingPoller
+from emulator.process import REGION
 from emulator.services.dynamodbstreams import shard_source
 from tests.unit.emulator.delivery.support import (
     Aws,
@@ -39,7 +40,6 @@ from tests.unit.emulator.delivery.support import (
     stats_of,
     wait_for,
 )
-from tests.unit.emulator.support import REGION
 
 
 def sequence_numbers(records: list[dict]) -> list[str]:

@@ -19,12 +19,12 @@ from emulator.core.faults import Faults
 from emulator.delivery.mappings import EngineContext, MappingConfig, MappingStats
 from emulator.delivery.sources import StreamSource
 from emulator.delivery.stream_poller import StreamMappingPoller
+from emulator.process import REGION
 from emulator.services import dynamodbstreams
 from emulator.services.dynamodbstreams import READ_LEASE, ShardReaders, shard_readers
 from harness.in_process import create_stream_table
 from harness.polling import eventually
 from tests.unit.emulator.delivery.support import FakeRuntime
-from tests.unit.emulator.support import REGION
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 

@@ -16,7 +16,8 @@ from botocore.exceptions import ClientError
 
 from emulator.deploy.deployer import deploy
 from emulator.deploy.errors import DeployError
-from tests.unit.emulator.support import REGION, ROOT, deployed_stack
+from emulator.process import REGION
+from tests.unit.emulator.support import ROOT, deployed_stack
 
 TEMPLATE = """
 AWSTemplateFormatVersion: "2010-09-09"

@@ -12,7 +12,7 @@ from botocore.serialize import create_serializer
 from emulator.core import calls
 from emulator.iam.authorizations import authorizations
 from emulator.iam.policy import known_action
-from tests.unit.emulator.support import ACCOUNT, REGION
+from emulator.process import ACCOUNT, REGION
 
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/contacts"
 QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/notifications"

@@ -32,7 +32,8 @@ from emulator.iam.resources import (
     service_may,
     with_context,
 )
-from tests.unit.emulator.support import ACCOUNT, REGION, ROOT
+from emulator.process import ACCOUNT, REGION
+from tests.unit.emulator.support import ROOT
 
 pytestmark = pytest.mark.usefixtures("module_credentials")
 

@@ -12,17 +12,11 @@ from moto.core.utils import utcnow
 from emulator.delivery.mappings import BatchOutcome, MappingConfig, report_stream_invocation
 from emulator.monitoring.alarms import ALARM, INSUFFICIENT_DATA, OK, Rule, decide
 from emulator.monitoring.monitor import Monitor
+from emulator.process import ACCOUNT, REGION
 from emulator.services import cloudwatch
 from harness import ROOT
 from harness.polling import eventually
-from tests.unit.emulator.support import (
-    ACCOUNT,
-    REGION,
-    client,
-    drained,
-    new_queue,
-    stream_consumer,
-)
+from tests.unit.emulator.support import client, drained, new_queue, stream_consumer
 
 X, N, _ = 5.0, 0.0, None  # breaching, not breaching (threshold 1, greater than), missing
 

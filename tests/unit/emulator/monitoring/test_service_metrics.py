@@ -9,7 +9,8 @@ from moto.core.utils import utcnow
 
 from emulator.lambda_.workers import FunctionSpec, InvokeResult
 from emulator.monitoring.service_metrics import ServiceMetrics
-from tests.unit.emulator.support import ACCOUNT, REGION, client, new_queue
+from emulator.process import ACCOUNT, REGION
+from tests.unit.emulator.support import client, new_queue
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 

@@ -15,8 +15,9 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from emulator.lambda_.workers import InvokeResult
+from emulator.process import REGION
 from emulator.services import awslambda, context
-from tests.unit.emulator.support import REGION, create_function
+from tests.unit.emulator.support import create_function
 
 FUNCTION = "worker"
 REQUEST_LIMIT = 6_291_456  # 6 MB, RequestResponse

@@ -14,13 +14,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.unit.emulator.support import (
-    ACCOUNT,
-    REGION,
-    STREAM_OF_BOTH_IMAGES,
-    create_function,
-    pk_table,
-)
+from emulator.process import ACCOUNT, REGION
+from tests.unit.emulator.support import STREAM_OF_BOTH_IMAGES, create_function, pk_table
 
 FUNCTION_TIMEOUT = 30
 

@@ -10,8 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from emulator.process import ACCOUNT
 from harness.polling import eventually
-from tests.unit.emulator.support import ACCOUNT
 
 pytestmark = pytest.mark.usefixtures("moto_patched", "module_credentials")
 

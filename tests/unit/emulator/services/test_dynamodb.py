@@ -18,15 +18,9 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 from moto.dynamodb.parsing.validators import ActionCountValidator, UpdateExpressionValidator
 
+from emulator.process import ACCOUNT, REGION
 from emulator.services import dynamodb, patching
-from tests.unit.emulator.support import (
-    ACCOUNT,
-    REGION,
-    STREAM_OF_BOTH_IMAGES,
-    client,
-    pk_sk_table,
-    pk_table,
-)
+from tests.unit.emulator.support import STREAM_OF_BOTH_IMAGES, client, pk_sk_table, pk_table
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 

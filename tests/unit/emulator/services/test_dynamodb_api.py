@@ -18,7 +18,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.dynamodb.models.table import Table
 
-from tests.unit.emulator.support import REGION, client, fake_credentials
+from emulator.process import REGION
+from tests.unit.emulator.support import client, fake_credentials
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 NAMES = ["zeta", "alpha", "Beta", "mid_1", "mid-0"]  # created in this order

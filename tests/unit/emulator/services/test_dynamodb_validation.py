@@ -15,7 +15,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.unit.emulator.support import REGION, client, fake_credentials, pk_table
+from emulator.process import REGION
+from tests.unit.emulator.support import client, fake_credentials, pk_table
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 TABLE = "contacts"

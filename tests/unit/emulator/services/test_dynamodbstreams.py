@@ -14,10 +14,10 @@ from botocore.config import Config
 from moto import mock_aws
 
 from emulator.delivery.sources import StreamSource
+from emulator.process import REGION
 from emulator.services import dynamodbstreams
 from harness.in_process import create_stream_table
 from harness.polling import eventually
-from tests.unit.emulator.support import REGION
 
 KEYS = [f"customer-{n}" for n in range(10)]
 ITEMS_PER_KEY = 4  # 40 items

@@ -24,9 +24,10 @@ from moto.core.utils import get_service_model
 from moto.sqs import models as sqs_models
 from moto.sqs.models import sqs_backends
 
+from emulator.process import REGION
 from emulator.services import responses
 from harness.in_process import create_stream_table
-from tests.unit.emulator.support import REGION, fake_credentials
+from tests.unit.emulator.support import fake_credentials
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 

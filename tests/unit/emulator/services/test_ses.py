@@ -8,8 +8,8 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from emulator.process import ACCOUNT, REGION
 from emulator.services import moto_patches, ses
-from tests.unit.emulator.support import ACCOUNT, REGION
 
 BUS = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"
 

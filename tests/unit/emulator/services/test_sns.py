@@ -6,14 +6,9 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
+from emulator.process import ACCOUNT, REGION
 from emulator.services import sns
-from tests.unit.emulator.support import (
-    ACCOUNT,
-    REGION,
-    client,
-    drained,
-    new_queue,
-)
+from tests.unit.emulator.support import client, drained, new_queue
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 

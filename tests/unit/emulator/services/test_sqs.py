@@ -14,9 +14,10 @@ from moto.sqs import models as sqs_models
 from moto.sqs.models import Queue, sqs_backends
 
 from emulator.core import wakeups
+from emulator.process import ACCOUNT, REGION
 from emulator.services import moto_patches, sqs
 from emulator.services.patching import original
-from tests.unit.emulator.support import ACCOUNT, REGION, fake_credentials, new_queue
+from tests.unit.emulator.support import fake_credentials, new_queue
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 

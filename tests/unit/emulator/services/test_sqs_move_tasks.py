@@ -8,9 +8,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from emulator.process import REGION
 from emulator.services import sqs_move_tasks
 from harness.polling import eventually
-from tests.unit.emulator.support import REGION, fake_credentials, new_queue
+from tests.unit.emulator.support import fake_credentials, new_queue
 
 pytestmark = pytest.mark.usefixtures("moto_patched")
 
