@@ -135,7 +135,7 @@ def record_sending_events(stack, mail: Mail, recorder, lambda_context) -> list[s
     bodies = [m["Body"] for m in messages]
     if bodies:
         response = recorder.lambda_handler(
-            sqs_bodies_event(bodies, "arn:aws:sqs:queue"), lambda_context
+            sqs_bodies_event(bodies, queue_arn(stack, mail.events_queue_url)), lambda_context
         )
         assert failed_ids(response) == []
     return [json.loads(body)["detail"]["eventType"] for body in bodies]
