@@ -106,8 +106,19 @@ def _merge(
     return runs, merged
 
 
+FUNCTION_TYPES = ("AWS::Serverless::Function", "AWS::Lambda::Function")
+
+
 def build(records: Iterable[Mapping[str, Any]], template: Mapping[str, Any]) -> Report:
     runs, merged = _merge(records)
+    # The template's functions only: a run may also have served stacks of its callers' own (the
+    # behaviour suite deploys small ones into an empty stack), whose roles are not this template's.
+    functions = {
+        logical_id
+        for logical_id, resource in template.get("Resources", {}).items()
+        if resource.get("Type") in FUNCTION_TYPES
+    }
+    merged = {logical_id: f for logical_id, f in merged.items() if logical_id in functions}
     notes = explanations(template)
     used_notes: set[Explanation] = set()
     reports = []

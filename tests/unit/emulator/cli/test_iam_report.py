@@ -28,7 +28,8 @@ ROLE = {
 
 
 def template(**entry) -> dict:
-    return {"Resources": {"Fn": {"Metadata": {"UnusedGrants": [entry]}}}}
+    function = {"Type": "AWS::Serverless::Function", "Metadata": {"UnusedGrants": [entry]}}
+    return {"Resources": {"Fn": function}}
 
 
 RARE = template(
@@ -93,6 +94,16 @@ def test_the_report_says_which_runs_it_read_and_what_each_covered():
         "  run 1: started 2026-12-01T10:00:00Z, fan-out pipe, by `python -m chaos`; calls: Fn 2",
         "  run 2: started 2026-12-01T11:00:00Z, fan-out lambda, by `make run`; calls: none",
     ]
+
+
+def test_a_function_of_another_stack_the_run_served_is_not_the_templates():
+    """The behaviour suite deploys stacks of its own into an empty local stack: their functions'
+    roles (one grants everything) are not the template's, and do not fail its report."""
+    other = record("dynamodb:PutItem")
+    other["functions"] = {"FnOfAnotherStack": other["functions"]["Fn"]}
+    failed, text = verdict([record("dynamodb:PutItem"), other], RARE)
+    assert not failed
+    assert "FnOfAnotherStack (role" not in text
 
 
 def test_a_run_describes_itself():
