@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness.polling import eventually
+
 ROOT = Path(__file__).resolve().parents[2]
 # What the stand-in does: refuse to run beside another (the real one's [Errno 17]), take a
 # moment, write the built template, count itself.
@@ -62,7 +64,8 @@ def test_two_builds_at_once_build_once_and_an_unchanged_source_builds_nothing(tm
     runs = directory / "sam-runs"
 
     first = make_build(directory)
-    time.sleep(0.5)  # the first holds the lock and runs sam
+    # the first holds the lock and runs sam (the stand-in marks that it is building)
+    eventually((directory / ".aws-sam" / "building").exists, timeout=30, interval=0.05)
     second = make_build(directory)
     outputs = [finished(first), finished(second)]
     assert runs.read_text().splitlines() == ["run"]
