@@ -282,10 +282,11 @@ def count_events(cfg: MappingConfig, **counts: int) -> None:
     names (PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount,
     DeletedEventCount, DroppedEventCount, OnFailureDestinationDeliveredEventCount), put in
     AWS/Lambda per EventSourceMappingUUID as Lambda publishes them. Pipes have none."""
-    if not cfg.event_counts or service_of(cfg.function_arn) != "lambda":
-        return
+    counted = {name: value for name, value in counts.items() if value}
+    if not counted or not cfg.event_counts or service_of(cfg.function_arn) != "lambda":
+        return  # nothing to put: no datapoint, as Lambda puts none for an idle mapping
     arn = parse_arn(cfg.function_arn)
-    ServiceMetrics(arn.account, arn.region).mapping_events(cfg.uuid, counts)
+    ServiceMetrics(arn.account, arn.region).mapping_events(cfg.uuid, counted)
 
 
 # --- what the engine needs of a poller, and the pollers of a source ------------------------------

@@ -93,7 +93,6 @@ class ServiceMetrics:
             [
                 {"MetricName": n, "Value": v, "Unit": "Count", "Dimensions": dims, "Timestamp": now}
                 for n, v in counts.items()
-                if v
             ],
         )
 
