@@ -278,9 +278,8 @@ def _publish(
 
 
 # --- CloudFormation ------------------------------------------------------------------------------
-class ConfigurationSetModel(StackResource):
-    TYPE = "AWS::SES::ConfigurationSet"
-    NAME_PROPERTY = "Name"
+class _NamedResource(StackResource):
+    """An SES resource of an account and Region known by its name (its physical id)."""
 
     def __init__(self, name: str, account_id: str, region_name: str) -> None:
         self.name = name
@@ -290,6 +289,11 @@ class ConfigurationSetModel(StackResource):
     @property
     def physical_resource_id(self) -> str:
         return self.name
+
+
+class ConfigurationSetModel(_NamedResource):
+    TYPE = "AWS::SES::ConfigurationSet"
+    NAME_PROPERTY = "Name"
 
     @classmethod
     def create(cls, properties, account_id, region_name, physical_name, logical_id):
@@ -350,17 +354,8 @@ class EventDestinationModel(StackResource):
             _destinations.get(self.key, {}).pop(self.name, None)
 
 
-class TemplateModel(StackResource):
+class TemplateModel(_NamedResource):
     TYPE = "AWS::SES::Template"
-
-    def __init__(self, name: str, account_id: str, region_name: str) -> None:
-        self.name = name
-        self.account_id = account_id
-        self.region_name = region_name
-
-    @property
-    def physical_resource_id(self) -> str:
-        return self.name
 
     @classmethod
     def create(cls, properties, account_id, region_name, physical_name, logical_id):
@@ -380,17 +375,8 @@ class TemplateModel(StackResource):
         ses_backends[self.account_id][self.region_name].templates.pop(self.name, None)
 
 
-class EmailIdentityModel(StackResource):
+class EmailIdentityModel(_NamedResource):
     TYPE = "AWS::SES::EmailIdentity"
-
-    def __init__(self, identity: str, account_id: str, region_name: str) -> None:
-        self.identity = identity
-        self.account_id = account_id
-        self.region_name = region_name
-
-    @property
-    def physical_resource_id(self) -> str:
-        return self.identity
 
     @classmethod
     def create(cls, properties, account_id, region_name, physical_name, logical_id):
@@ -405,7 +391,7 @@ class EmailIdentityModel(StackResource):
         return cls(identity, account_id, region_name)
 
     def delete(self, account_id: str, region_name: str) -> None:
-        ses_backends[self.account_id][self.region_name].email_identities.pop(self.identity, None)
+        ses_backends[self.account_id][self.region_name].email_identities.pop(self.name, None)
 
 
 MODELS = (ConfigurationSetModel, EventDestinationModel, TemplateModel, EmailIdentityModel)
