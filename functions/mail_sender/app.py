@@ -7,8 +7,8 @@ settled by SES's own record when it is in doubt: a claim found in progress (a cr
 after the claim, before or after SendEmail) is completed without sending if SES's Send event for
 the notification was recorded (MAIL_SENT, written by MailEventsFunction), waits for it for
 MAIL_SEND_EVENT_WAIT_SECONDS after the claim (template parameter MailSendEventWaitSeconds), and
-only then sends again. docs/design.md says what
-this holds.
+only then sends again, unless SES events wait unrecorded in MailEventsDeadLetterQueue (one may be
+this notification's Send event). docs/design.md says what this holds.
 
 A notification without an address, or to an address that bounced for good, complained or that SES
 suppresses (MAIL_UNDELIVERABLE), is recorded under its claim and counted, never sent nor retried.
@@ -33,11 +33,13 @@ logger = Logger()
 metrics = Metrics()
 sesv2 = boto3.client("sesv2")
 dynamodb = boto3.client("dynamodb")
+sqs = boto3.client("sqs")
 CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
 MAIL_FROM_ADDRESS = os.environ["MAIL_FROM_ADDRESS"]
 MAIL_IDENTITY_ARN = os.environ["MAIL_IDENTITY_ARN"]
 MAIL_CONFIGURATION_SET = os.environ["MAIL_CONFIGURATION_SET"]
 MAIL_TEMPLATE_PREFIX = os.environ["MAIL_TEMPLATE_PREFIX"]
+MAIL_EVENTS_DEAD_LETTER_QUEUE_URL = os.environ["MAIL_EVENTS_DEAD_LETTER_QUEUE_URL"]
 MAIL_SEND_EVENT_WAIT_SECONDS = int(
     os.environ.get("MAIL_SEND_EVENT_WAIT_SECONDS", idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
 )
@@ -50,6 +52,7 @@ claims = SendClaims(
         ses_mail.sent_record(dynamodb, CONTACTS_TABLE_NAME, notification["notification_id"])
         is not None
     ),
+    evidence_held=lambda: ses_mail.sending_events_held(sqs, MAIL_EVENTS_DEAD_LETTER_QUEUE_URL),
     wait_seconds=MAIL_SEND_EVENT_WAIT_SECONDS,
 )
 METRIC = {

@@ -63,6 +63,7 @@ FUNCTIONS = {
             "MAIL_CONFIGURATION_SET",
             "MAIL_TEMPLATE_PREFIX",
             "MAIL_SEND_EVENT_WAIT_SECONDS",
+            "MAIL_EVENTS_DEAD_LETTER_QUEUE_URL",
         },
     ),
     "MailEventsFunction": ("functions/mail_events", {"CONTACTS_TABLE_NAME"}),
@@ -90,6 +91,7 @@ ENV_SOURCES = {
     "MAIL_CONFIGURATION_SET": {"Ref": "MailConfigurationSet"},
     "MAIL_TEMPLATE_PREFIX": {"Ref": "AWS::StackName"},
     "MAIL_SEND_EVENT_WAIT_SECONDS": {"Ref": "MailSendEventWaitSeconds"},
+    "MAIL_EVENTS_DEAD_LETTER_QUEUE_URL": {"Ref": "MailEventsDeadLetterQueue"},
 }
 
 
@@ -1242,10 +1244,11 @@ def test_deployed_stages_refuse_to_deploy_without_the_boundary():
     assert rule_refusal({"Stage": "local"}) is None  # the local stack has no bootstrap
 
 
+# What reads a queue's or a stream's records (sqs:GetQueueAttributes, a mapping's too, counts them
+# and reads none: MailSenderFunction counts MailEventsDeadLetterQueue's).
 READER_ACTIONS = {
     "sqs:ReceiveMessage",
     "sqs:DeleteMessage",
-    "sqs:GetQueueAttributes",
     "dynamodb:GetRecords",
     "dynamodb:GetShardIterator",
     "dynamodb:DescribeStream",
@@ -1829,18 +1832,34 @@ def test_the_mail_queue_is_the_topics_fifo_subscriber_and_only_the_topic_sends_t
     assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Ref": "NotificationsTopic"}}}
 
 
+# What the sender's wait leaves SES for its own lag (from accepting a message to its Send event on
+# the bus) once the recorder's retries are covered: measured locally at most 9.3 s
+# (docs/design.md); AWS documents no figure, SendEventLagSeconds shows it.
+SES_LAG_ALLOWANCE_SECONDS = 10
+
+
 @pytest.mark.parametrize("parameter_set", sorted(PARAMETER_SETS))
-def test_a_send_in_doubt_is_asked_again_past_the_wait_before_its_message_is_dead_lettered(
-    parameter_set,
-):
-    """A claim in doubt fails its message until SES's Send event is recorded or the wait has
-    passed: the queue's receives must outlast the wait, or a send that never happened would end
-    in the DLQ instead of being sent."""
+def test_a_send_in_doubt_waits_until_its_send_event_is_recorded_or_held_back(parameter_set):
+    """A claim in doubt with no MAIL_SENT is sent again once the wait has passed and nothing is
+    held in MailEventsDeadLetterQueue. So the wait must outlast the recorder: the rule delivers at
+    once or dead-letters, MailEventsQueue's receives (a batching window, then one per visibility
+    timeout) record the event or dead-letter it. And the sender's own receives must outlast the
+    wait, or a send that never happened would end in MailDeadLetterQueue instead of being sent."""
     overrides = PARAMETER_SETS[parameter_set]
-    queue = QUEUES["MailQueue"]["Properties"]
-    receives = queue["RedrivePolicy"]["maxReceiveCount"]
-    visibility = resolve_number(queue["VisibilityTimeout"], overrides)
     wait = resolve_number({"Ref": "MailSendEventWaitSeconds"}, overrides)
+    [target] = RESOURCES["MailEventsRule"]["Properties"]["Targets"]
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    recorder_queue = QUEUES["MailEventsQueue"]["Properties"]
+    ([mapping],) = [events("MailEventsFunction", "SQS").values()]
+    recorded_or_held = resolve_number(mapping["MaximumBatchingWindowInSeconds"], overrides) + (
+        recorder_queue["RedrivePolicy"]["maxReceiveCount"]
+        * resolve_number(recorder_queue["VisibilityTimeout"], overrides)
+    )
+    assert wait >= recorded_or_held + SES_LAG_ALLOWANCE_SECONDS
+
+    sender_queue = QUEUES["MailQueue"]["Properties"]
+    receives = sender_queue["RedrivePolicy"]["maxReceiveCount"]
+    visibility = resolve_number(sender_queue["VisibilityTimeout"], overrides)
     assert visibility * (receives - 1) > wait
     assert PARAMETERS["MailSendEventWaitSeconds"]["Default"] == (
         idempotency.MAIL_SEND_EVENT_WAIT_SECONDS

@@ -52,11 +52,12 @@ NOTIFICATIONS = Claims("NotifierFunction", "notification_id", ONCE_PER_NOTIFICAT
 # notification whatever the notifier did).
 MAIL = Claims("MailSenderFunction", "notification_id", ONCE_PER_NOTIFICATION_SECONDS)
 # SES publishes a Send event for every message it accepts; MailEventsFunction records it (MAIL_SENT)
-# within seconds (docs/design.md: measured). A mail sender that finds a notification claimed and
-# unrecorded sends it again only once this long has passed since the claim without that record:
-# had SES accepted the first send, its record would be there. The default of the template
-# parameter MailSendEventWaitSeconds (the local stack's is shorter: its events are immediate).
-MAIL_SEND_EVENT_WAIT_SECONDS = 120
+# within seconds (docs/design.md: measured), or, failing 5 times (5 x 60 s), holds it back in
+# MailEventsDeadLetterQueue. A mail sender that finds a notification claimed and unrecorded sends
+# it again only once this long has passed since the claim without that record and with nothing held
+# back: had SES accepted the first send, its record would be there. The default of the template
+# parameter MailSendEventWaitSeconds (the local stack's is shorter: so are its timeouts).
+MAIL_SEND_EVENT_WAIT_SECONDS = 360
 # SNS FIFO deduplicates a MessageDeduplicationId for 5 minutes after its first publish, and a
 # notification is claimed before it is published: published again within this long of its claim,
 # it is deduplicated (30 s less, for the clocks of Lambda's hosts and of SNS). A claim never

@@ -39,6 +39,7 @@ def gift_card(contact_id: str, email: str | None) -> dict:
 @dataclass
 class Mail:
     events_queue_url: str
+    events_dead_letter_queue_url: str
     mail_queue_arn: str
 
 
@@ -86,6 +87,7 @@ def mail(stack, monkeypatch) -> Mail:
         )
     sqs = stack.sqs
     events_queue_url = sqs.create_queue(QueueName="mail-events")["QueueUrl"]
+    events_dead_letter_queue_url = sqs.create_queue(QueueName="mail-events-dlq")["QueueUrl"]
     events = client("events")
     events.put_rule(
         Name="mail-events",
@@ -108,9 +110,10 @@ def mail(stack, monkeypatch) -> Mail:
         "MAIL_IDENTITY_ARN": f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/{IDENTITY}",
         "MAIL_CONFIGURATION_SET": config_set,
         "MAIL_TEMPLATE_PREFIX": STACK,
+        "MAIL_EVENTS_DEAD_LETTER_QUEUE_URL": events_dead_letter_queue_url,
     }.items():
         monkeypatch.setenv(name, value)
-    yield Mail(events_queue_url, queue_arn(stack, mail_queue_url))
+    yield Mail(events_queue_url, events_dead_letter_queue_url, queue_arn(stack, mail_queue_url))
     ses.reset()
 
 
@@ -217,6 +220,35 @@ def test_a_crash_before_send_is_sent_once_the_wait_has_passed(
     stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
     assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
     retry.lambda_handler(delivered(mail, SURVEY), lambda_context)
+
+    assert inbox_ids() == ["SURVEY-c-1"]
+
+
+def test_a_send_event_the_recorder_failed_holds_a_send_in_doubt_past_the_wait(
+    stack, mail, monkeypatch, recorder, lambda_context
+):
+    """The sender dies after SendEmail; MailEventsFunction fails SES's Send event until its queue
+    dead-letters it. Past the wait there is no MAIL_SENT, yet the e-mail went out: the sender
+    stays in doubt while the events' dead-letter queue holds anything, and the redrive of that
+    queue settles the claim without a second e-mail."""
+    first = cold_start("mail_sender", monkeypatch)
+    record_calls(first, crash_after=3)
+    with pytest.raises(Crash):
+        first.lambda_handler(delivered(mail, SURVEY), lambda_context)
+    for message in stack.drain(mail.events_queue_url):  # the recorder failed each 5 times
+        stack.sqs.send_message(
+            QueueUrl=mail.events_dead_letter_queue_url, MessageBody=message["Body"]
+        )
+    stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
+
+    retry = cold_start("mail_sender", monkeypatch)
+    refused(retry, delivered(mail, SURVEY), lambda_context, "dead-letter queue")
+    assert inbox_ids() == ["SURVEY-c-1"]
+
+    for message in stack.drain(mail.events_dead_letter_queue_url):  # `ops dlq redrive`
+        stack.sqs.send_message(QueueUrl=mail.events_queue_url, MessageBody=message["Body"])
+    record_sending_events(stack, mail, recorder, lambda_context)
+    assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
 
     assert inbox_ids() == ["SURVEY-c-1"]
 

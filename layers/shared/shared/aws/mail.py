@@ -5,6 +5,9 @@
   identity, tagged with the notification id.
 - MAIL_SENT items (``MAIL_SENT#<notification_id>``): written by MailEventsFunction from SES's
   Send event for a notification; the mail sender reads one when its claim is in doubt.
+- ``sending_events_held``: whether SES events wait unrecorded in MailEventsDeadLetterQueue (the
+  recorder gave up on them, or the rule could not deliver them): one of them may be the Send event
+  a claim in doubt waits for.
 - MAIL_UNDELIVERABLE items (``MAIL_ADDRESS#<digest of the address>``): an address that bounced
   for good, that SES suppresses or that complained; the mail sender sends it nothing more. Keyed
   by a digest: the table learns no address it did not hold.
@@ -121,3 +124,14 @@ def record(dynamodb_client, table_name: str, event: mail.SendingEvent) -> None:
 
 def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
     return {name: (value["S"] if "S" in value else int(value["N"])) for name, value in item.items()}
+
+
+# What a queue holds, visible or not: a message being redriven is still held.
+HELD = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")
+
+
+def sending_events_held(sqs_client, dead_letter_queue_url: str) -> bool:
+    attributes = sqs_client.get_queue_attributes(
+        QueueUrl=dead_letter_queue_url, AttributeNames=list(HELD)
+    )["Attributes"]
+    return any(int(attributes[name]) for name in HELD)

@@ -9,7 +9,11 @@ still running, before or after its call. So before calling again, the caller's e
 table): found, the claim is recorded COMPLETED and nothing is called; not found while the claim is
 younger than ``wait_seconds``, the item fails with SendUnconfirmed (its message comes back after
 the queue's visibility timeout and asks again); not found after that, the call never happened
-(had it, its evidence would be there) and the item is called again under the same claim.
+(had it, its evidence would be there) and the item is called again under the same claim. Unless
+some evidence is held back where ``confirmed`` cannot see it (``evidence_held``: for SES, Send
+events its recorder gave up on, in their dead-letter queue): then the item stays in doubt until
+that evidence is recorded, since it may be this item's. ``wait_seconds`` must therefore cover the
+time the evidence takes to be recorded or held back (docs/design.md).
 """
 
 import time
@@ -35,13 +39,12 @@ class Claim(Enum):
 
 class SendUnconfirmed(Exception):
     """Claimed at `claimed_at` (epoch seconds), not recorded, and no evidence of the call yet:
-    retried later."""
+    retried later (`until`: when it may be called again)."""
 
-    def __init__(self, key: str, claimed_at: float, wait_seconds: float):
+    def __init__(self, key: str, claimed_at: float, until: str):
         super().__init__(
             f"claimed at {datetime.fromtimestamp(claimed_at, UTC).isoformat(timespec='seconds')} "
-            f"and not recorded; no evidence of the call yet: asked again until "
-            f"{wait_seconds:.0f} s after the claim ({key})"
+            f"and not recorded; no evidence of the call yet: asked again until {until} ({key})"
         )
         self.claimed_at = claimed_at
 
@@ -55,12 +58,14 @@ class SendClaims:
         config: IdempotencyConfig,
         key_prefix: str,
         confirmed: Callable[[dict], bool],
+        evidence_held: Callable[[], bool],
         wait_seconds: float,
     ):
         persistence.configure(config=config, key_prefix=key_prefix)
         self._store = persistence
         self._life = config.expires_after_seconds
         self._confirmed = confirmed
+        self._evidence_held = evidence_held
         self._wait = wait_seconds
 
     def claim(self, item: dict, result: dict) -> Claim:
@@ -75,8 +80,13 @@ class SendClaims:
                 self._store.save_success(data=item, result=result)
                 return Claim.CONFIRMED
             claimed_at = claim_time(record, self._life)
+            key = record.idempotency_key
             if time.time() - claimed_at < self._wait:
-                raise SendUnconfirmed(record.idempotency_key, claimed_at, self._wait) from None
+                until = f"{self._wait:.0f} s after the claim"
+                raise SendUnconfirmed(key, claimed_at, until) from None
+            if self._evidence_held():
+                until = "the evidence in the dead-letter queue is recorded"
+                raise SendUnconfirmed(key, claimed_at, until) from None
             return Claim.RETRIED
         return Claim.NEW
 
