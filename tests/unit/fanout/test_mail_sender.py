@@ -88,6 +88,7 @@ def mail(stack, monkeypatch) -> Mail:
     sqs = stack.sqs
     events_queue_url = sqs.create_queue(QueueName="mail-events")["QueueUrl"]
     events_dead_letter_queue_url = sqs.create_queue(QueueName="mail-events-dlq")["QueueUrl"]
+    dead_letters = queue_arn(stack, events_dead_letter_queue_url)
     events = client("events")
     events.put_rule(
         Name="mail-events",
@@ -100,7 +101,14 @@ def mail(stack, monkeypatch) -> Mail:
     )
     events.put_targets(
         Rule="mail-events",
-        Targets=[{"Id": "queue", "Arn": queue_arn(stack, events_queue_url)}],
+        Targets=[
+            {
+                "Id": "queue",
+                "Arn": queue_arn(stack, events_queue_url),
+                "RetryPolicy": {"MaximumRetryAttempts": 0},
+                "DeadLetterConfig": {"Arn": dead_letters},
+            }
+        ],
     )
     mail_queue_url = sqs.create_queue(QueueName="mail.fifo", Attributes={"FifoQueue": "true"})[
         "QueueUrl"
@@ -224,30 +232,63 @@ def test_a_crash_before_send_is_sent_once_the_wait_has_passed(
     assert inbox_ids() == ["SURVEY-c-1"]
 
 
-def test_a_send_event_the_recorder_failed_holds_a_send_in_doubt_past_the_wait(
-    stack, mail, monkeypatch, recorder, lambda_context
+def recorder_gives_up(stack, mail: Mail) -> None:
+    """MailEventsFunction failed each event 5 times: MailEventsQueue moved them to its DLQ."""
+    for message in stack.drain(mail.events_queue_url):
+        stack.sqs.send_message(
+            QueueUrl=mail.events_dead_letter_queue_url, MessageBody=message["Body"]
+        )
+
+
+def rule_refused(stack, mail: Mail) -> None:
+    """MailEventsQueue's policy lets nobody in: the rule puts SES's events in the DLQ at once."""
+    stack.sqs.set_queue_attributes(
+        QueueUrl=mail.events_queue_url,
+        Attributes={
+            "Policy": json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+                            "Action": "sqs:SendMessage",
+                            "Resource": queue_arn(stack, mail.events_queue_url),
+                        }
+                    ],
+                }
+            )
+        },
+    )
+
+
+@pytest.mark.parametrize("held_back", [recorder_gives_up, rule_refused])
+def test_a_send_event_held_in_the_dead_letter_queue_holds_a_send_in_doubt_past_the_wait(
+    stack, mail, monkeypatch, recorder, lambda_context, held_back
 ):
-    """The sender dies after SendEmail; MailEventsFunction fails SES's Send event until its queue
-    dead-letters it. Past the wait there is no MAIL_SENT, yet the e-mail went out: the sender
-    stays in doubt while the events' dead-letter queue holds anything, and the redrive of that
-    queue settles the claim without a second e-mail."""
+    """The sender dies after SendEmail, and SES's Send event ends in MailEventsDeadLetterQueue
+    (the recorder gave up on it, or the rule could not deliver it). Past the wait there is no
+    MAIL_SENT, yet the e-mail went out: the sender stays in doubt while that queue holds anything,
+    and the queue's redrive (`ops dlq redrive`: its bodies back to MailEventsQueue) settles the
+    claim without a second e-mail."""
+    if held_back is rule_refused:
+        held_back(stack, mail)
     first = cold_start("mail_sender", monkeypatch)
     record_calls(first, crash_after=3)
     with pytest.raises(Crash):
         first.lambda_handler(delivered(mail, SURVEY), lambda_context)
-    for message in stack.drain(mail.events_queue_url):  # the recorder failed each 5 times
-        stack.sqs.send_message(
-            QueueUrl=mail.events_dead_letter_queue_url, MessageBody=message["Body"]
-        )
+    if held_back is recorder_gives_up:
+        held_back(stack, mail)
     stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
 
     retry = cold_start("mail_sender", monkeypatch)
     refused(retry, delivered(mail, SURVEY), lambda_context, "dead-letter queue")
     assert inbox_ids() == ["SURVEY-c-1"]
 
-    for message in stack.drain(mail.events_dead_letter_queue_url):  # `ops dlq redrive`
+    stack.sqs.set_queue_attributes(QueueUrl=mail.events_queue_url, Attributes={"Policy": ""})
+    for message in stack.drain(mail.events_dead_letter_queue_url):
         stack.sqs.send_message(QueueUrl=mail.events_queue_url, MessageBody=message["Body"])
-    record_sending_events(stack, mail, recorder, lambda_context)
+    assert "Send" in record_sending_events(stack, mail, recorder, lambda_context)
     assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
 
     assert inbox_ids() == ["SURVEY-c-1"]

@@ -56,6 +56,7 @@ class SendClaims:
         self,
         persistence: BasePersistenceLayer,
         config: IdempotencyConfig,
+        *,
         key_prefix: str,
         confirmed: Callable[[dict], bool],
         evidence_held: Callable[[], bool],
