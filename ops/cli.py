@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
     move.add_argument(
         "queue",
         help="IngestDeadLetterQueue | NotificationDeadLetterQueue | MailDeadLetterQueue | "
-        "MailEventsDeadLetterQueue; every fan-out mode but lambda: "
+        "MailEventsDeadLetterQueue | MailDeliveryDeadLetterQueue; every fan-out mode but lambda: "
         "also LastAgentDeadLetterQueue | SurveyDeadLetterQueue | GoodwillDeadLetterQueue and "
         "what the fan-out could not deliver to those consumers' queues: "
         "LastAgentChangeDeliveryDeadLetterQueue | SurveyChangeDeliveryDeadLetterQueue | "

@@ -1,6 +1,6 @@
-"""`ops dlq redrive <X>ChangeDeliveryDeadLetterQueue` (fan-out modes but lambda): the changes
-the bus or the topic could not deliver to a consumer's queue, sent to that queue as the consumer
-would have received them, then deleted from the DLQ, with a progress bar on stderr.
+"""`ops dlq redrive <X>ChangeDeliveryDeadLetterQueue` (fan-out modes but lambda) and `ops dlq
+redrive MailDeliveryDeadLetterQueue`: what the bus or a topic could not deliver to a queue, sent to
+that queue as it would have received it, then deleted from the DLQ, with a progress bar on stderr.
 
 SQS's own redrive (StartMessageMoveTask) cannot do it: these DLQs are no queue's redrive target,
 so their messages have no source queue to go back to, and in pipe mode a message is not what
@@ -12,11 +12,15 @@ the consumer's queue takes:
   the stream record.
 - router, pipe-topic: SNS puts the message in the subscription's DLQ as the raw delivery would
   have sent it: the stream record, sent on as it is.
+- MailDeliveryDeadLetterQueue: NotificationsTopic's raw delivery, the notification, sent on to
+  MailQueue (FIFO) in its contact's group with its notification id as deduplication id, as the
+  notifier published it; the mail sender's claim decides whether it is mailed.
 
-A message that holds no stream record is left in the DLQ and reported (by message id and
-reason, never its content: it carries contact data), and the command exits 1. Each message is
-sent before it is deleted: an interruption between the two sends it again on the next redrive,
-which the consumers take as the duplicate it is. Ctrl-C stops; what moved stays moved.
+A message that holds no stream record (no notification) is left in the DLQ and reported (by
+message id and reason, never its content: it carries contact data), and the command exits 1.
+Each message is sent before it is deleted: an interruption between the two sends it again on the
+next redrive, which the consumers (the mail sender) take as the duplicate it is. Ctrl-C stops;
+what moved stays moved.
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from shared import notifications
 from shared.batches.table_changes import NotAStreamRecord, stream_record
 
 from ops.errors import OpsError
 from ops.fan_out import FanOutMode
-from ops.stack import Stack
+from ops.stack import MAIL_DELIVERIES, Stack
 
 BATCH = 10  # SQS's most per receive, send and delete
 # A message being moved is hidden this long from another redrive running at the same time; a
@@ -55,6 +60,24 @@ def delivered_change(mode: FanOutMode, body: str) -> str:
     change = json.dumps(event["detail"])
     stream_record(change)
     return change
+
+
+def delivered_notification(body: str) -> dict[str, str]:
+    """MailQueue's entry for one message of MailDeliveryDeadLetterQueue (InvalidNotification
+    when it holds none)."""
+    notification = notifications.parse(body)
+    return {
+        "MessageBody": body,
+        "MessageGroupId": notification["contact_id"],
+        "MessageDeduplicationId": notification["notification_id"],
+    }
+
+
+def delivered_entry(stack: Stack, queue: str, body: str) -> dict[str, str]:
+    """What the destination of ``queue`` takes for one of its messages."""
+    if queue in MAIL_DELIVERIES:
+        return delivered_notification(body)
+    return {"MessageBody": delivered_change(stack.fan_out_mode, body)}
 
 
 def redrive(
@@ -84,7 +107,7 @@ def redrive(
         fresh = [m for m in messages if m["MessageId"] not in kept]
         if not fresh:
             break
-        moved += move_batch(stack, fresh, source_url, stack.outputs[destination], kept)
+        moved += move_batch(stack, queue, fresh, stack.outputs[destination], kept)
         if progress:
             progress(moved, max(to_move, moved + len(kept)))
         if rate is not None:  # at most `rate` messages a second, on average
@@ -103,7 +126,7 @@ def redrive(
         "to_move": to_move,
         "kept": [{"message_id": mid, "reason": why} for mid, (why, _) in sorted(kept.items())],
     }
-    text = f"{queue}: {moved} changes sent to {data['to']}"
+    text = f"{queue}: {moved} messages sent to {data['to']}"
     if kept:
         text += f"; {len(kept)} kept in the DLQ:\n" + "\n".join(
             f"  {item['message_id']}: {item['reason']}" for item in data["kept"]
@@ -113,22 +136,22 @@ def redrive(
 
 def move_batch(
     stack: Stack,
+    queue: str,
     messages: list[dict],
-    source_url: str,
     destination_url: str,
     kept: dict[str, tuple[str, str]],
 ) -> int:
-    """Send one received batch's changes on and delete them from the DLQ; how many moved. A
-    message with no change, or one the destination refused, is added to ``kept``."""
+    """Send one received batch of ``queue`` on and delete it from the DLQ; how many moved. A
+    message with nothing to deliver, or one the destination refused, is added to ``kept``."""
     entries, sending = [], {}
     for message in messages:
         try:
-            body = delivered_change(stack.fan_out_mode, message["Body"])
-        except NotAStreamRecord as unreadable:
+            entry = delivered_entry(stack, queue, message["Body"])
+        except (NotAStreamRecord, notifications.InvalidNotification) as unreadable:
             kept[message["MessageId"]] = (str(unreadable), message["ReceiptHandle"])
             continue
         entry_id = str(len(entries))
-        entries.append({"Id": entry_id, "MessageBody": body})
+        entries.append({"Id": entry_id, **entry})
         sending[entry_id] = message
     if not entries:
         return 0
@@ -138,7 +161,7 @@ def move_batch(
         kept[message["MessageId"]] = (f"not sent: {failed['Code']}", message["ReceiptHandle"])
     if sending:
         stack.sqs.delete_message_batch(
-            QueueUrl=source_url,
+            QueueUrl=stack.outputs[f"{queue}Url"],
             Entries=[
                 {"Id": entry_id, "ReceiptHandle": message["ReceiptHandle"]}
                 for entry_id, message in sending.items()

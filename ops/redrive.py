@@ -7,9 +7,10 @@ IngestDeadLetterQueue, NotificationDeadLetterQueue, MailDeadLetterQueue (FIFO: i
 back to MailQueue, where the mail sender's claims decide again) and MailEventsDeadLetterQueue
 (SES's sending events MailEventsFunction failed on; recording them is idempotent) always, and in
 fan-out modes pipe and router each consumer's <X>DeadLetterQueue, whose messages are the stream
-records the consumer failed on: redriven, the consumer gets them again from its queue. Their
-<X>ChangeDeliveryDeadLetterQueue (what the bus or the topic could not deliver to that queue) is
-no queue's redrive target: ops/delivery_redrive.py sends its changes to the consumer's queue."""
+records the consumer failed on: redriven, the consumer gets them again from its queue.
+MailDeliveryDeadLetterQueue (what NotificationsTopic could not deliver to MailQueue) and each
+consumer's <X>ChangeDeliveryDeadLetterQueue (what the bus or the topic could not deliver to that
+queue) are no queue's redrive target: ops/delivery_redrive.py sends their messages on by hand."""
 
 from __future__ import annotations
 

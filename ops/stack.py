@@ -45,9 +45,12 @@ FAILURE_QUEUES = (
     "IngestDeadLetterQueueUrl",
     "NotificationDeadLetterQueueUrl",
     "MailDeadLetterQueueUrl",
+    "MailDeliveryDeadLetterQueueUrl",
     "MailEventsDeadLetterQueueUrl",
     "StreamFailureQueueUrl",
 )
+# What NotificationsTopic could not deliver to MailQueue: no queue's redrive target.
+MAIL_DELIVERIES = {"MailDeliveryDeadLetterQueue": "MailQueueUrl"}
 # The stream's consumers (LogicalIds). The fan-out mode (template parameter FanOut, the stack
 # output FanOut: ops/fan_out.py's table) brings them the table's changes.
 CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
@@ -235,12 +238,13 @@ class Stack:
 
     @property
     def delivery_dead_letter_queues(self) -> dict[str, str]:
-        """pipe, router, pipe-topic: each delivery DLQ by name
-        (LastAgentChangeDeliveryDeadLetterQueue) -> the output of the consumer queue its changes
-        belong in; none in lambda and pipe-sfn mode."""
+        """The DLQs of what a topic or a bus could not deliver to a queue, by name -> the output
+        of the queue their messages belong in: MailDeliveryDeadLetterQueue -> MailQueueUrl, and
+        in pipe, router and pipe-topic mode each consumer's (LastAgentChangeDeliveryDeadLetterQueue
+        -> LastAgentQueueUrl)."""
         if not self.fan_out_dead_letters:
-            return {}
-        return {
+            return MAIL_DELIVERIES
+        return MAIL_DELIVERIES | {
             self.consumer_delivery_dead_letter_queue(f).removesuffix("Url"): self.consumer_queue(f)
             for f in CONSUMERS
         }

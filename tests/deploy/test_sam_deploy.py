@@ -181,7 +181,7 @@ def test_the_test_environment_deploys_and_runs_the_uploaded_code(
 # What a deployed stack cannot run: the tests of the local stack's fault switches, and the docs'
 # commands for the local stack. Every other integration test must pass against it.
 LOCAL_ONLY = ("needs local fault injection", "the docs' local commands", "the AWS CLI's endpoint")
-RUNNABLE_ON_A_DEPLOYED_STACK = 26  # with the contact records, contact redrive and mail tests
+RUNNABLE_ON_A_DEPLOYED_STACK = 27  # with the contact records, contact redrive and mail tests
 # 5 receives x the test stage's 60 s visibility timeout (the pipeline's role may not shorten it:
 # no sqs:SetQueueAttributes on stack queues), and its messages keep the stack from settling for
 # the tests that wait for that: it runs after the rest, beside the prod and update steps.

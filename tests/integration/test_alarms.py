@@ -247,7 +247,7 @@ def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
     stack = local_stack
     logical_id = "LastAgentChangeDeliveryDeadLetterQueueAlarm"
     if not stack.fan_out_dead_letters:
-        assert stack.delivery_dead_letter_queues == {}
+        assert not [q for q in stack.delivery_dead_letter_queues if "ChangeDelivery" in q]
         prefix = f"{stack.name}-{logical_id}-"
         assert not alarms.cloudwatch.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"]
         return

@@ -14,7 +14,7 @@ from shared import gift_cards, keys, mail
 from harness.builders import contact, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
-from tests.integration.support import LONG_WAIT, wait_for_notifications
+from tests.integration.support import LONG_WAIT, refusing_sends, wait_for_notifications
 
 pytestmark = pytest.mark.integration
 
@@ -74,3 +74,36 @@ def test_each_notification_becomes_exactly_one_e_mail(
         assert message["message_id"] == recorded[notification_id]["message_id"]["S"]
     gift_mail = by_id[keys.notification_id(keys.GIFT_CARD, gift["contact_id"])]
     assert f"{gift_cards.gift_card_id(gift['contact_id'])}, worth 10 USD" in gift_mail["text"]
+
+
+def test_a_notification_sns_could_not_deliver_to_the_mail_queue_is_mailed_after_its_redrive(
+    stack: StackClient, files, topic, contact_cleanup, ops
+):
+    """MailQueue refusing the topic (a policy gone wrong): the published notification waits in
+    MailDeliveryDeadLetterQueue, not lost (the notifier's claim says published, so nothing else
+    would ever send it); `ops dlq redrive` hands it to the mail sender: one e-mail."""
+    caller = new_caller()
+    contact_cleanup.append(caller)
+    survey = contact(caller, disposition="RESOLVED", email=simulator("kept"), survey_opt_in=True)
+    notification_id = keys.notification_id(keys.SURVEY, survey["contact_id"])
+
+    def kept() -> list[dict]:
+        found = stack.peek("MailDeliveryDeadLetterQueueUrl")
+        return [m for m in found if notification_id in m["Body"]]
+
+    with refusing_sends(stack, "MailQueueUrl"):
+        files.put_jsonl("unmailable.jsonl", [survey])
+        expected = Counter({(keys.SURVEY, survey["contact_id"]): 1})
+        assert wait_for_notifications(stack, topic, expected) == expected
+        eventually(kept, timeout=60, interval=0.5)
+    assert stack.mail_sent([notification_id]) == {}  # never mailed
+
+    code, out, err = ops("dlq", "redrive", "MailDeliveryDeadLetterQueue")
+    assert code == 0, (out, err)
+    recorded = eventually(lambda: stack.mail_sent([notification_id]), timeout=60, interval=0.5)
+    assert not kept()
+    if stack.is_local:
+        tags = [m["tags"].get(mail.NOTIFICATION_TAG, "") for m in stack.inbox()]
+        mailed = [t for t in tags if mail.notification_id_of_tag(t) == notification_id]
+        assert len(mailed) == 1
+    assert list(recorded) == [notification_id]

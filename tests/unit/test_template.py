@@ -1825,7 +1825,15 @@ def test_the_mail_queue_is_the_topics_fifo_subscriber_and_only_the_topic_sends_t
         "Protocol": "sqs",
         "Endpoint": {"Fn::GetAtt": ["MailQueue", "Arn"]},
         "RawMessageDelivery": True,  # a message is the notification as published
+        # a published notification SNS cannot deliver is kept, not dropped (FIFO: the topic's)
+        "RedrivePolicy": {
+            "deadLetterTargetArn": {"Fn::GetAtt": ["MailDeliveryDeadLetterQueue", "Arn"]}
+        },
     }
+    assert QUEUES["MailDeliveryDeadLetterQueue"]["Properties"]["FifoQueue"] is True
+    allow = policy_statements("MailDeliveryDeadLetterQueuePolicy")["AllowUndeliveredNotifications"]
+    assert allow["Principal"] == {"Service": "sns.amazonaws.com"}
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Ref": "NotificationsTopic"}}}
     allow = policy_statements("MailQueuePolicy")["AllowNotifications"]
     assert allow["Principal"] == {"Service": "sns.amazonaws.com"}
     assert allow["Action"] == "sqs:SendMessage"

@@ -146,6 +146,6 @@ def test_the_stack_client_lists_the_delivery_dlqs_as_failure_queues_where_they_e
     )
     assert {q for q in stack.failure_queues if "ChangeDelivery" in q} == wanted
     assert set(stack.dead_letter_queues) >= {q.removesuffix("Url") for q in wanted}
-    assert stack.delivery_dead_letter_queues == {
+    assert stack.delivery_dead_letter_queues == {"MailDeliveryDeadLetterQueue": "MailQueueUrl"} | {
         q.removesuffix("Url"): q.replace("ChangeDeliveryDeadLetterQueue", "Queue") for q in wanted
     }

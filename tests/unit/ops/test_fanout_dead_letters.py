@@ -1,12 +1,13 @@
 """`ops status` and `ops dlq redrive` on what the fan-out could not deliver (modes pipe and router):
 each consumer's ChangeDeliveryDeadLetterQueue, holding what EventBridge (the event itself) or SNS
 (the raw message) puts there, redriven into the consumer's queue as the rule's InputPath or the
-raw subscription would have delivered it, and taken by the consumer from there."""
+raw subscription would have delivered it, and taken by the consumer from there. And what
+NotificationsTopic could not deliver to MailQueue (every mode): MailDeliveryDeadLetterQueue."""
 
 import json
 
 import pytest
-from shared import keys
+from shared import keys, notifications
 
 from harness.events import contact, failed_ids, sqs_event, stream_record
 from harness.in_process import ACCOUNT, REGION, load_handler
@@ -165,7 +166,7 @@ def test_a_message_without_a_change_stays_in_the_dlq_and_is_reported(ops_stack):
 
 def test_the_delivery_dead_letter_queues_exist_only_where_the_fan_out_has_queues(ops_stack):
     stack = with_fan_out(ops_stack, "lambda")
-    assert stack.delivery_dead_letter_queues == {}
+    assert stack.delivery_dead_letter_queues == {"MailDeliveryDeadLetterQueue": "MailQueueUrl"}
     with pytest.raises(OpsError, match="unknown dead-letter queue"):
         redrive.redrive(stack, "LastAgentChangeDeliveryDeadLetterQueue", None, progress=False)
 
@@ -188,3 +189,50 @@ def test_status_lists_every_delivery_dlq_and_flags_one_holding_changes(ops_stack
     assert rows["GoodwillChangeDeliveryDeadLetterQueue"]["messages"] == 1
     flagged = [line for line in text.splitlines() if "needs attention" in line]
     assert [line.split()[0] for line in flagged] == ["GoodwillChangeDeliveryDeadLetterQueue"]
+
+
+def fifo_mail_queues(stack: Stack) -> Stack:
+    """MailQueue and MailDeliveryDeadLetterQueue as the template makes them: FIFO."""
+    for output in ("MailQueueUrl", "MailDeliveryDeadLetterQueueUrl"):
+        name = f"{output.removesuffix('Url')}.fifo"
+        stack.outputs[output] = stack.sqs.create_queue(
+            QueueName=name, Attributes={"FifoQueue": "true"}
+        )["QueueUrl"]
+    return stack
+
+
+def undelivered(stack: Stack, body: str, group: str, deduplication: str) -> str:
+    """A message as SNS FIFO puts what it could not deliver to MailQueue in the subscription's
+    DLQ: the raw delivery, its group and deduplication id kept; its message id."""
+    return stack.sqs.send_message(
+        QueueUrl=stack.outputs["MailDeliveryDeadLetterQueueUrl"],
+        MessageBody=body,
+        MessageGroupId=group,
+        MessageDeduplicationId=deduplication,
+    )["MessageId"]
+
+
+def test_a_notification_the_topic_could_not_deliver_goes_to_the_mail_queue_as_published(
+    ops_stack,
+):
+    stack = fifo_mail_queues(with_fan_out(ops_stack, "lambda"))
+    survey = notifications.survey(contact("c-mail-1", email="ann@example.com", survey_opt_in=True))
+    body = json.dumps(survey)
+    undelivered(stack, body, "c-mail-1", survey["notification_id"])
+    not_one = undelivered(stack, json.dumps({"kind": "SURVEY"}), "c-mail-2", "bad")
+
+    data, text, ok = redrive.redrive(stack, "MailDeliveryDeadLetterQueue", None, progress=False)
+
+    assert not ok and (data["moved"], data["to"]) == (1, "MailQueue"), text
+    assert [k["message_id"] for k in data["kept"]] == [not_one]
+    assert "ann@example.com" not in text
+    [message] = stack.sqs.receive_message(
+        QueueUrl=stack.outputs["MailQueueUrl"],
+        MessageSystemAttributeNames=["MessageGroupId", "MessageDeduplicationId"],
+    )["Messages"]
+    # the notifier's publish: the contact's group, the notification id as deduplication id
+    assert message["Body"] == body
+    assert message["Attributes"] == {
+        "MessageGroupId": "c-mail-1",
+        "MessageDeduplicationId": survey["notification_id"],
+    }

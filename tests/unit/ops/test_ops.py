@@ -152,6 +152,7 @@ def test_the_consumers_dead_letter_queues_are_redriven_in_queue_modes(ops_stack)
         "IngestDeadLetterQueue",
         "NotificationDeadLetterQueue",
         "MailDeadLetterQueue",
+        "MailDeliveryDeadLetterQueue",
         "MailEventsDeadLetterQueue",
     )
     with pytest.raises(OpsError, match="unknown dead-letter queue 'GoodwillDeadLetterQueue'"):
