@@ -7,8 +7,8 @@ that image is not on the machine and no registry answers, a stand-in is built un
   awslambdaric's native client), a shell and
   coreutils (SAM's Dockerfile runs `mv` and `chmod`), unpacked without running their maintainer
   scripts, which under emulation take minutes;
-- runtime/requirements.txt (awslambdaric, the runtime's boto3) from PyPI's wheels for the
-  architecture, in /var/runtime;
+- the packages the local stack's workers get (emulator/lambda_/runtime-requirements.txt:
+  awslambdaric, the runtime's boto3) from PyPI's wheels for the architecture, in /var/runtime;
 - the Runtime Interface Emulator that ships in the aws-sam-cli wheel, at /usr/local/bin;
 - Lambda's layout: /var/task, /opt, /var/lang/bin/python3.13, /var/runtime/bootstrap (runs
   awslambdaric on $_HANDLER with Lambda's module search path) and /lambda-entrypoint.sh (the RIE
@@ -16,7 +16,7 @@ that image is not on the machine and no registry answers, a stand-in is built un
 
 Everything Python is byte-compiled on the host first (CPython 3.13 bytecode is the same on every
 architecture): under emulation compiling on import costs seconds per cold start. The stand-in is
-labelled with a hash of its recipe (this file and runtime/requirements.txt): a changed recipe
+labelled with a hash of its recipe (this file and the runtime's requirements): a changed recipe
 builds it again; an image without the label (the real one, pulled) is used as it is.
 How it differs from AWS's image: docs/local-run.md.
 """
@@ -32,11 +32,11 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from emulator.lambda_.packages import REQUIREMENTS
 from samlocal import debian
 from samlocal.commands import CommandError, run
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUIREMENTS = ROOT / "runtime" / "requirements.txt"
 PACKAGES = ("python3.13", "libstdc++6", "dash", "coreutils", "tzdata")
 PULL_TIMEOUT_SECONDS = 120.0
 RECIPE_LABEL = "local.stand-in-recipe"

@@ -1,4 +1,4 @@
-"""What Lambda's python runtime puts beside a function: the packages of runtime/requirements.txt.
+"""What Lambda's python runtime puts beside a function: the packages of runtime-requirements.txt.
 
 A worker runs the interpreter without its site-packages (``-S``), so it imports only what Lambda
 would give it: the function's code, its layers (``/opt/python`` semantics) and these packages
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUIREMENTS = ROOT / "runtime" / "requirements.txt"
+REQUIREMENTS = Path(__file__).resolve().with_name("runtime-requirements.txt")
 CACHE = ROOT / ".emulator" / "lambda-runtime"
 
 
