@@ -93,8 +93,7 @@ file_claims = idempotency.FILE_STEPS.config(
 def ingest_file_once(
     *, task: s3_events.FileTask, margin: float, lambda_context: LambdaContext
 ) -> dict:
-    result = ingest.ingest_file(
-        task,
+    context = ingest.StepContext(
         s3=s3,
         dynamodb=dynamodb,
         table_name=CONTACTS_TABLE_NAME,
@@ -103,6 +102,7 @@ def ingest_file_once(
         margin=margin,
         logger=logger,
     )
+    result = ingest.ingest_file(task, context)
     metrics.add_metric(name=OUTCOME_METRICS[result.outcome], unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="RowsIngested", unit=MetricUnit.Count, value=result.rows_ok)
     metrics.add_metric(name="RowsSuperseded", unit=MetricUnit.Count, value=result.rows_superseded)

@@ -30,7 +30,6 @@ Anything raised is transient (throttling after retries, 5xx, timeouts) and the s
 from the last saved progress; its writes are versioned, so a re-run leaves one item per contact.
 """
 
-import functools
 import json
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -98,6 +97,24 @@ class Settings:
     goodwill_wait_seconds: int
     survey_attributes: model.SurveyAttributes
     ingested_at: datetime
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a file's step works with besides its task: the AWS clients and the contacts table,
+    the settings that turn records into contacts, the invocation's clock and margin
+    (step_margin), and the handler's logger (for the step's transitions)."""
+
+    s3: Any
+    dynamodb: Any
+    table_name: str
+    settings: Settings
+    seconds_left: Callable[[], float]
+    margin: float
+    logger: Logger
+
+    def write_contacts(self, writes: list[table.ContactWrite]) -> table.WriteResult:
+        return table.write_contacts(self.dynamodb, self.table_name, writes)
 
 
 @dataclass(frozen=True)
@@ -192,41 +209,12 @@ class FileReport:
         self.spool.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
 
 
-def ingest_file(
-    task: FileTask,
-    *,
-    s3,
-    dynamodb,
-    table_name: str,
-    settings: Settings,
-    seconds_left: Callable[[], float],
-    margin: float,
-    logger: Logger,
-) -> FileOutcome:
-    """`logger`: the handler's, for the step's transitions."""
+def ingest_file(task: FileTask, context: StepContext) -> FileOutcome:
     s3_object = task.s3_object
-    _trace(logger, "file step started", "step_started", task, after_line=task.after_line)
-    log = table.file_log(dynamodb, table_name, s3_object.file_id)
-    resume = functools.partial(
-        _resume,
-        task,
-        s3=s3,
-        dynamodb=dynamodb,
-        table_name=table_name,
-        settings=settings,
-        seconds_left=seconds_left,
-        margin=margin,
-    )
+    _trace(context.logger, "file step started", "step_started", task, after_line=task.after_line)
+    log = table.file_log(context.dynamodb, context.table_name, s3_object.file_id)
     if log is None or _number(task.run) > _number(log.get("run")):
-        return _start_run(
-            task,
-            log,
-            resume,
-            dynamodb=dynamodb,
-            table_name=table_name,
-            now=settings.ingested_at,
-            logger=logger,
-        )
+        return _start_run(task, log, context)
     if of_earlier_run(task, log):
         return _obsolete(task)  # the file was reprocessed after this step was sent
     started = log["run_started_at"] if task.run is not None else s3_object.event_time
@@ -236,18 +224,11 @@ def ingest_file(
     if progress.next_line != task.after_line:
         # An earlier run of this step saved its progress: the next step is due (again).
         return _outcome(task, IN_PROGRESS, progress, log.get("report_key"), started)
-    return resume(progress, started)
+    return _resume(task, progress, started, context)
 
 
 def _start_run(
-    task: FileTask,
-    replaced: dict[str, Any] | None,
-    resume: Callable[[Progress, str], FileOutcome],
-    *,
-    dynamodb,
-    table_name: str,
-    now: datetime,
-    logger: Logger,
+    task: FileTask, replaced: dict[str, Any] | None, context: StepContext
 ) -> FileOutcome:
     """A run's first step: its log replaces none, or an earlier run's. The first run started
     with the upload (the event's time); a reprocess run starts now. The key's newest version is
@@ -258,9 +239,12 @@ def _start_run(
     s3_object = task.s3_object
     if task.after_line:
         raise LookupError(f"no processing log of run {task.run} to resume {s3_object.file_id}")
-    started = s3_object.event_time if task.run is None else keys.utc_timestamp(now)
+    if task.run is None:
+        started = s3_object.event_time
+    else:
+        started = keys.utc_timestamp(context.settings.ingested_at)
     if replaced is None or replaced["outcome"] == STALE:
-        newer = table.claim_newest_version(dynamodb, table_name, s3_object)
+        newer = table.claim_newest_version(context.dynamodb, context.table_name, s3_object)
     else:
         newer = None
     progress = Progress()
@@ -268,18 +252,18 @@ def _start_run(
     if newer is not None:
         values["superseded_by"] = newer
     if not table.write_file_log(
-        dynamodb,
-        table_name,
+        context.dynamodb,
+        context.table_name,
         s3_object,
         {**values, **asdict(progress)},
         run=task.run,
         starts_run=True,
     ):
         return _obsolete(task)  # a newer run started meanwhile
-    _trace(logger, "file run started", "run_started", task)
+    _trace(context.logger, "file run started", "run_started", task)
     if newer is not None:
         return _outcome(task, STALE, progress, None, started)
-    return resume(progress, started)
+    return _resume(task, progress, started, context)
 
 
 def of_earlier_run(task: FileTask, log: dict[str, Any]) -> bool:
@@ -300,38 +284,28 @@ def _number(run: Any) -> int:
     return 0 if run is None else int(run)
 
 
-def _resume(
-    task: FileTask,
-    progress: Progress,
-    started: str,
-    *,
-    s3,
-    dynamodb,
-    table_name: str,
-    settings: Settings,
-    seconds_left: Callable[[], float],
-    margin: float,
-) -> FileOutcome:
+def _resume(task: FileTask, progress: Progress, started: str, context: StepContext) -> FileOutcome:
     """Read the file after progress.next_line to its end, or until time runs short."""
     s3_object = task.s3_object
     progress.steps += 1
     report_key = files_bucket.report_key(s3_object)
     with tempfile.TemporaryFile() as spool:
         if progress.report_rows:
-            files_bucket.read_report(s3, s3_object.bucket, report_key, spool, progress.report_rows)
+            files_bucket.read_report(
+                context.s3, s3_object.bucket, report_key, spool, progress.report_rows
+            )
         report = FileReport(spool, progress)
         outcome = PROCESSED
         try:
-            with closing(files_bucket.open_object(s3, s3_object)) as body:
+            with closing(files_bucket.open_object(context.s3, s3_object)) as body:
                 rows = files.read_rows(
                     s3_object.key,
                     body,
                     after_line=progress.next_line,
                     csv_columns=model.REQUIRED_INPUT_FIELDS,
                 )
-                batches = _batches(rows, lambda row: report.contact_write(row, settings))
-                write = functools.partial(table.write_contacts, dynamodb, table_name)
-                if not _write_all(batches, write, report, seconds_left, margin):
+                batches = _batches(rows, lambda row: report.contact_write(row, context.settings))
+                if not _write_all(batches, report, context):
                     outcome = IN_PROGRESS
         except files_bucket.ObjectMissing:
             outcome = SKIPPED_MISSING
@@ -346,17 +320,17 @@ def _resume(
         if report.has_lines or (task.run is not None and outcome != IN_PROGRESS):
             # The contacts' writes are versioned and harmless, a report is not: a newer run
             # that took over while this step ran has written its own.
-            log = table.file_log(dynamodb, table_name, s3_object.file_id)
+            log = table.file_log(context.dynamodb, context.table_name, s3_object.file_id)
             if log is None or _number(log.get("run")) != _number(task.run):
                 return _obsolete(task)
-            files_bucket.put_report(s3, s3_object.bucket, report_key, spool)
+            files_bucket.put_report(context.s3, s3_object.bucket, report_key, spool)
         else:
             report_key = None
     values = {"outcome": outcome, "run_started_at": started, **asdict(progress)}
     if report_key is not None:
         values["report_key"] = report_key
     if not table.write_file_log(
-        dynamodb, table_name, s3_object, values, run=task.run, starts_run=False
+        context.dynamodb, context.table_name, s3_object, values, run=task.run, starts_run=False
     ):
         return _obsolete(task)
     return _outcome(task, outcome, progress, report_key, started)
@@ -364,10 +338,8 @@ def _resume(
 
 def _write_all(
     batches: Iterable[tuple[list[table.ContactWrite], int, bool]],
-    write: Callable[[list[table.ContactWrite]], table.WriteResult],
     report: FileReport,
-    seconds_left: Callable[[], float],
-    margin: float,
+    context: StepContext,
 ) -> bool:
     """Write the batches, each while the next one is read and parsed (the write waits on
     DynamoDB, the parse on the CPU); a batch's lines count as done, and the clock is read, once
@@ -376,6 +348,7 @@ def _write_all(
     is raised, the batch in flight is finished first: the rows read before a problem with the
     file stay stored."""
     progress = report.progress
+    write, seconds_left, margin = context.write_contacts, context.seconds_left, context.margin
     longest_write = 0.0
     in_flight = None  # (the write, its batch's end line, the report after that batch, started)
     with ThreadPoolExecutor(max_workers=1) as writer:
