@@ -547,8 +547,8 @@ class EmulatorServer(ThreadedMotoServer):
         self.faults = faults or Faults()
         self.runtime = runtime
         self.region = region
-        self.stack_name: str | None = None
-        self.ready = False
+        self.stack_name: str | None = None  # the stack served (serve)
+        self.ready = False  # what clients wait for (mark_ready)
         self.engine: EventSourceMappingEngine | None = None  # once `up` started it
         self.access: Access | None = None  # IAM checks of workers' calls, once deployed
         self.monitor = None if metrics_time_factor is None else Monitor(region, metrics_time_factor)
@@ -616,9 +616,25 @@ class EmulatorServer(ThreadedMotoServer):
                 self.runtime.observers.append(self.monitor.metrics)
             self.monitor.start()
 
-    def set_runtime(self, runtime: Runtime | None) -> None:
-        self.runtime = runtime
-        context.set_runtime(runtime)
+    def serve(self, stack_name: str, access: Access | None) -> None:
+        """``stack_name`` deployed: the stack served (what /_emulator/reset empties), its
+        functions' calls checked by ``access`` (None: not checked)."""
+        self.stack_name = stack_name
+        self.access = access
+
+    def stack_deleted(self, stack_name: str) -> None:
+        """No stack served once the one served is deleted; its IAM record stays, for the run's
+        report."""
+        if self.stack_name == stack_name:
+            self.stack_name = None
+
+    def attach_engine(self, engine: EventSourceMappingEngine) -> None:
+        """The mapping engine started: status reports its mappings from now on."""
+        self.engine = engine
+
+    def mark_ready(self) -> None:
+        """The stack deployed and its mappings enabled: status answers ready."""
+        self.ready = True
 
     def stop(self) -> None:
         if self.monitor is not None:

@@ -85,11 +85,11 @@ def run(args: argparse.Namespace, started: float) -> int:
         except errors.DeployError as exc:
             print(f"error: deploy failed: {exc}", file=sys.stderr)
             return 1
-        engine = server.engine = _start_engine(server.endpoint_url, region, runtime, faults)
-        unfollow = _follow_stacks(server, runtime, args, template)
+        engine = _start_engine(server, region, runtime, faults)
+        unfollow = _follow_stacks(server, engine, runtime, args, template)
         if not _wait_enabled(engine, stop):
             return 0 if stop.is_set() else 1
-        server.ready = True
+        server.mark_ready()
         if certificates is not None:  # before `ready`, which clients wait for
             print(f"tls AWS_CA_BUNDLE={certificates.authority}", flush=True)
         _announce("ready", server.endpoint_url, deployment, time.monotonic() - started)
@@ -162,20 +162,22 @@ def _serve(server: Any, runtime: Any, deployment: Any, args: argparse.Namespace,
     their roles: the stack the server serves."""
     from emulator.iam import access
 
-    server.stack_name = deployment.stack_name
-    server.access = access.Access(
+    checks = access.Access(
         access.deployed_roles(deployment),
         enforce=args.enforce_iam,
         region=deployment.region,
         fingerprint=access.fingerprint(template),
         run=access.run_description(deployment.outputs.get("FanOut", "lambda")),
     )
+    server.serve(deployment.stack_name, checks)
     for spec in deployment.functions:
         runtime.register(spec)
     threading.Thread(target=runtime.warm, daemon=True).start()
 
 
-def _follow_stacks(server: Any, runtime: Any, args: argparse.Namespace, template: Path) -> Any:
+def _follow_stacks(
+    server: Any, engine: Any, runtime: Any, args: argparse.Namespace, template: Path
+) -> Any:
     """Each stack a change set deploys (`sam deploy`) taken over as ``deploy`` would leave it
     (deployer.adopt: the gaps closed, the functions from the artifacts it uploaded) and served,
     its event source mappings running before ExecuteChangeSet answers; a deleted one no longer
@@ -188,17 +190,16 @@ def _follow_stacks(server: Any, runtime: Any, args: argparse.Namespace, template
     def follow(operation: str, stack_name: str, region: str) -> None:
         started = time.monotonic()
         if operation == "DELETE":
-            if server.stack_name == stack_name:
-                server.stack_name = None
+            server.stack_deleted(stack_name)
             print(f"deleted stack={stack_name}", flush=True)
             return
         deployment = adopt(server.endpoint_url, stack_name, region=region, artifacts_dir=artifacts)
         if not deployment.functions:  # a stack of its own (an artifacts bucket): nothing to run
             return
         _serve(server, runtime, deployment, args, template)
-        server.engine.refresh()
+        engine.refresh()
         deadline = time.monotonic() + 60
-        while not server.engine.all_enabled():
+        while not engine.all_enabled():
             if time.monotonic() > deadline:
                 raise RuntimeError("event source mappings not enabled in 60 s")
             time.sleep(0.05)
@@ -238,9 +239,13 @@ def _wait_enabled(engine: Any, stop: threading.Event, timeout: float = 60) -> bo
     return True
 
 
-def _start_engine(endpoint_url: str, region: str, runtime: Any, faults: Any) -> Any:
+def _start_engine(server: Any, region: str, runtime: Any, faults: Any) -> Any:
+    """The event source mapping engine, started and reported by ``server``'s status."""
     from emulator.delivery.engine import EventSourceMappingEngine
 
-    engine = EventSourceMappingEngine(runtime, faults, region=region, endpoint_url=endpoint_url)
+    engine = EventSourceMappingEngine(
+        runtime, faults, region=region, endpoint_url=server.endpoint_url
+    )
     engine.start()
+    server.attach_engine(engine)
     return engine

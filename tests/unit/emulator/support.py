@@ -184,7 +184,7 @@ def checked_stack(
     with deployed_stack(template, log_dir, certificates) as (server, runtime, deployment):
         for spec in deployment.functions:
             runtime.register(spec)
-        server.access = Access(deployed_roles(deployment), region=REGION)
+        server.serve(deployment.stack_name, Access(deployed_roles(deployment), region=REGION))
         yield server, runtime, deployment
 
 

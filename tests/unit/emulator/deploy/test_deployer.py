@@ -198,7 +198,7 @@ def local(tmp_path_factory):
         for spec in deployment.functions:
             spec.environment["MARKER_FILE"] = str(project / "marks" / f"{spec.logical_id}.jsonl")
             runtime.register(spec)
-        server.stack_name = deployment.stack_name
+        server.serve(deployment.stack_name, access=None)
         yield Local(server, deployment, runtime, project)
 
 
