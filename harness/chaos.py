@@ -4,12 +4,15 @@ The run puts the demo's data through the local stack's faults (CHAOS). Before it
 Firehose delivery or a flat file), at moments drawn from the chaos seed, an operator does what
 docs/operations.md has them do, with `python -m ops` as a separate process (harness.ops_process):
 
-- three outages, each while a step goes in (a bad release: every invocation fails, the
+- four outages, each while a step goes in. Three are a bad release (every invocation fails, the
   `fail_invocations` switch): the stream consumers until their failed changes are where the
   fan-out mode puts them, recovered once fixed (`stream replay` or `dlq redrive`,
   StackClient.failure_route); NotifierFunction until NotificationDeadLetterQueue holds
   messages; IngestFunction until IngestDeadLetterQueue does (their queues redeliver after 1 s
-  meanwhile). Those two are redriven later.
+  meanwhile). The fourth is a queue policy gone wrong: MailQueue, and LastAgentQueue in the
+  modes that deliver the changes through a bus or a topic, refuse every sender until their
+  delivery DLQs (MailDeliveryDeadLetterQueue, LastAgentChangeDeliveryDeadLetterQueue) hold
+  messages. Those DLQs are redriven later.
 - once each: `dlq redrive` of every dead-letter queue of the mode (IngestDeadLetterQueue,
   NotificationDeadLetterQueue, the consumers' and the fan-out's delivery DLQs), `stream replay`,
   `file reprocess` of a file in, `contact redrive` of a stored contact with a notification due,
@@ -164,12 +167,10 @@ class Operator:
         moments = list(range(1, len(steps)))
         before: dict[int, list[Callable[[], None]]] = collections.defaultdict(list)
         after: dict[int, list[Callable[[], None]]] = collections.defaultdict(list)
+        kinds = (self.consumers_outage, self.notifier_outage, self.ingest_outage)
+        kinds += (self.delivery_outage,)
         outages = dict(
-            zip(
-                self.random.sample(moments, min(3, len(moments))),
-                (self.consumers_outage, self.notifier_outage, self.ingest_outage),
-                strict=False,
-            )
+            zip(self.random.sample(moments, min(len(kinds), len(moments))), kinds, strict=False)
         )
         # The window passes where the consumers' outage waits for the pipeline to be idle anyway.
         before[next(iter(outages))].append(self.window_passes)
@@ -211,7 +212,7 @@ class Operator:
         since = {
             "IngestDeadLetterQueue": broken.get("ingest_outage", 0),
             "NotificationDeadLetterQueue": broken.get("notifier_outage", 0),
-        }
+        } | dict.fromkeys(stack.delivery_dead_letter_queues, broken.get("delivery_outage", 0))
         drills: list[tuple[Callable[[], None], int]] = [
             (
                 lambda queue=queue: self.recover(f"dlq redrive {queue}", *self.redrive_args(queue)),
@@ -448,6 +449,37 @@ class Operator:
             finally:
                 stack.faults(fail_invocations={function: 0})
         say(f"  {self.at()} {function} fixed; its dead letters wait for the operator's redrive")
+        return went_in
+
+    def delivery_outage(self, put: Callable[[bool], bool]) -> bool:
+        """A queue policy gone wrong while the step goes in: MailQueue refuses NotificationsTopic,
+        and in the modes that deliver the changes through a bus or a topic, LastAgentQueue refuses
+        them (LastAgentFunction sends no notification: the other consumers' still reach MailQueue),
+        until each one's delivery DLQ holds messages and the step is through (or the bound
+        passes); then the policies are set back. The DLQs wait for the operator's redrive."""
+        stack = self.stack
+        last_agent = stack.consumer_delivery_dead_letter_queue(CONSUMERS[0]).removesuffix("Url")
+        refused = {
+            queue: destination
+            for queue, destination in stack.delivery_dead_letter_queues.items()
+            if queue in ("MailDeliveryDeadLetterQueue", last_agent)
+        }
+        say(f"\n{self.at()} Outage: {', '.join(refused.values())} refuse deliveries")
+        before = {queue: stack.queue_depth(f"{queue}Url") for queue in refused}
+
+        def held() -> dict[str, int]:
+            return {q: stack.queue_depth(f"{q}Url") - n for q, n in before.items()}
+
+        with contextlib.ExitStack() as outage:
+            for destination in refused.values():
+                outage.enter_context(stack.refusing_sends(destination))
+            went_in = put(True)
+            wait_until(
+                lambda: all(held().values()) and stack.idle(),
+                OUTAGE_SECONDS,
+                lambda: f"held so far: {held()}",
+            )
+        say(f"  {self.at()} the policies set back; held for the operator's redrive: {held()}")
         return went_in
 
     # -- what the operator looks at --------------------------------------------------------------

@@ -147,6 +147,30 @@ class StackClient(Stack):
         finally:
             self.sqs.set_queue_attributes(QueueUrl=self.outputs[queue], Attributes=visibility)
 
+    @contextlib.contextmanager
+    def refusing_sends(self, queue: str) -> Iterator[None]:
+        """The queue (a stack output) refuses every sender while the block runs (a Deny on
+        sqs:SendMessage in its policy, set back at the end): a policy gone wrong, so what a topic
+        or a bus delivers to it goes to the subscription's or the target's dead-letter queue."""
+        policy = self.queue_attributes(queue, "Policy")
+        refusing = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "sqs:SendMessage",
+                    "Resource": self.queue_arn(queue),
+                }
+            ],
+        }
+        url = self.outputs[queue]
+        self.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(refusing)})
+        try:
+            yield
+        finally:
+            self.sqs.set_queue_attributes(QueueUrl=url, Attributes=policy)
+
     def failed_changes(self, route: FailureRoute, marker: str, since: float) -> list[dict]:
         """The messages (peeked, not consumed) at ``route``'s queue that stand for a test's
         failed change: the stream record itself, holding ``marker`` (every mode but lambda), or

@@ -122,44 +122,14 @@ def wait_for_notifications(
 
 @contextlib.contextmanager
 def quick_redelivery(stack: StackClient, output: str) -> Iterator[None]:
-    """On the local stack, a queue that redelivers after 1 s meanwhile (its visibility timeout
-    set back at the end), for a test that waits for a message to be received maxReceiveCount
-    times: seconds rather than maxReceiveCount x the visibility timeout. A deployed stack's
-    queue is left as it is."""
+    """On the local stack, a queue that redelivers after 1 s meanwhile, for a test that waits
+    for a message to be received maxReceiveCount times (StackClient.redelivering_at_once). A
+    deployed stack's queue is left as it is."""
     if not stack.is_local:
         yield
         return
-    url = stack.outputs[output]
-    visibility = stack.queue_attributes(output, "VisibilityTimeout")
-    stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "1"})
-    try:
+    with stack.redelivering_at_once(output):
         yield
-    finally:
-        stack.sqs.set_queue_attributes(QueueUrl=url, Attributes=visibility)
-
-
-@contextlib.contextmanager
-def refusing_sends(stack: StackClient, output: str) -> Iterator[None]:
-    """The queue ``output`` refuses every sender meanwhile (a Deny on sqs:SendMessage in its
-    policy), its policy set back at the end: a fan-out that cannot deliver to a consumer."""
-    policy = stack.queue_attributes(output, "Policy")["Policy"]
-    refusing = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "sqs:SendMessage",
-                "Resource": stack.queue_arn(output),
-            }
-        ],
-    }
-    url = stack.outputs[output]
-    stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(refusing)})
-    try:
-        yield
-    finally:
-        stack.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
 
 
 def pipe_failure_since(stack: StackClient, since: float) -> Callable[[dict], bool]:

@@ -19,7 +19,7 @@ from shared import notifications
 from harness.builders import contact, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
-from tests.integration.support import pipe_failure_since, quick_redelivery, refusing_sends
+from tests.integration.support import pipe_failure_since, quick_redelivery
 
 pytestmark = pytest.mark.integration
 
@@ -254,7 +254,7 @@ def test_a_change_the_fan_out_cannot_deliver_fires_its_alarm_until_redriven(
     eventually(lambda: alarms.state(logical_id) == "OK", timeout=60)
     caller = new_caller()
     contact_cleanup.append(caller)
-    with refusing_sends(stack, "LastAgentQueueUrl"):
+    with stack.refusing_sends("LastAgentQueueUrl"):
         files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-alarm")])
         eventually(
             lambda: stack.queue_depth("LastAgentChangeDeliveryDeadLetterQueueUrl") > 0,
@@ -291,7 +291,7 @@ def test_a_change_the_machine_cannot_send_fires_its_alarm_until_replayed(
     caller = new_caller()
     contact_cleanup.append(caller)
     since = pipe_failure_since(stack, time.time())
-    with refusing_sends(stack, "LastAgentQueueUrl"):
+    with stack.refusing_sends("LastAgentQueueUrl"):
         files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-alarm")])
         eventually(
             lambda: [m for m in stack.peek("StreamFailureQueueUrl") if since(m)],

@@ -18,7 +18,7 @@ import pytest
 from harness.builders import contact, new_caller
 from harness.polling import eventually, stable
 from harness.stack import StackClient
-from tests.integration.support import pipe_failure_since, refusing_sends
+from tests.integration.support import pipe_failure_since
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def test_a_change_the_fan_out_cannot_deliver_is_kept_and_redriven(
         found = stack.peek(f"{DEAD_LETTERS}Url")
         return [m for m in found if row["contact_id"] in m["Body"]]
 
-    with refusing_sends(stack, QUEUE):
+    with stack.refusing_sends(QUEUE):
         files.put_jsonl("undeliverable.jsonl", [row])
         eventually(kept, timeout=90, interval=1)
         # One change, kept once per delivery of it: the fan-out is at-least-once (the local
@@ -85,7 +85,7 @@ def test_a_change_the_machine_cannot_send_fails_the_pipes_batch(
     def failures() -> list[dict]:
         return [m for m in stack.peek("StreamFailureQueueUrl") if since(m)]
 
-    with refusing_sends(stack, QUEUE):
+    with stack.refusing_sends(QUEUE):
         files.put_jsonl("undeliverable.jsonl", [contact(caller, agent_id="agent-kept")])
         # its batch and any other the pipe read meanwhile, each once its retries are spent
         kept = eventually(failures, timeout=180)

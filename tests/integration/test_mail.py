@@ -14,7 +14,7 @@ from shared import gift_cards, keys, mail
 from harness.builders import contact, new_caller
 from harness.polling import eventually
 from harness.stack import StackClient
-from tests.integration.support import LONG_WAIT, refusing_sends, wait_for_notifications
+from tests.integration.support import LONG_WAIT, wait_for_notifications
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +91,7 @@ def test_a_notification_sns_could_not_deliver_to_the_mail_queue_is_mailed_after_
         found = stack.peek("MailDeliveryDeadLetterQueueUrl")
         return [m for m in found if notification_id in m["Body"]]
 
-    with refusing_sends(stack, "MailQueueUrl"):
+    with stack.refusing_sends("MailQueueUrl"):
         files.put_jsonl("unmailable.jsonl", [survey])
         expected = Counter({(keys.SURVEY, survey["contact_id"]): 1})
         assert wait_for_notifications(stack, topic, expected) == expected

@@ -11,7 +11,11 @@ from harness import chaos, demo, demo_data
 from harness.stack import FailureRoute
 from ops.stack import CONSUMERS
 
-DEAD_LETTER_QUEUES = ("IngestDeadLetterQueue", "NotificationDeadLetterQueue")
+DEAD_LETTER_QUEUES = (
+    "IngestDeadLetterQueue",
+    "NotificationDeadLetterQueue",
+    "MailDeliveryDeadLetterQueue",
+)
 
 
 class Body:
@@ -59,6 +63,13 @@ class ChaosStack:
     def __init__(self, consumers_read_queues: bool = False):
         # lambda: the consumers' failures in StreamFailureQueue; pipe: in their own DLQs
         self.consumers_read_queues = consumers_read_queues
+        self.delivery_dead_letter_queues = {"MailDeliveryDeadLetterQueue": "MailQueueUrl"}
+        if consumers_read_queues:  # pipe: the bus's deliveries too
+            self.delivery_dead_letter_queues |= {
+                f"{c.removesuffix('Function')}ChangeDeliveryDeadLetterQueue": self.consumer_queue(c)
+                for c in CONSUMERS
+            }
+        self.refusing: list[str] = []  # the queues refusing deliveries now
         self.s3 = Objects()
         self.dynamodb = Scans()
         self.depths: dict[str, int] = {}
@@ -84,6 +95,26 @@ class ChaosStack:
     @contextlib.contextmanager
     def redelivering_at_once(self, _queue: str):
         yield
+
+    @contextlib.contextmanager
+    def refusing_sends(self, queue: str):
+        """What the topic or the bus delivers meanwhile goes to the queue's delivery DLQ."""
+        self.refusing.append(queue)
+        for dead, destination in self.delivery_dead_letter_queues.items():
+            if destination == queue:
+                self.depths[f"{dead}Url"] = self.depths.get(f"{dead}Url", 0) + 1
+        try:
+            yield
+        finally:
+            self.refusing.remove(queue)
+
+    @staticmethod
+    def consumer_queue(function: str) -> str:
+        return f"{function.removesuffix('Function')}QueueUrl"
+
+    @staticmethod
+    def consumer_delivery_dead_letter_queue(function: str) -> str:
+        return f"{function.removesuffix('Function')}ChangeDeliveryDeadLetterQueueUrl"
 
     @staticmethod
     def consumer_dead_letter_queue(function: str) -> str:
@@ -151,6 +182,24 @@ def test_one_stream_replay_recovers_every_consumers_failed_changes(monkeypatch):
     assert operator.consumers_outage(lambda _wait: True)
     assert ran == [("--json", "stream", "replay")]
     assert operator.failed == []
+
+
+@pytest.mark.parametrize(
+    ("consumers_read_queues", "refused"),
+    [(False, ["MailQueueUrl"]), (True, ["MailQueueUrl", "LastAgentQueueUrl"])],
+)
+def test_the_delivery_outage_refuses_the_mail_queue_and_a_consumers_while_the_step_goes_in(
+    consumers_read_queues, refused
+):
+    """MailQueue refuses NotificationsTopic; where a bus or a topic delivers the changes,
+    LastAgentQueue refuses them too (the notifying consumers' queues do not: their
+    notifications reach MailQueue's refusal). Set back once their DLQs hold messages."""
+    stack = ChaosStack(consumers_read_queues)
+    operator = operator_of(stack)
+    during: list[list[str]] = []
+    assert operator.delivery_outage(lambda _wait: during.append(list(stack.refusing)) or True)
+    assert during == [refused]
+    assert stack.refusing == []
 
 
 def test_a_recovery_a_crash_struck_is_run_again_until_it_succeeds(monkeypatch):
