@@ -179,7 +179,10 @@ class Operator:
             later = [moment for moment in moments if moment > since]
             if later:  # else the sweep at the end redrives what is left
                 before[self.random.choice(later)].append(drill)
-        armed = self.random.choice(moments)  # the purge as soon as the throttles left a claim
+        # The purge as soon as the throttles left a claim, at a moment no outage holds up: saves
+        # throttled for minutes leave claims past the notifier's 270 s to adopt them, which only
+        # --resend (never taken here) releases.
+        armed = self.random.choice([m for m in moments if m not in outages] or moments)
         before[armed].append(self.throttle_saves)
         after[armed].append(self.purge_in_progress)
         first_in = True

@@ -100,6 +100,7 @@ class ChaosStack:
     def refusing_sends(self, queue: str):
         """What the topic or the bus delivers meanwhile goes to the queue's delivery DLQ."""
         self.refusing.append(queue)
+        self.switches.append({"refusing": queue})
         for dead, destination in self.delivery_dead_letter_queues.items():
             if destination == queue:
                 self.depths[f"{dead}Url"] = self.depths.get(f"{dead}Url", 0) + 1
@@ -256,6 +257,24 @@ def test_every_operator_command_runs_at_a_moment_of_the_run_and_none_resends(mon
         "IngestFunction",
     }
     assert all(not any(b.values()) for b in broken[1::2])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_no_outage_runs_while_the_notifiers_saves_are_throttled(monkeypatch, seed):
+    """The saves are throttled from one step until the purge after it: an outage in between
+    (minutes, in the consumers') would age the claims they leave past the notifier's 270 s to
+    adopt them, and only --resend releases those."""
+    monkeypatch.setattr(chaos, "CLAIM_SECONDS", 0)
+    monkeypatch.setattr(chaos, "ops", answering())
+    stack = ChaosStack(consumers_read_queues=True)
+    data = demo_data.generate(200, 20, 5, 600)
+    operator = chaos.Operator(demo.Run(stack, None, None, data), seed=seed)
+    assert operator.put_steps(put_into(operator))
+    throttled = [chaos.SAVES in s.get("throttle", []) for s in stack.switches]
+    start = throttled.index(True)
+    end = next(i for i in range(start + 1, len(throttled)) if "throttle" in stack.switches[i])
+    between = stack.switches[start + 1 : end]
+    assert not [s for s in between if "fail_invocations" in s or "refusing" in s], between
 
 
 @pytest.mark.parametrize(
