@@ -52,10 +52,11 @@ from bench.inprocess import (
     notifications_due,
     stored_contacts,
 )
-from emulator.process import LocalStackProcess, describe_failures, fan_out_args, free_port
+from emulator.process import LocalStackProcess, describe_failures, free_port
 from harness import connect_records, expected
-from harness.stack import StackClient
+from harness.stack import StackClient, fan_out_args
 from harness.topic import TopicCapture
+from ops.stack import Stack
 
 FILES = int(os.environ.get("BENCH_P5_FILES", "20"))
 RECORDS_PER_FILE = 1_000  # contact records (one contact each) per Firehose object
@@ -97,6 +98,23 @@ def cpu(stack: LocalStackProcess) -> tuple[float, float]:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - descendants
         descendants |= frontier
     return own, sum(times[pid] for pid in descendants)
+
+
+def contacts_in(stack: Stack, file_ids: list[str], logged: dict[str, int]) -> int:
+    """Contacts in the table of the files ``file_ids`` (bucket/key#version), by their
+    processing logs, never a scan: the rows of the files done so far, plus the progress of those
+    still IN_PROGRESS (a file's log exists from its first step on). A final log's rows are kept
+    in ``logged``, not read again."""
+    progress = 0
+    for file_id in set(file_ids) - logged.keys():
+        item = stack.file_log(file_id)
+        if item is None:
+            continue
+        if item["outcome"]["S"] == "IN_PROGRESS":
+            progress += int(item.get("rows_ok", {}).get("N", 0))
+        else:
+            logged[file_id] = int(item["rows_ok"]["N"])
+    return sum(logged.values()) + progress
 
 
 class Collector(threading.Thread):
@@ -252,20 +270,6 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
     logged: dict[str, int] = {}
     stages: dict[str, float] = {}
 
-    def contacts_in() -> int:
-        """Rows of the files done so far, plus the progress of those still IN_PROGRESS (a
-        file's log exists from its first step on; only a final one is kept, not read again)."""
-        progress = 0
-        for file_id in set(file_ids) - logged.keys():
-            item = stack.file_log(file_id)
-            if item is None:
-                continue
-            if item["outcome"]["S"] == "IN_PROGRESS":
-                progress += int(item.get("rows_ok", {}).get("N", 0))
-            else:
-                logged[file_id] = int(item["rows_ok"]["N"])
-        return sum(logged.values()) + progress
-
     def last_agents_right() -> bool:
         stored = stack.last_agents(want_last_agents)
         state["last_agents_ok"] = sum(
@@ -278,7 +282,7 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
         state["notifications"] = len(collector.received()[0].keys() & want.keys())
         notified = state["notifications"] == len(want)
         if state["contacts"] < CONTACTS and (notified or poll % 3 == 0):
-            state["contacts"] = contacts_in()
+            state["contacts"] = contacts_in(stack, file_ids, logged)
             if state["contacts"] == CONTACTS:
                 stages.setdefault("ingested_at", time.monotonic() - started)
         return notified and state["contacts"] == CONTACTS and last_agents_right()
@@ -293,7 +297,7 @@ def _measure(process: LocalStackProcess, *, budgeted: bool) -> list[Figure]:
     wall = time.monotonic() - started
     cpu_after = cpu(process)
     if finished is None:  # where it got to, for the report
-        state["contacts"] = contacts_in()
+        state["contacts"] = contacts_in(stack, file_ids, logged)
         last_agents_right()
     collector.stopping.set()
     collector.join(5)
