@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ PORTS = range(5000, 5100)
 READY_WITHIN_SECONDS = 90
 RIVAL = "ministack"
 RIVAL_VERSION = "1.5.33"
+RIVAL_REQUIREMENTS = (f"{RIVAL}=={RIVAL_VERSION}",)
 RIVAL_ENV = ROOT / ".tools" / "ministack"
 OUT = ROOT / "bench" / "out"
 BUDGET = 1.0
@@ -173,10 +174,15 @@ def memory_figure(ours: tuple[float, float] | str, rival: tuple[float, float] | 
     )
 
 
-def rival_installed(env: Path, version: str = RIVAL_VERSION) -> bool:
-    return (env / "bin" / "python").exists() and any(
-        env.glob(f"lib/python*/site-packages/{RIVAL}-{version}.dist-info")
-    )
+def rival_installed(env: Path, requirements: Sequence[str] = RIVAL_REQUIREMENTS) -> bool:
+    """Whether ``env`` has every one of ``requirements`` (`name==version`) installed."""
+
+    def installed(requirement: str) -> bool:
+        name, _, version = requirement.partition("==")
+        dist_info = f"{name.replace('-', '_')}-{version}.dist-info"
+        return any(env.glob(f"lib/python*/site-packages/{dist_info}"))
+
+    return (env / "bin" / "python").exists() and all(map(installed, requirements))
 
 
 # --- the servers ---------------------------------------------------------------------------------
@@ -186,22 +192,25 @@ def sample(pid: int) -> CpuSample:
     return CpuSample(cpu_seconds(Path(f"/proc/{pid}/stat").read_text()), time.monotonic())
 
 
-def rival_python() -> Path:
-    """ministack's interpreter in RIVAL_ENV, the environment created first when it is missing
-    (on the Python ours runs on). RuntimeError saying why when it cannot be."""
-    python = RIVAL_ENV / "bin" / "python"
-    if rival_installed(RIVAL_ENV):
+def rival_python(env: Path, requirements: Sequence[str] = RIVAL_REQUIREMENTS) -> Path:
+    """ministack's interpreter in ``env``, the environment created first when it is missing
+    (on the Python ours runs on), with ``requirements`` installed. RuntimeError saying why when
+    it cannot be."""
+    python = env / "bin" / "python"
+    if rival_installed(env, requirements):
         return python
     uv = shutil.which("uv") or str(ROOT / ".tools" / "bin" / "uv")
-    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
-    steps = [[uv, "pip", "install", "--python", str(python), f"{RIVAL}=={RIVAL_VERSION}"]]
+    variables = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    steps = [[uv, "pip", "install", "--python", str(python), *requirements]]
     if not python.exists():  # on this interpreter's own Python: uv may not find (or fetch) one
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         base = Path(sys.base_prefix) / "bin" / f"python{version}"
-        steps.insert(0, [uv, "venv", "--python", str(base), str(RIVAL_ENV)])
+        steps.insert(0, [uv, "venv", "--python", str(base), str(env)])
     for argv in steps:
         try:
-            subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=300)
+            subprocess.run(
+                argv, env=variables, capture_output=True, text=True, check=True, timeout=300
+            )
         except (OSError, subprocess.SubprocessError) as error:
             output = getattr(error, "stderr", None) or str(error)
             tail = " | ".join(output.strip().splitlines()[-2:])
@@ -506,7 +515,9 @@ def run() -> list[Figure]:
                 f"{error} (python -m emulator up --no-deploy): {' | '.join(ours.lines(2))}"
             )
         try:
-            rival = RivalProcess(rival_python(), free_port(PORTS), OUT / "p9-ministack.log")
+            rival = RivalProcess(
+                rival_python(RIVAL_ENV), free_port(PORTS), OUT / "p9-ministack.log"
+            )
             rival.wait_ready(READY_WITHIN_SECONDS)
             servers.append(Server(RIVAL, rival.process.pid, rival.endpoint))
         except (RuntimeError, OSError) as error:

@@ -146,14 +146,26 @@ def test_the_rivals_environment_counts_as_installed_only_with_its_version(tmp_pa
     assert rival.rival_installed(tmp_path)
 
 
+def test_the_rivals_environment_counts_as_installed_only_with_every_requirement(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").touch()
+    site = tmp_path / "lib" / "python3.13" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "ministack-1.5.33.dist-info").mkdir()
+    requirements = ("ministack==1.5.33", "aws-sam-translator==1.115.0")
+
+    assert not rival.rival_installed(tmp_path, requirements)
+    (site / "aws_sam_translator-1.115.0.dist-info").mkdir()
+    assert rival.rival_installed(tmp_path, requirements)
+
+
 def test_an_environment_that_cannot_be_created_is_an_error_naming_the_failed_step(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(rival, "RIVAL_ENV", tmp_path / "ministack")
     monkeypatch.setattr(rival.shutil, "which", lambda _: "/bin/false")
 
     with pytest.raises(RuntimeError, match=r"`/bin/false venv --python \.\.\.` failed"):
-        rival.rival_python()
+        rival.rival_python(tmp_path / "ministack")
 
 
 def test_a_number_of_calls_below_one_is_refused_before_any_server_starts(monkeypatch):
