@@ -108,9 +108,15 @@ class Stack:
     _clients: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def deployed(cls, name: str) -> Self:
-        """The stack ``name`` where boto3's usual chain points (AWS_ENDPOINT_URL included)."""
-        return cls._described(name, boto3.session.Session())
+    def deployed(
+        cls,
+        name: str,
+        session: boto3.session.Session | None = None,
+        endpoint: str | None = None,
+    ) -> Self:
+        """The stack ``name`` where boto3's usual chain points (AWS_ENDPOINT_URL included), or
+        at ``endpoint`` with ``session``'s credentials (another emulator's, e.g. the bench's)."""
+        return cls._described(name, session or boto3.session.Session(), endpoint)
 
     @classmethod
     def _described(
