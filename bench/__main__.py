@@ -15,6 +15,7 @@ from bench import (
     ingest_memory,
     layer_size,
     rival,
+    rival_flow,
     test_phases,
     throughput,
 )
@@ -27,6 +28,7 @@ SECTIONS = (
     ingest_memory,
     throughput,
     rival,
+    rival_flow,
     demo_settle,
     layer_size,
     test_phases,
