@@ -45,7 +45,7 @@ from bench.inprocess import (
 from bench.rival import RIVAL, RIVAL_REQUIREMENTS, RIVAL_VERSION, RivalProcess, rival_python
 from bench.throughput import RECORDS_PER_FILE, Collector, contacts_in
 from emulator.deploy.samconfig import load_samconfig
-from emulator.process import REGION, LocalStackProcess, free_port
+from emulator.process import REGION, LocalStackProcess, free_port, sam_cli_environment
 from harness import connect_records, expected
 from harness.stack import StackClient
 from harness.topic import TopicCapture
@@ -224,21 +224,13 @@ def with_stack_name(value: Any, stack_name: str) -> Any:
 def sam_deploy(template: Path, endpoint: str) -> None:
     """`sam deploy` of ``template`` with samconfig.toml's defaults, against ``endpoint``."""
     sam = shutil.which("sam") or str(ROOT / ".tools" / "bin" / "sam")
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-    env.update(
-        AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_DEFAULT_REGION=REGION,
-        SAM_CLI_TELEMETRY="0",
-    )
     argv = [sam, "deploy", "--template-file", str(template), "--config-file", str(CONFIG_FILE)]
     log = OUT / "p10-sam-deploy.log"
     with log.open("w") as output:
         result = subprocess.run(
             argv,
             cwd=ROOT,
-            env=env,
+            env=sam_cli_environment(endpoint),
             stdout=output,
             stderr=subprocess.STDOUT,
             timeout=DEPLOY_WITHIN_SECONDS,

@@ -70,6 +70,21 @@ def describe_failures(failures: Iterable[FailedInvocation]) -> str:
     )
 
 
+def sam_cli_environment(endpoint: str, region: str = REGION) -> dict[str, str]:
+    """The environment SAM CLI runs in against an emulator at ``endpoint``: this process's,
+    without its own AWS settings, with dummy credentials and no telemetry."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",  # noqa: S106 (an emulator's dummy credentials)
+        AWS_REGION=region,
+        AWS_DEFAULT_REGION=region,
+        SAM_CLI_TELEMETRY="0",
+    )
+    return env
+
+
 def free_port(ports: Iterable[int]) -> int:
     """A port of ``ports`` nothing is bound to, picked at random so parallel runs rarely clash."""
     candidates = list(ports)

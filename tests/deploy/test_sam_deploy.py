@@ -14,7 +14,6 @@ leave bytecode there, so packaging it again later would deploy other code."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -29,7 +28,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from emulator.process import REGION, LocalStackProcess, describe_failures
+from emulator.process import REGION, LocalStackProcess, describe_failures, sam_cli_environment
 from harness import ROOT
 from ops.stack import samconfig_stack_name
 from tests.session_stack import empty_stack
@@ -75,15 +74,7 @@ def endpoint(local_stack: LocalStackProcess) -> str:
 
 @pytest.fixture(scope="module")
 def environment(endpoint: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_REGION=REGION,
-        AWS_DEFAULT_REGION=REGION,
-        SAM_CLI_TELEMETRY="0",
-    )
+    env = sam_cli_environment(endpoint)
     boto3.client("s3", endpoint_url=endpoint, region_name=REGION, **_credentials()).create_bucket(
         Bucket=ARTIFACTS_BUCKET
     )
