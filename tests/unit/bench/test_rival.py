@@ -134,29 +134,29 @@ def test_with_no_server_up_every_figure_reports_why_and_none_holds_or_misses():
     assert all("before `ready`" in f.detail and "no network" in f.detail for f in figures)
 
 
-def test_the_rivals_environment_counts_as_installed_only_with_its_version(tmp_path):
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python").touch()
-    site = tmp_path / "lib" / "python3.13" / "site-packages"
-    site.mkdir(parents=True)
-    (site / "ministack-1.5.32.dist-info").mkdir()
+def environment_with(path: Path, *dist_infos: str) -> Path:
+    """A fake environment at ``path``: its python and the given packages' dist-info dirs."""
+    (path / "bin").mkdir(exist_ok=True)
+    (path / "bin" / "python").touch()
+    site = path / "lib" / "python3.13" / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    for dist_info in dist_infos:
+        (site / dist_info).mkdir()
+    return path
 
-    assert not rival.rival_installed(tmp_path)
-    (site / "ministack-1.5.33.dist-info").mkdir()
-    assert rival.rival_installed(tmp_path)
+
+def test_the_rivals_environment_counts_as_installed_only_with_its_version(tmp_path):
+    assert not rival.rival_installed(environment_with(tmp_path, "ministack-1.5.32.dist-info"))
+    assert rival.rival_installed(environment_with(tmp_path, "ministack-1.5.33.dist-info"))
 
 
 def test_the_rivals_environment_counts_as_installed_only_with_every_requirement(tmp_path):
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python").touch()
-    site = tmp_path / "lib" / "python3.13" / "site-packages"
-    site.mkdir(parents=True)
-    (site / "ministack-1.5.33.dist-info").mkdir()
     requirements = ("ministack==1.5.33", "aws-sam-translator==1.115.0")
+    env = environment_with(tmp_path, "ministack-1.5.33.dist-info")
 
-    assert not rival.rival_installed(tmp_path, requirements)
-    (site / "aws_sam_translator-1.115.0.dist-info").mkdir()
-    assert rival.rival_installed(tmp_path, requirements)
+    assert not rival.rival_installed(env, requirements)
+    environment_with(tmp_path, "aws_sam_translator-1.115.0.dist-info")
+    assert rival.rival_installed(env, requirements)
 
 
 def test_an_environment_that_cannot_be_created_is_an_error_naming_the_failed_step(
