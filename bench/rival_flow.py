@@ -33,6 +33,7 @@ from typing import Any
 
 import boto3
 import yaml
+from botocore.exceptions import BotoCoreError, ClientError
 
 from bench.common import BUILD, ROOT, Figure
 from bench.inprocess import (
@@ -302,17 +303,19 @@ def figures(work: Workload, ours: Run | str, rival: Run | str) -> list[Figure]:
 
 
 def run() -> list[Figure]:
+    """Ours, then ministack; a side that fails (to start, deploy or answer) says why in the
+    figures and the other is measured all the same."""
     OUT.mkdir(parents=True, exist_ok=True)
     config = load_samconfig(CONFIG_FILE)
     assert config.stack_name, f"{CONFIG_FILE} names no stack"
     work = workload(int(config.parameter_overrides["GoodwillWaitSeconds"]))
     try:
         ours: Run | str = run_ours(work)
-    except (RuntimeError, OSError) as error:
+    except (RuntimeError, OSError, BotoCoreError, ClientError) as error:
         ours = f"{type(error).__name__}: {error}"[:400]
     try:
         rival: Run | str = run_rival(work, config.stack_name)
-    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+    except (RuntimeError, OSError, subprocess.SubprocessError, BotoCoreError, ClientError) as error:
         rival = f"{RIVAL} {RIVAL_VERSION}: {type(error).__name__}: {error}"[:400]
     return figures(work, ours, rival)
 
