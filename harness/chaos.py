@@ -467,7 +467,8 @@ class Operator:
             for queue, destination in stack.delivery_dead_letter_queues.items()
             if queue in ("MailDeliveryDeadLetterQueue", last_agent)
         }
-        say(f"\n{self.at()} Outage: {', '.join(refused.values())} refuse deliveries")
+        names = ", ".join(output.removesuffix("Url") for output in refused.values())
+        say(f"\n{self.at()} Outage: a queue policy refuses deliveries to {names}")
         before = {queue: stack.queue_depth(f"{queue}Url") for queue in refused}
 
         def held() -> dict[str, int]:
