@@ -22,6 +22,7 @@ THROTTLING = {
     "sqs": "RequestThrottled",
     "sns": "ThrottlingException",
     "s3": "SlowDown",
+    "email": "TooManyRequestsException",  # SES (API v2)
 }
 
 

@@ -2,13 +2,14 @@
 twice and wherever the sender dies; undeliverable notifications recorded, counted, never retried.
 
 SES is moto's, with the local stack's SES (emulator/services/ses.py): templates, the configuration
-set's EventBridge destination, the inbox; the default bus's rule hands SES's events to a queue, and
-the tests run MailEventsFunction on what it holds, as its mapping would.
+set's EventBridge destination, the inbox; the default bus's rule hands SES's events to a queue
+(tests.unit.fanout.helpers.create_mail), and the tests run MailEventsFunction on what it holds, as
+its mapping would.
 """
 
 import contextlib
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
@@ -16,12 +17,10 @@ from shared import gift_cards, idempotency, notifications
 
 from emulator.services import ses
 from harness.events import contact, failed_ids, sqs_bodies_event
-from harness.in_process import ACCOUNT, REGION, client, cold_start
+from harness.in_process import ACCOUNT, cold_start
 from tests.faults import Crash, record_calls
-from tests.unit.fanout.helpers import queue_arn
+from tests.unit.fanout.helpers import MAIL_STACK, Mail, create_mail, queue_arn
 
-STACK = "unit"
-IDENTITY = "example.com"
 SURVEY = notifications.survey(contact("c-1", email="ann@example.com", survey_opt_in=True))
 
 
@@ -36,92 +35,9 @@ def gift_card(contact_id: str, email: str | None) -> dict:
     return notifications.gift_card(card, email)
 
 
-@dataclass
-class Mail:
-    events_queue_url: str
-    events_dead_letter_queue_url: str
-    mail_queue_arn: str
-
-
 @pytest.fixture
-def mail(stack, monkeypatch) -> Mail:
-    """The stack's SES resources as template.yaml declares them, made with the local stack's
-    CloudFormation models; the rule MailEventsRule and its queue."""
-    ses.reset()
-    config_set = f"{STACK}-mail"
-    ses.EmailIdentityModel.create({"EmailIdentity": IDENTITY}, ACCOUNT, REGION, IDENTITY, "Id")
-    ses.ConfigurationSetModel.create({"Name": config_set}, ACCOUNT, REGION, config_set, "Set")
-    bus = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"
-    ses.EventDestinationModel.create(
-        {
-            "ConfigurationSetName": config_set,
-            "EventDestination": {
-                "Name": "events",
-                "Enabled": True,
-                "MatchingEventTypes": ["send", "delivery", "bounce", "complaint"],
-                "EventBridgeDestination": {"EventBusArn": bus},
-            },
-        },
-        ACCOUNT,
-        REGION,
-        "events",
-        "Destination",
-    )
-    for suffix, text in (
-        ("survey", "How did we do on {{contact_id}}?"),
-        ("gift-card", "Code {{gift_card_code}}: {{amount}} {{currency}} ({{contact_id}})"),
-    ):
-        ses.TemplateModel.create(
-            {
-                "Template": {
-                    "TemplateName": f"{STACK}-{suffix}",
-                    "SubjectPart": suffix,
-                    "TextPart": text,
-                    "HtmlPart": f"<p>{text}</p>",
-                }
-            },
-            ACCOUNT,
-            REGION,
-            suffix,
-            "Template",
-        )
-    sqs = stack.sqs
-    events_queue_url = sqs.create_queue(QueueName="mail-events")["QueueUrl"]
-    events_dead_letter_queue_url = sqs.create_queue(QueueName="mail-events-dlq")["QueueUrl"]
-    dead_letters = queue_arn(stack, events_dead_letter_queue_url)
-    events = client("events")
-    events.put_rule(
-        Name="mail-events",
-        EventPattern=json.dumps(
-            {
-                "source": ["aws.ses"],
-                "detail": {"mail": {"tags": {"ses:configuration-set": [config_set]}}},
-            }
-        ),
-    )
-    events.put_targets(
-        Rule="mail-events",
-        Targets=[
-            {
-                "Id": "queue",
-                "Arn": queue_arn(stack, events_queue_url),
-                "RetryPolicy": {"MaximumRetryAttempts": 0},
-                "DeadLetterConfig": {"Arn": dead_letters},
-            }
-        ],
-    )
-    mail_queue_url = sqs.create_queue(QueueName="mail.fifo", Attributes={"FifoQueue": "true"})[
-        "QueueUrl"
-    ]
-    for name, value in {
-        "MAIL_FROM_ADDRESS": f"surveys@{IDENTITY}",
-        "MAIL_IDENTITY_ARN": f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/{IDENTITY}",
-        "MAIL_CONFIGURATION_SET": config_set,
-        "MAIL_TEMPLATE_PREFIX": STACK,
-        "MAIL_EVENTS_DEAD_LETTER_QUEUE_URL": events_dead_letter_queue_url,
-    }.items():
-        monkeypatch.setenv(name, value)
-    yield Mail(events_queue_url, events_dead_letter_queue_url, queue_arn(stack, mail_queue_url))
+def mail(stack, monkeypatch) -> Iterator[Mail]:
+    yield create_mail(stack, monkeypatch)
     ses.reset()
 
 
@@ -137,7 +53,7 @@ def recorder(mail, monkeypatch):
 
 def delivered(mail: Mail, *notifications_) -> dict:
     """MailQueue's messages as Lambda delivers them (raw SNS delivery: the notification)."""
-    return sqs_bodies_event([json.dumps(n) for n in notifications_], mail.mail_queue_arn)
+    return sqs_bodies_event([json.dumps(n) for n in notifications_], mail.queue_arn)
 
 
 def record_sending_events(stack, mail: Mail, recorder, lambda_context) -> list[str]:
@@ -173,7 +89,7 @@ def test_each_notification_becomes_one_e_mail_from_its_template(
     survey_mail, card_mail = ses.inbox()
     assert survey_mail["to"] == ["ann@example.com"]
     assert survey_mail["text"] == "How did we do on c-1?"
-    assert survey_mail["configuration_set"] == f"{STACK}-mail"
+    assert survey_mail["configuration_set"] == f"{MAIL_STACK}-mail"
     assert card_mail["to"] == ["bob@example.com"]
     assert card_mail["text"] == f"Code {card['gift_card_id']}: 10 USD (c-2)"
     assert inbox_ids() == ["SURVEY-c-1", "GIFT_CARD-c-2"]
@@ -342,7 +258,7 @@ def test_a_send_ses_refuses_is_retried_under_a_fresh_claim(
     monkeypatch.setenv("MAIL_CONFIGURATION_SET", "not-the-stacks")
     refusing = cold_start("mail_sender", monkeypatch)
     refused(refusing, delivered(mail, SURVEY), lambda_context, "NotFoundException")
-    monkeypatch.setenv("MAIL_CONFIGURATION_SET", f"{STACK}-mail")
+    monkeypatch.setenv("MAIL_CONFIGURATION_SET", f"{MAIL_STACK}-mail")
     sender = cold_start("mail_sender", monkeypatch)
     assert failed_ids(sender.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
 

@@ -16,6 +16,11 @@ checked by the model-based tests once everything has been delivered.
   for one that no copy does; counted at a FIFO subscriber by the model's clock (SNS deduplicates
   for 5 minutes only), and a second message only for one the operator sent again on purpose
   (`--resend`: docs/design.md's one way to it);
+- the last hop: one e-mail in SES's inbox, tagged with its notification id and to its address,
+  per notification that reached the topic with an address, whatever reached the mail sender
+  twice (--resend included: the operator has no way to mail a notification again); none for one
+  without an address, whose claim records it so; every notification's mail claim COMPLETED, none
+  left in doubt;
 - nothing left undelivered: no message in any queue or dead-letter queue, no batch in
   StreamFailureQueue (the operator has redriven and replayed what failed).
 """
@@ -24,8 +29,10 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from boto3.dynamodb.types import TypeDeserializer
-from shared import ingest, keys, model, rules
+from shared import idempotency, ingest, keys, mail, model, rules
 
+from emulator.services import ses
+from ops import records as ops_records
 from tests.unit.model.pipeline import Pipeline
 
 INGESTED_AT = datetime(2026, 11, 30, tzinfo=UTC)
@@ -151,3 +158,29 @@ def check_final_state(pipeline: Pipeline) -> None:
     sent = {kind: {c for k, c in published if k == kind} for kind in keys.NOTIFICATION_KINDS}
     assert sent[keys.GIFT_CARD] == set(cards)
     assert surveys_every <= sent[keys.SURVEY] <= surveys_some
+    check_mail(pipeline)
+
+
+def check_mail(pipeline: Pipeline) -> None:
+    """One e-mail per notification that reached the topic with an address (a notification that
+    reached it again with --resend comes from another leg of its interaction, which may carry
+    none: then at most one), none without; each claim of the mail sender completed."""
+    reached = pipeline.subscriber.messages
+    inbox = ses.inbox()
+    mailed = Counter(mail.notification_id_of_tag(m["tags"][mail.NOTIFICATION_TAG]) for m in inbox)
+    assert set(mailed) <= set(reached), mailed
+    for message in inbox:
+        notification_id = mail.notification_id_of_tag(message["tags"][mail.NOTIFICATION_TAG])
+        assert message["to"] in ([body["email"]] for body in reached[notification_id]), message
+    claims = ops_records.persistence(pipeline.ops_stack, idempotency.MAIL)
+    for notification_id, bodies in reached.items():
+        addressed = {bool(body.get("email")) for body in bodies}
+        if addressed == {True}:
+            assert mailed[notification_id] == 1, (notification_id, mailed[notification_id])
+        else:
+            assert mailed[notification_id] <= int(True in addressed), notification_id
+        record = ops_records.lookup(claims, {"notification_id": notification_id})
+        assert record is not None and record.status == ops_records.COMPLETED, notification_id
+        if addressed == {False}:
+            outcome = record.response_json_as_dict()["outcome"]
+            assert outcome == mail.MailOutcome.NO_ADDRESS, (notification_id, outcome)

@@ -90,7 +90,7 @@ from botocore.exceptions import ClientError
 from moto.core import utils as moto_utils
 from moto.sqs import models as moto_sqs
 from shared import ingest, keys
-from shared.aws import batch_claims
+from shared.aws import batch_claims, send_claims
 
 from emulator.core.filters import FilterCriteria
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
@@ -98,6 +98,7 @@ from emulator.services import sqs as emulator_sqs
 from harness.events import sqs_event
 from harness.in_process import ACCOUNT, REGION, ShrinkingClock, client, load_handler
 from harness.stack import StackClient
+from ops import cli as ops_cli
 from ops import contacts as ops_contacts
 from ops import fan_out
 from ops import files as ops_files
@@ -114,6 +115,7 @@ from tests.unit.fanout.fanout_template import (
     router_filter,
     selections,
 )
+from tests.unit.fanout.helpers import create_mail, max_receives
 from tests.unit.support import Stack
 
 MODES = fan_out.NAMES
@@ -124,8 +126,12 @@ FUNCTION_DIRS = {
     "SurveyFunction": "survey",
     "GoodwillFunction": "goodwill",
     "NotifierFunction": "notifier",
+    "MailSenderFunction": "mail_sender",
+    "MailEventsFunction": "mail_events",
 }
 CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
+SENDER = "MailSenderFunction"  # MailQueue (FIFO) -> SES
+RECORDER = "MailEventsFunction"  # MailEventsQueue -> MAIL_SENT, the evidence of a send
 PIPE = "ChangePipe"  # no function: EventBridge's pipe, bus and rules
 # What each function calls: the operations a throttle may strike.
 OPERATIONS = {
@@ -146,15 +152,35 @@ OPERATIONS = {
     "SurveyFunction": ("sqs:SendMessageBatch",),
     "GoodwillFunction": ("dynamodb:PutItem", "sqs:SendMessageBatch"),
     "NotifierFunction": ("dynamodb:PutItem", "dynamodb:UpdateItem", "sns:PublishBatch"),
+    SENDER: (
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "email:SendEmail",
+        "sqs:GetQueueAttributes",
+    ),
+    RECORDER: ("dynamodb:PutItem",),
 }
-# template.yaml: every queue a function reads redrives to its dead-letter queue after 5 receives
+# template.yaml: every queue a function reads redrives to its dead-letter queue after 5 receives,
+# MailQueue after 10
 MAX_RECEIVES = 5
-# template.yaml's defaults: how long a received message stays invisible (seconds)
+# template.yaml's defaults: how long a received message stays invisible (seconds); the mail
+# queues take the notify flow's
 VISIBILITY_SECONDS = {
     "IngestFunction": 720,
     "NotifierFunction": 60,
     **dict.fromkeys(CONSUMERS, 60),
+    SENDER: 60,
+    RECORDER: 60,
 }
+RECEIVES = {
+    **dict.fromkeys(VISIBILITY_SECONDS, MAX_RECEIVES),
+    SENDER: max_receives("MailQueue"),
+    RECORDER: max_receives("MailEventsQueue"),
+}
+# The most messages a batch of the function's queue holds (its mapping's BatchSize), when below 10
+BATCH_SIZES = {SENDER: resources()["MailQueueMapping"]["Properties"]["BatchSize"]}
 RELEASE = ops_records.release  # ops' own, which the model wraps
 # SNS FIFO drops a publish whose deduplication id was accepted less than 5 minutes before.
 DEDUPLICATION_SECONDS = 300
@@ -173,9 +199,10 @@ OPS_OPERATIONS = (
 class ModelClock:
     """The test's clock: the real one plus the time the test let pass (seconds to hours). Whatever
     decides by time reads it: Powertools' claims (their in-progress expiry), the notifier's
-    adoption of a claim (shared.aws.batch_claims), ops' "may have been published", SNS FIFO's
-    deduplication (FifoSubscriber) and SQS (moto's and the local stack's fidelity patches:
-    visibility timeouts, retention)."""
+    adoption of a claim (shared.aws.batch_claims), the mail sender's wait for SES's Send event
+    (shared.aws.send_claims), ops' "may have been published", SNS FIFO's deduplication
+    (FifoSubscriber) and SQS (moto's and the local stack's fidelity patches: visibility timeouts,
+    retention, FIFO queues' deduplication)."""
 
     def __init__(self) -> None:
         self.passed = 0.0
@@ -199,7 +226,7 @@ class ModelClock:
         shifted.datetime = Now
         for module in (powertools_base, powertools_dynamodb, powertools_datarecord):
             monkeypatch.setattr(module, "dt", shifted)
-        for module in (batch_claims, ops_records):
+        for module in (batch_claims, send_claims, ops_records):
             monkeypatch.setattr(module, "time", types.SimpleNamespace(time=self.time))
 
         def unix_time(at=None) -> float:
@@ -211,16 +238,19 @@ class ModelClock:
 
 
 class FifoSubscriber:
-    """NotificationsTopic and a FIFO queue subscribed to it, by the model's clock: each entry a
-    PublishBatch accepted is delivered, unless an entry with its deduplication id was delivered
-    less than DEDUPLICATION_SECONDS before (SNS FIFO's deduplication interval). So a publish
-    repeated an hour later is a second message the subscriber receives."""
+    """NotificationsTopic and MailQueue, its FIFO subscription (raw delivery), by the model's
+    clock: each entry a PublishBatch accepted is delivered to MailQueue (its group and
+    deduplication ids), unless an entry with its deduplication id was delivered less than
+    DEDUPLICATION_SECONDS before (SNS FIFO's deduplication interval). So a publish repeated an
+    hour later is a second message the mail sender receives."""
 
-    def __init__(self, clock: ModelClock):
+    def __init__(self, clock: ModelClock, queue_url: str):
         self.clock = clock
+        self.queue_url = queue_url
         self.delivered_at: dict[str, float] = {}  # deduplication id -> its window's start
         self.received: Counter = Counter()  # (kind, contact_id) of each message received
         self.ids: dict[tuple[str, str], str] = {}  # (kind, contact_id) -> notification id
+        self.messages: dict[str, list[dict]] = {}  # notification id -> each message's body
 
     def watch(self, sns) -> None:
         """See what the client's PublishBatch calls send and what the topic accepts."""
@@ -245,6 +275,13 @@ class FifoSubscriber:
         body = json.loads(entry["Message"])
         self.received[(body["kind"], body["contact_id"])] += 1
         self.ids[(body["kind"], body["contact_id"])] = body["notification_id"]
+        self.messages.setdefault(body["notification_id"], []).append(body)
+        client("sqs").send_message(
+            QueueUrl=self.queue_url,
+            MessageBody=entry["Message"],
+            MessageGroupId=entry["MessageGroupId"],
+            MessageDeduplicationId=dedup_id,
+        )
 
 
 def stream_readers(mode: str) -> dict[str, FilterCriteria]:
@@ -314,7 +351,9 @@ class Pipeline:
         self.queue_filters = queue_filters(mode) if mode != "lambda" else {}
         self.clock = ModelClock()
         self.clock.install(monkeypatch)
-        self.subscriber = FifoSubscriber(self.clock)
+        # the last hop: MailQueue, MailEventsQueue, their dead-letter queues, SES and its rule
+        self.mail = create_mail(stack, monkeypatch)
+        self.subscriber = FifoSubscriber(self.clock, self.mail.queue_url)
         # notification id -> times the operator sent it again on purpose (--resend)
         self.resent: Counter = Counter()
         # queue URL -> its dead-letter queue's URL: IngestQueue, NotificationQueue, change queues
@@ -329,6 +368,8 @@ class Pipeline:
             *(reader for reader in self.filters if reader not in CONSUMERS),
             *CONSUMERS,
             "NotifierFunction",
+            SENDER,
+            RECORDER,
         ]
         self.uploads: list[Upload] = []
         self.held: list[str] = []  # S3 events taken out of the queue, to be delivered late
@@ -367,7 +408,7 @@ class Pipeline:
 
     def _dead_letter_queues(self) -> dict[str, str]:
         """IngestQueue's and NotificationQueue's dead-letter queues (redrive after MAX_RECEIVES,
-        as template.yaml sets them), and each change queue's."""
+        as template.yaml sets them), each change queue's, MailQueue's and MailEventsQueue's."""
         sqs, queues = self.stack.sqs, {}
         for name, url in (
             ("ingest", self.stack.ingest_queue_url),
@@ -379,7 +420,14 @@ class Pipeline:
                 QueueUrl=url, Attributes={"RedrivePolicy": json.dumps(redrive)}
             )
             queues[url] = dead
-        return queues | {url: dead for url, dead in self.change_queues.values()}
+        return (
+            queues
+            | {url: dead for url, dead in self.change_queues.values()}
+            | {
+                self.mail.queue_url: self.mail.dead_letter_queue_url,
+                self.mail.events_queue_url: self.mail.events_dead_letter_queue_url,
+            }
+        )
 
     def _change_queues(self) -> dict[str, tuple[str, str]]:
         """Each consumer's queue and its dead-letter queue (redrive after MAX_RECEIVES); in router
@@ -497,11 +545,12 @@ class Pipeline:
             env = self.envs[name] = Environment(function, module, record_calls(module))
         return env
 
-    def throttle(self, function: str, operation: str, times: int) -> None:
+    def throttle(self, function: str, operation: str, times: int) -> Throttle:
         """The environment's next `times` calls of `operation` fail with the throttling error
         (after boto3's own retries)."""
         env = self.environment(function)
         env.throttles.append(throttle(env.module, operation, times))
+        return env.throttles[-1]
 
     def arm_crash(self, function: str, after_call: int) -> None:
         """The function's invocations from now on crash after their `after_call`-th AWS call,
@@ -555,6 +604,10 @@ class Pipeline:
             return self.stack.ingest_queue_url
         if function == "NotifierFunction":
             return self.stack.notification_queue_url
+        if function == SENDER:
+            return self.mail.queue_url
+        if function == RECORDER:
+            return self.mail.events_queue_url
         return self.change_queues[function][0]
 
     def deliver_queue(
@@ -566,22 +619,23 @@ class Pipeline:
         reverse: bool = False,
         overlap_after: int | None = None,
     ) -> bool:
-        """One batch from the function's queue (in reverse order: a standard queue keeps none);
-        False when the queue was empty. A failed message is received again once the model's
-        clock has passed its visibility timeout. `overlap_after` k: after the invocation's k-th
-        call, a second invocation (another environment) gets the same messages, as when their
-        visibility timeout ended while the first ran, and runs to its end; then the first goes
-        on."""
+        """One batch from the function's queue, of at most its mapping's batch size (in reverse
+        order: a standard queue keeps none; MailQueue, FIFO, gives each group's in order and
+        none of a group with a message in flight); False when the queue was empty. A failed
+        message is received again once the model's clock has passed its visibility timeout.
+        `overlap_after` k: after the invocation's k-th call, a second invocation (another
+        environment) gets the same messages, as when their visibility timeout ended while the
+        first ran, and runs to its end; then the first goes on."""
         url = self.queue_url(function)
         messages = self.stack.sqs.receive_message(
             QueueUrl=url,
-            MaxNumberOfMessages=max_messages,
+            MaxNumberOfMessages=min(max_messages, BATCH_SIZES.get(function, max_messages)),
             VisibilityTimeout=VISIBILITY_SECONDS[function],
             MessageSystemAttributeNames=["All"],
         ).get("Messages", [])
         if not messages:
             return False
-        if reverse:
+        if reverse and not url.endswith(".fifo"):
             messages.reverse()
         event = sqs_event(messages, f"arn:aws:sqs:{REGION}:{ACCOUNT}:{url.rsplit('/', 1)[-1]}")
         if function in self.queue_filters:
@@ -615,31 +669,57 @@ class Pipeline:
             self._watch_new_files()
         return True
 
-    def hold_change(self, consumer: str) -> bool:
-        """A change message received by an invocation that never answers (it timed out, say):
-        invisible until its visibility timeout ends, while later messages go by."""
-        url = self.change_queues[consumer][0]
+    def hold_in_flight(self, function: str) -> bool:
+        """A message of the function's queue received by an invocation that never answers (it
+        timed out, say): invisible until its visibility timeout ends, while later messages go by
+        (in MailQueue, FIFO, none of its group)."""
         messages = self.stack.sqs.receive_message(
-            QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=VISIBILITY_SECONDS[consumer]
+            QueueUrl=self.queue_url(function),
+            MaxNumberOfMessages=1,
+            VisibilityTimeout=VISIBILITY_SECONDS[function],
         ).get("Messages", [])
         return bool(messages)
 
     def dead_letter(self, function: str, crash_after: int) -> None:
         """A batch of the function's queue fails at each of its receives (its invocation crashes
         after the same call each time, if it gets that far), a visibility timeout apart, until
-        SQS moves its messages to the dead-letter queue (at the receive after MAX_RECEIVES)."""
-        for _ in range(MAX_RECEIVES):
+        SQS moves its messages to the dead-letter queue (at the receive after its maximum)."""
+        for _ in range(RECEIVES[function]):
             if not self.deliver_queue(function, 10, crash_after, twice=False):
                 return
             self.time_passes(VISIBILITY_SECONDS[function] + 1)
+
+    def recorder_fails_until_dead_lettered(self) -> None:
+        """MailEventsFunction's writes are throttled at every receive of what its queue holds,
+        until SQS moves it all to MailEventsDeadLetterQueue (a crash after its one write would
+        come too late: the event is recorded)."""
+        failing = self.throttle(RECORDER, "dynamodb:PutItem", times=10**6)
+        self.time_passes(RECEIVES[RECORDER] * (VISIBILITY_SECONDS[RECORDER] + 1))
+        failing.clear()
 
     def dead_letters_held(self) -> bool:
         return any(self._count(dead) for dead in self.dead_letters.values())
 
     def time_passes(self, seconds: float) -> None:
         """The model's clock moves on: visibility timeouts end, claims held by crashed
-        invocations expire, SNS's deduplication windows close, claims age."""
-        self.clock.advance(seconds)
+        invocations expire, SNS's deduplication windows close, claims age. MailEventsQueue's
+        mapping polls meanwhile: what the queue holds is received (recorded, or failed by the
+        faults armed) as the clock passes each visibility timeout, so a Send event is recorded,
+        or dead-lettered after its receives, within the mail sender's wait. (A Send event left
+        unreceived for longer is past the design's horizon: docs/design.md, "The last hop".)"""
+        step = VISIBILITY_SECONDS[RECORDER] + 1
+        left = seconds
+        self._recorder_polls()
+        while left > 0:
+            moving = min(left, step) if self._count(self.mail.events_queue_url) else left
+            self.clock.advance(moving)
+            left -= moving
+            self._recorder_polls()
+
+    def _recorder_polls(self) -> None:
+        """MailEventsFunction gets every batch its queue shows (the faults armed strike)."""
+        while self.deliver_queue(RECORDER, 10, None, twice=False):
+            pass
 
     # -- the operator's commands -----------------------------------------------------------------
     def stack_client(self) -> StackClient:
@@ -657,6 +737,7 @@ class Pipeline:
                 f"{ops_records.NOTIFICATION_DLQ}Url": self.dead_letters[
                     self.stack.notification_queue_url
                 ],
+                **{f"{name}Url": dead for dead, name in self.mail_dead_letter_queues.items()},
                 "FanOut": self.mode,
             },
             parameters={"GoodwillWaitSeconds": "600"},
@@ -742,15 +823,35 @@ class Pipeline:
             return False
         return bool(result[0].get("purged"))
 
+    @property
+    def mail_dead_letter_queues(self) -> dict[str, str]:
+        """The last hop's dead-letter queues: URL -> their name in ops (their stack output's)."""
+        return {
+            self.mail.dead_letter_queue_url: "MailDeadLetterQueue",
+            self.mail.events_dead_letter_queue_url: "MailEventsDeadLetterQueue",
+        }
+
     def dlq_redrive(self, resend: bool = False) -> bool:
         """`ops dlq redrive <X>DeadLetterQueue --yes` of every dead-letter queue holding messages:
         NotificationDeadLetterQueue's through ops (ops.records: what was published is listed, what
         was claimed too long ago and never recorded is refused unless `--resend`, which releases
-        those claims: each is allowed once more at the subscriber); the others are SQS's move
-        back to their source queue, all `ops dlq redrive` does for them."""
+        those claims: each is allowed once more at the subscriber); MailDeadLetterQueue's and
+        MailEventsDeadLetterQueue's through ops' command (ops.cli: no --resend for them), SQS's
+        move back to their source queue; the change queues' are that move, all `ops dlq redrive`
+        does for them."""
         moved = False
         for url, dead in self.dead_letters.items():
             if not self._count(dead):
+                continue
+            if name := self.mail_dead_letter_queues.get(dead):
+                args = argparse.Namespace(
+                    queue=name, rate=None, dry_run=False, resend=False, yes=True, json=True
+                )
+                result = self.run_operator(
+                    f"dlq redrive {name}",
+                    lambda args=args: ops_cli.dlq_redrive(self.operator_stack, args),
+                )
+                moved |= result is not None
                 continue
             if url != self.stack.notification_queue_url:
                 self._move(dead, url)
@@ -812,22 +913,33 @@ class Pipeline:
 
     def _move(self, dead: str, url: str) -> int:
         """SQS's StartMessageMoveTask, done at once: every visible message of `dead` sent back
-        to `url`."""
+        to `url` (to a FIFO queue with its group and deduplication ids)."""
         moved = 0
         while messages := self.stack.sqs.receive_message(
-            QueueUrl=dead, MaxNumberOfMessages=10, VisibilityTimeout=0
+            QueueUrl=dead,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=0,
+            MessageSystemAttributeNames=["MessageGroupId", "MessageDeduplicationId"],
         ).get("Messages", []):
             for message in messages:
-                self.stack.sqs.send_message(QueueUrl=url, MessageBody=message["Body"])
+                fifo = {}
+                if url.endswith(".fifo"):
+                    fifo = {
+                        "MessageGroupId": message["Attributes"]["MessageGroupId"],
+                        "MessageDeduplicationId": message["Attributes"]["MessageDeduplicationId"],
+                    }
+                self.stack.sqs.send_message(QueueUrl=url, MessageBody=message["Body"], **fifo)
                 self.stack.sqs.delete_message(QueueUrl=dead, ReceiptHandle=message["ReceiptHandle"])
                 moved += 1
         return moved
 
     def _move_back(self, stack, queue: str, rate, *, progress: bool):
-        """ops.redrive.redrive, as moto can run it (no message move tasks)."""
-        assert queue == ops_records.NOTIFICATION_DLQ, queue
-        url = self.stack.notification_queue_url
-        moved = self._move(self.dead_letters[url], url)
+        """ops.redrive.redrive, as moto can run it (the local stack's move tasks run on their
+        own thread, on the real clock): the dead-letter queue output ``queue`` names, back to
+        its source."""
+        dead = stack.outputs[f"{queue}Url"]
+        [url] = [source for source, target in self.dead_letters.items() if target == dead]
+        moved = self._move(dead, url)
         return {"queue": queue, "status": "COMPLETED", "moved": moved}, f"{moved} moved", True
 
     def stream_replay(self, crash_after: int | None = None) -> bool:

@@ -31,10 +31,18 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from shared import ingest, keys, rules
+from shared import idempotency, ingest, keys, rules
 
 from tests.unit.model.design import check_final_state
-from tests.unit.model.pipeline import MODES, OPERATIONS, OPS_OPERATIONS, PIPE, Pipeline
+from tests.unit.model.pipeline import (
+    MODES,
+    OPERATIONS,
+    OPS_OPERATIONS,
+    PIPE,
+    RECORDER,
+    SENDER,
+    Pipeline,
+)
 from tests.unit.support import moto_stack
 
 EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "6"))
@@ -51,6 +59,7 @@ KEYS = (
 CALLERS = ("+15550000001", "+15550000002", "+15550000003")
 CONTACTS = 10  # c-0 .. c-9, r-0 .. r-9
 ROWS = 12  # at most, a file
+MAIL_WAIT = idempotency.MAIL_SEND_EVENT_WAIT_SECONDS  # the template's MailSendEventWaitSeconds
 # The legs of the small world's interactions: r-1 was transferred on from r-0, r-3 from r-2.
 # Records have ids of their own: one contact's copies come from one source, and share one
 # interaction.
@@ -324,17 +333,25 @@ class PipelineMachine(RuleBasedStateMachine):
         self.pipeline.deliver_stream(reader, n, None, twice=False, give_up=True)
 
     @rule(data=st.data())
-    def a_change_is_held_in_flight(self, data):
-        if self.pipeline.change_queues:
-            self.pipeline.hold_change(
-                data.draw(st.sampled_from(sorted(self.pipeline.change_queues)))
-            )
+    def a_message_is_held_in_flight(self, data):
+        """A change, a notification at the mail sender (its FIFO group held up behind it) or an
+        SES event at its recorder."""
+        queues = [*sorted(self.pipeline.change_queues), SENDER, RECORDER]
+        self.pipeline.hold_in_flight(data.draw(st.sampled_from(queues)))
 
-    @rule(seconds=st.sampled_from([5, 31, 61, 121, 271, 301, 721, 3600, 4 * 3600]))
+    @rule()
+    def the_mail_events_fail_until_dead_lettered(self):
+        """MailEventsFunction fails (its writes throttled) at every receive of what its queue
+        holds, until it is all in MailEventsDeadLetterQueue: a send in doubt then waits for the
+        operator's redrive."""
+        self.pipeline.recorder_fails_until_dead_lettered()
+
+    @rule(seconds=st.sampled_from([5, 31, 61, 121, 271, 301, MAIL_WAIT + 1, 721, 3600, 4 * 3600]))
     def time_passes(self, seconds):
         """Visibility timeouts end (a queue's messages come back after theirs: 60 s, IngestQueue's
-        720 s), crashed invocations' claims expire, SNS's 5-minute deduplication window closes
-        and the notifier's 270 s to adopt a claim run out; a backlog of hours."""
+        720 s), crashed invocations' claims expire, SNS's 5-minute deduplication window closes,
+        the notifier's 270 s to adopt a claim and the mail sender's wait for SES's Send event run
+        out; a backlog of hours."""
         self.pipeline.time_passes(seconds)
 
     @rule(data=st.data(), function=st.sampled_from(sorted(OPERATIONS)), times=st.integers(1, 3))
