@@ -77,11 +77,13 @@ MAIL_IDENTITY = "example.com"
 
 @dataclass
 class Mail:
-    """The last hop's queues: MailQueue (FIFO, NotificationsTopic's subscription) and its
-    dead-letter queue, MailEventsQueue (what MailEventsRule hands on) and its dead-letter queue."""
+    """The last hop's queues: MailQueue (FIFO, NotificationsTopic's subscription), its
+    dead-letter queue and MailDeliveryDeadLetterQueue (what the subscription could not deliver),
+    MailEventsQueue (what MailEventsRule hands on) and its dead-letter queue."""
 
     queue_url: str
     dead_letter_queue_url: str
+    delivery_dead_letter_queue_url: str
     events_queue_url: str
     events_dead_letter_queue_url: str
     queue_arn: str
@@ -90,7 +92,8 @@ class Mail:
 def create_mail(stack, monkeypatch) -> Mail:
     """The stack's SES resources as template.yaml declares them, made with the local stack's
     CloudFormation models (the configuration set's events to the default bus), MailEventsRule
-    and the last hop's queues with their redrive policies; the mail sender's environment set.
+    (its dead-letter queue MailEventsDeadLetterQueue, no retries) and the last hop's queues with
+    their redrive policies; the mail sender's environment set.
     The inbox starts empty."""
     ses.reset()
     config_set = f"{MAIL_STACK}-mail"
@@ -134,6 +137,9 @@ def create_mail(stack, monkeypatch) -> Mail:
             "Template",
         )
     mail_queue, mail_dead_letters = _queue_with_dead_letters(stack, "MailQueue", "mail", fifo=True)
+    undelivered = stack.sqs.create_queue(
+        QueueName="mail-delivery-dlq.fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
     events_queue, events_dead_letters = _queue_with_dead_letters(
         stack, "MailEventsQueue", "mail-events", fifo=False
     )
@@ -169,6 +175,7 @@ def create_mail(stack, monkeypatch) -> Mail:
     return Mail(
         mail_queue,
         mail_dead_letters,
+        undelivered,
         events_queue,
         events_dead_letters,
         queue_arn(stack, mail_queue),

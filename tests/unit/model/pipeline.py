@@ -100,6 +100,7 @@ from harness.in_process import ACCOUNT, REGION, ShrinkingClock, client, load_han
 from harness.stack import StackClient
 from ops import cli as ops_cli
 from ops import contacts as ops_contacts
+from ops import delivery_redrive as ops_delivery_redrive
 from ops import fan_out
 from ops import files as ops_files
 from ops import records as ops_records
@@ -132,6 +133,10 @@ FUNCTION_DIRS = {
 CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
 SENDER = "MailSenderFunction"  # MailQueue (FIFO) -> SES
 RECORDER = "MailEventsFunction"  # MailEventsQueue -> MAIL_SENT, the evidence of a send
+# The mail sender's call that sends a notification claimed anew with an address, first in its
+# batch: dynamodb:GetItem (the address's MAIL_UNDELIVERABLE mark), dynamodb:PutItem (the claim),
+# email:SendEmail; a crash after it dies before the claim's save (dynamodb:UpdateItem).
+SEND_EMAIL_CALL = 3
 PIPE = "ChangePipe"  # no function: EventBridge's pipe, bus and rules
 # What each function calls: the operations a throttle may strike.
 OPERATIONS = {
@@ -182,6 +187,7 @@ RECEIVES = {
 # The most messages a batch of the function's queue holds (its mapping's BatchSize), when below 10
 BATCH_SIZES = {SENDER: resources()["MailQueueMapping"]["Properties"]["BatchSize"]}
 RELEASE = ops_records.release  # ops' own, which the model wraps
+REDRIVE = ops_redrive.redrive  # ops' own, which the model runs as moto can
 # SNS FIFO drops a publish whose deduplication id was accepted less than 5 minutes before.
 DEDUPLICATION_SECONDS = 300
 # What the operator's commands call (a throttle may strike them too).
@@ -242,11 +248,15 @@ class FifoSubscriber:
     clock: each entry a PublishBatch accepted is delivered to MailQueue (its group and
     deduplication ids), unless an entry with its deduplication id was delivered less than
     DEDUPLICATION_SECONDS before (SNS FIFO's deduplication interval). So a publish repeated an
-    hour later is a second message the mail sender receives."""
+    hour later is a second message the mail sender receives. While MailQueue refuses the topic
+    (`refused`: its policy changed by hand, say), what SNS accepts goes to the subscription's
+    dead-letter queue instead, as SNS puts it there (no retries to a refusing queue)."""
 
-    def __init__(self, clock: ModelClock, queue_url: str):
+    def __init__(self, clock: ModelClock, queue_url: str, dead_letter_queue_url: str):
         self.clock = clock
         self.queue_url = queue_url
+        self.dead_letter_queue_url = dead_letter_queue_url
+        self.refused = 0  # how many of the next deliveries MailQueue refuses
         self.delivered_at: dict[str, float] = {}  # deduplication id -> its window's start
         self.received: Counter = Counter()  # (kind, contact_id) of each message received
         self.ids: dict[tuple[str, str], str] = {}  # (kind, contact_id) -> notification id
@@ -276,8 +286,12 @@ class FifoSubscriber:
         self.received[(body["kind"], body["contact_id"])] += 1
         self.ids[(body["kind"], body["contact_id"])] = body["notification_id"]
         self.messages.setdefault(body["notification_id"], []).append(body)
+        url = self.queue_url
+        if self.refused:
+            self.refused -= 1
+            url = self.dead_letter_queue_url
         client("sqs").send_message(
-            QueueUrl=self.queue_url,
+            QueueUrl=url,
             MessageBody=entry["Message"],
             MessageGroupId=entry["MessageGroupId"],
             MessageDeduplicationId=dedup_id,
@@ -353,7 +367,9 @@ class Pipeline:
         self.clock.install(monkeypatch)
         # the last hop: MailQueue, MailEventsQueue, their dead-letter queues, SES and its rule
         self.mail = create_mail(stack, monkeypatch)
-        self.subscriber = FifoSubscriber(self.clock, self.mail.queue_url)
+        self.subscriber = FifoSubscriber(
+            self.clock, self.mail.queue_url, self.mail.delivery_dead_letter_queue_url
+        )
         # notification id -> times the operator sent it again on purpose (--resend)
         self.resent: Counter = Counter()
         # queue URL -> its dead-letter queue's URL: IngestQueue, NotificationQueue, change queues
@@ -689,6 +705,11 @@ class Pipeline:
                 return
             self.time_passes(VISIBILITY_SECONDS[function] + 1)
 
+    def mail_queue_refuses_the_topic(self, deliveries: int) -> None:
+        """SNS cannot deliver the next `deliveries` notifications to MailQueue (its policy was
+        changed by hand): they go to MailDeliveryDeadLetterQueue."""
+        self.subscriber.refused = deliveries
+
     def recorder_fails_until_dead_lettered(self) -> None:
         """MailEventsFunction's writes are throttled at every receive of what its queue holds,
         until SQS moves it all to MailEventsDeadLetterQueue (a crash after its one write would
@@ -697,8 +718,14 @@ class Pipeline:
         self.time_passes(RECEIVES[RECORDER] * (VISIBILITY_SECONDS[RECORDER] + 1))
         failing.clear()
 
+    @property
+    def failure_queues(self) -> list[str]:
+        """Every dead-letter queue: each queue's, and MailDeliveryDeadLetterQueue (no queue's
+        redrive target: what NotificationsTopic could not deliver to MailQueue)."""
+        return [*self.dead_letters.values(), self.mail.delivery_dead_letter_queue_url]
+
     def dead_letters_held(self) -> bool:
-        return any(self._count(dead) for dead in self.dead_letters.values())
+        return any(self._count(dead) for dead in self.failure_queues)
 
     def time_passes(self, seconds: float) -> None:
         """The model's clock moves on: visibility timeouts end, claims held by crashed
@@ -737,6 +764,7 @@ class Pipeline:
                 f"{ops_records.NOTIFICATION_DLQ}Url": self.dead_letters[
                     self.stack.notification_queue_url
                 ],
+                "MailQueueUrl": self.mail.queue_url,
                 **{f"{name}Url": dead for dead, name in self.mail_dead_letter_queues.items()},
                 "FanOut": self.mode,
             },
@@ -828,6 +856,7 @@ class Pipeline:
         """The last hop's dead-letter queues: URL -> their name in ops (their stack output's)."""
         return {
             self.mail.dead_letter_queue_url: "MailDeadLetterQueue",
+            self.mail.delivery_dead_letter_queue_url: "MailDeliveryDeadLetterQueue",
             self.mail.events_dead_letter_queue_url: "MailEventsDeadLetterQueue",
         }
 
@@ -835,23 +864,25 @@ class Pipeline:
         """`ops dlq redrive <X>DeadLetterQueue --yes` of every dead-letter queue holding messages:
         NotificationDeadLetterQueue's through ops (ops.records: what was published is listed, what
         was claimed too long ago and never recorded is refused unless `--resend`, which releases
-        those claims: each is allowed once more at the subscriber); MailDeadLetterQueue's and
-        MailEventsDeadLetterQueue's through ops' command (ops.cli: no --resend for them), SQS's
-        move back to their source queue; the change queues' are that move, all `ops dlq redrive`
-        does for them."""
+        those claims: each is allowed once more at the subscriber); the last hop's through ops'
+        command (ops.cli: no --resend for them): MailDeadLetterQueue's and
+        MailEventsDeadLetterQueue's SQS's move back to their source queue,
+        MailDeliveryDeadLetterQueue's ops' own sending on to MailQueue (ops.delivery_redrive);
+        the change queues' are SQS's move, all `ops dlq redrive` does for them."""
         moved = False
-        for url, dead in self.dead_letters.items():
+        for dead, name in self.mail_dead_letter_queues.items():
             if not self._count(dead):
                 continue
-            if name := self.mail_dead_letter_queues.get(dead):
-                args = argparse.Namespace(
-                    queue=name, rate=None, dry_run=False, resend=False, yes=True, json=True
-                )
-                result = self.run_operator(
-                    f"dlq redrive {name}",
-                    lambda args=args: ops_cli.dlq_redrive(self.operator_stack, args),
-                )
-                moved |= result is not None
+            args = argparse.Namespace(
+                queue=name, rate=None, dry_run=False, resend=False, yes=True, json=True
+            )
+            result = self.run_operator(
+                f"dlq redrive {name}",
+                lambda args=args: ops_cli.dlq_redrive(self.operator_stack, args),
+            )
+            moved |= result is not None
+        for url, dead in self.dead_letters.items():
+            if dead in self.mail_dead_letter_queues or not self._count(dead):
                 continue
             if url != self.stack.notification_queue_url:
                 self._move(dead, url)
@@ -936,7 +967,9 @@ class Pipeline:
     def _move_back(self, stack, queue: str, rate, *, progress: bool):
         """ops.redrive.redrive, as moto can run it (the local stack's move tasks run on their
         own thread, on the real clock): the dead-letter queue output ``queue`` names, back to
-        its source."""
+        its source; a delivery dead-letter queue's, sent on by ops itself (no move task)."""
+        if queue in stack.delivery_dead_letter_queues:
+            return REDRIVE(stack, queue, rate, progress=progress)
         dead = stack.outputs[f"{queue}Url"]
         [url] = [source for source, target in self.dead_letters.items() if target == dead]
         moved = self._move(dead, url)
@@ -1120,6 +1153,7 @@ class Pipeline:
         on purpose (--resend) what may have been published (the design leaves that to them)."""
         self.release_held()
         self.armed.clear()
+        self.subscriber.refused = 0
         for throttled in self.operator_throttles:
             throttled.clear()
         for env in self.envs.values():
@@ -1141,10 +1175,12 @@ class Pipeline:
 
     def in_flight(self) -> list[float]:
         """The visibility timeout of each queue holding a message in flight (seconds; a
-        dead-letter queue's: ops looked at it, ops.records.LOOK_SECONDS)."""
+        dead-letter queue's: ops looked at it, ops.records.LOOK_SECONDS, or was sending it on,
+        ops.delivery_redrive.VISIBILITY_SECONDS)."""
         readers = [f for f in VISIBILITY_SECONDS if f not in CONSUMERS or self.change_queues]
         timeouts = {self.queue_url(f): VISIBILITY_SECONDS[f] for f in readers}
         timeouts |= dict.fromkeys(self.dead_letters.values(), ops_records.LOOK_SECONDS)
+        timeouts[self.mail.delivery_dead_letter_queue_url] = ops_delivery_redrive.VISIBILITY_SECONDS
         waiting = []
         for url, timeout in timeouts.items():
             attributes = self.stack.sqs.get_queue_attributes(
@@ -1157,7 +1193,8 @@ class Pipeline:
     def quiet(self) -> dict[str, int]:
         """Every queue's and dead-letter queue's messages left (visible or in flight), by URL:
         all 0 once quiet."""
-        return {url: self._count(url) for pair in self.dead_letters.items() for url in pair}
+        queues = [*self.dead_letters, *self.failure_queues]
+        return {url: self._count(url) for url in queues}
 
 
 # The flat format's fields, the header of a CSV export.

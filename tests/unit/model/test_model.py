@@ -40,6 +40,7 @@ from tests.unit.model.pipeline import (
     OPS_OPERATIONS,
     PIPE,
     RECORDER,
+    SEND_EMAIL_CALL,
     SENDER,
     Pipeline,
 )
@@ -340,6 +341,19 @@ class PipelineMachine(RuleBasedStateMachine):
         self.pipeline.hold_in_flight(data.draw(st.sampled_from(queues)))
 
     @rule()
+    def the_mail_sender_dies_after_send_email(self):
+        """A batch of one notification whose invocation dies once SES accepted its e-mail, before
+        its claim is saved (when the notification is new and has an address; otherwise another
+        crash point)."""
+        self.pipeline.deliver_queue(SENDER, 1, SEND_EMAIL_CALL, twice=False)
+
+    @rule(deliveries=st.integers(1, 3))
+    def the_mail_queue_refuses_the_topic(self, deliveries):
+        """SNS cannot deliver the next notifications to MailQueue: MailDeliveryDeadLetterQueue
+        holds them until the operator's redrive."""
+        self.pipeline.mail_queue_refuses_the_topic(deliveries)
+
+    @rule()
     def the_mail_events_fail_until_dead_lettered(self):
         """MailEventsFunction fails (its writes throttled) at every receive of what its queue
         holds, until it is all in MailEventsDeadLetterQueue: a send in doubt then waits for the
@@ -414,6 +428,8 @@ class PipelineMachine(RuleBasedStateMachine):
             event(reached)
         if any(count > 1 for count in self.pipeline.received_by_subscriber().values()):
             event("a notification received again after --resend")
+        if any(calls[-1:] == ("email:SendEmail",) for _, calls in self.pipeline.crashes):
+            event("the mail sender died after SendEmail, before its save")
 
 
 @pytest.mark.parametrize("mode", MODES)
