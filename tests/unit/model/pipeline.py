@@ -39,10 +39,17 @@ is retried after the visibility timeout. Two invocations of a queue's function o
 first one's k-th call, a second one gets the same messages and runs to its end, then the first
 goes on.
 
-SQS semantics kept from AWS (IngestQueue, NotificationQueue and the consumer queues): a batch of
-received messages; those the function did not report as failed are deleted; the others (or all,
-on a crash) come back after the visibility timeout, and after 5 receives move to the queue's
-dead-letter queue (IngestQueue's and NotificationQueue's too).
+SQS semantics kept from AWS (IngestQueue, NotificationQueue, the consumer queues and the last
+hop's): a batch of received messages; those the function did not report as failed are deleted;
+the others (or all, on a crash) come back after the visibility timeout, and after the queue's
+receives (5; MailQueue's 10) move to its dead-letter queue.
+
+The last hop: NotificationsTopic delivers to MailQueue (FIFO: a group's messages in order, none
+while one is in flight; FifoSubscriber), or to MailDeliveryDeadLetterQueue while MailQueue refuses
+it; MailSenderFunction sends with the local stack's SES, whose Send events MailEventsRule puts in
+MailEventsQueue (or MailEventsDeadLetterQueue), which MailEventsFunction records. The recorder's
+mapping polls while the model's clock moves, so an event is recorded, or dead-lettered after its
+receives, within the sender's wait (docs/design.md's horizon).
 
 The operator's commands run through ops' own code, on ops' own clients (which a throttle may
 strike): `ops file reprocess`, `ops idempotency purge` (a file's records, or a notification's,
@@ -55,6 +62,7 @@ says; nothing else is.
 
 Not modelled: the fan-out's delivery dead-letter queues (what the bus or the topic could not
 deliver to a consumer's queue: the model's bus and topic always deliver) and their redrive;
+SES refusing a send other than by a throttle, bounces and complaints (every address is good);
 DynamoDB TTL's removes and the stream's 24-hour trim (both need the ingest's own clock 400 days
 on); two stream invocations of one shard at once (Lambda never does that).
 """
@@ -1138,6 +1146,14 @@ class Pipeline:
             crash = crash_after if function == crash_function else None
             moved |= self.deliver(function, 10, crash, twice=False)
         return moved
+
+    def flow_up_to(self, function: str, max_rounds: int = 50) -> None:
+        """The functions before `function` in a round's order flow until nothing moves (armed
+        crashes and throttles strike on the way): what is on its way reaches its queue."""
+        before = self.order[: self.order.index(function)]
+        for _ in range(max_rounds):
+            if not any([self.deliver(f, 10, None, twice=False) for f in before]):
+                return
 
     def settle(self, max_rounds: int = 50) -> None:
         """Flow until nothing moves (armed crashes and throttles strike on the way)."""

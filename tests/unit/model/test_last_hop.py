@@ -26,16 +26,9 @@ def pipeline(aws_env, monkeypatch, capsys):
         capsys.readouterr()  # the handlers' logs
 
 
-def survey_reaches_mail_queue(pipeline: Pipeline) -> None:
-    """The survey's file flows up to MailQueue; neither mail function runs."""
-    before_mail = [f for f in pipeline.order if f not in (SENDER, RECORDER)]
-    while any([pipeline.deliver(f, 10, None, twice=False) for f in before_mail]):
-        pass
-
-
 def sender_dies_after_send_email(pipeline: Pipeline) -> None:
     pipeline.upload("incoming/a.jsonl", [SURVEY_DUE])
-    survey_reaches_mail_queue(pipeline)
+    pipeline.flow_up_to(SENDER)
     assert pipeline.deliver_queue(SENDER, 10, SEND_EMAIL_CALL, twice=False)
     assert pipeline.crashes == [
         (SENDER, ("dynamodb:GetItem", "dynamodb:PutItem", "email:SendEmail"))

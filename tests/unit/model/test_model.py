@@ -340,12 +340,16 @@ class PipelineMachine(RuleBasedStateMachine):
         queues = [*sorted(self.pipeline.change_queues), SENDER, RECORDER]
         self.pipeline.hold_in_flight(data.draw(st.sampled_from(queues)))
 
-    @rule()
-    def the_mail_sender_dies_after_send_email(self):
-        """A batch of one notification whose invocation dies once SES accepted its e-mail, before
-        its claim is saved (when the notification is new and has an address; otherwise another
-        crash point)."""
+    @rule(events_dead_lettered=st.booleans())
+    def the_mail_sender_dies_after_send_email(self, events_dead_lettered):
+        """What is on its way reaches MailQueue; the sender's batch of one notification dies once
+        SES accepted its e-mail, before its claim is saved (when the notification is new and has
+        an address; otherwise at another call); SES's Send event may then fail at its recorder
+        until MailEventsDeadLetterQueue holds it, so the sender's retries stay in doubt."""
+        self.pipeline.flow_up_to(SENDER)
         self.pipeline.deliver_queue(SENDER, 1, SEND_EMAIL_CALL, twice=False)
+        if events_dead_lettered:
+            self.pipeline.recorder_fails_until_dead_lettered()
 
     @rule(deliveries=st.integers(1, 3))
     def the_mail_queue_refuses_the_topic(self, deliveries):
