@@ -97,3 +97,19 @@ def test_a_notification_sns_could_not_deliver_is_mailed_after_its_redrive(pipeli
     assert mailed(pipeline) == 1
     pipeline.drain()
     check_final_state(pipeline)
+
+
+def test_a_send_event_redriven_but_not_yet_recorded_still_holds_the_sender(pipeline):
+    """The operator redrives MailEventsDeadLetterQueue: the Send event is back in
+    MailEventsQueue, not yet recorded, when the notification's redelivery comes (both mappings
+    poll at their own pace; a recorder still failing keeps it there for up to 5 receives). The
+    sender, past its wait, finds no MAIL_SENT and an empty dead-letter queue."""
+    sender_dies_after_send_email(pipeline)
+    pipeline.recorder_fails_until_dead_lettered()
+    pipeline.time_passes(WAIT + 1)
+    assert pipeline.dlq_redrive()
+
+    assert pipeline.deliver_queue(SENDER, 10, None, twice=False)
+    assert mailed(pipeline) == 1
+    pipeline.drain()
+    check_final_state(pipeline)
