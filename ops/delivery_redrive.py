@@ -16,11 +16,18 @@ the consumer's queue takes:
   MailQueue (FIFO) in its contact's group with its notification id as deduplication id, as the
   notifier published it; the mail sender's claim decides whether it is mailed.
 
-A message that holds no stream record (no notification) is left in the DLQ and reported (by
-message id and reason, never its content: it carries contact data), and the command exits 1.
-Each message is sent before it is deleted: an interruption between the two sends it again on the
-next redrive, which the consumers (the mail sender) take as the duplicate it is. Ctrl-C stops;
-what moved stays moved.
+And `ops dlq redrive MailEventsDeadLetterQueue`: SES's sending events MailEventsFunction gave up
+on (or MailEventsRule could not deliver), recorded in the table by ops itself with the layer's
+code the function runs (shared.aws.mail.record), then deleted. Moved back to MailEventsQueue
+instead, a Send event would for a while be in neither place a mail sender in doubt looks (the
+table's MAIL_SENT, this DLQ's count), up to MailEventsQueue's 5 receives if the recorder still
+fails, and the sender, past its wait, would mail the notification again.
+
+A message that holds no stream record (no notification, no sending event) is left in the DLQ and
+reported (by message id and reason, never its content: it carries contact data), and the command
+exits 1. Each message is sent (recorded) before it is deleted: an interruption between the two
+sends it again on the next redrive, which the consumers (the mail sender, the record's condition)
+take as the duplicate it is. Ctrl-C stops; what moved stays moved.
 """
 
 from __future__ import annotations
@@ -31,12 +38,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shared import notifications
+from shared import mail, notifications
+from shared.aws import mail as ses_mail
 from shared.batches.table_changes import NotAStreamRecord, stream_record
 
 from ops.errors import OpsError
 from ops.fan_out import FanOutMode
-from ops.stack import MAIL_DELIVERIES, Stack
+from ops.stack import MAIL_DELIVERIES, MAIL_EVENTS_DLQ, Stack
 
 BATCH = 10  # SQS's most per receive, send and delete
 # A message being moved is hidden this long from another redrive running at the same time; a
@@ -88,9 +96,19 @@ def redrive(
     progress: Callable[[int, int], None] | None,
 ) -> tuple[dict[str, Any], str, bool]:
     """``progress(done, total)`` is called after each batch (None: quiet)."""
-    destination = stack.delivery_dead_letter_queues.get(queue)
-    if destination is None:
-        raise OpsError(f"{queue} is not a delivery dead-letter queue of this stack")
+    if queue == MAIL_EVENTS_DLQ:
+        destination = "ContactsTableName"
+
+        def handle(messages: list[dict], kept: dict[str, tuple[str, str]]) -> int:
+            return record_batch(stack, messages, kept)
+    else:
+        destination = stack.delivery_dead_letter_queues.get(queue)
+        if destination is None:
+            raise OpsError(f"{queue} is not a delivery dead-letter queue of this stack")
+
+        def handle(messages: list[dict], kept: dict[str, tuple[str, str]]) -> int:
+            return move_batch(stack, queue, messages, stack.outputs[destination], kept)
+
     source_url = stack.outputs[f"{queue}Url"]
     attributes = stack.queue_attributes(f"{queue}Url", "ApproximateNumberOfMessages")
     to_move = int(attributes["ApproximateNumberOfMessages"])
@@ -107,7 +125,7 @@ def redrive(
         fresh = [m for m in messages if m["MessageId"] not in kept]
         if not fresh:
             break
-        moved += move_batch(stack, queue, fresh, stack.outputs[destination], kept)
+        moved += handle(fresh, kept)
         if progress:
             progress(moved, max(to_move, moved + len(kept)))
         if rate is not None:  # at most `rate` messages a second, on average
@@ -120,7 +138,7 @@ def redrive(
         print(file=sys.stderr)
     data = {
         "queue": queue,
-        "to": destination.removesuffix("Url"),
+        "to": destination.removesuffix("Url").removesuffix("Name"),
         "status": "COMPLETED" if not kept else "INCOMPLETE",
         "moved": moved,
         "to_move": to_move,
@@ -132,6 +150,41 @@ def redrive(
             f"  {item['message_id']}: {item['reason']}" for item in data["kept"]
         )
     return data, text, not kept
+
+
+def handles(stack: Stack, queue: str) -> bool:
+    """Whether ``queue``'s redrive is this module's (no SQS move task)."""
+    return queue == MAIL_EVENTS_DLQ or queue in stack.delivery_dead_letter_queues
+
+
+def record_batch(stack: Stack, messages: list[dict], kept: dict[str, tuple[str, str]]) -> int:
+    """Record one received batch of MailEventsDeadLetterQueue's events as MailEventsFunction
+    does (an event of no notification of ours has nothing to record), then delete them from the
+    DLQ; how many went. A message that is no sending event is added to ``kept``."""
+    done = []
+    for message in messages:
+        try:
+            event = mail.sending_event(json.loads(message["Body"])["detail"])
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            kept[message["MessageId"]] = ("not an SES sending event", message["ReceiptHandle"])
+            continue
+        if event is not None:
+            ses_mail.record(stack.dynamodb, stack.contacts_table, event)
+        done.append(message)
+    delete(stack, MAIL_EVENTS_DLQ, done)
+    return len(done)
+
+
+def delete(stack: Stack, queue: str, messages: list[dict]) -> None:
+    """Delete what was sent on (recorded) from the DLQ ``queue``."""
+    if messages:
+        stack.sqs.delete_message_batch(
+            QueueUrl=stack.outputs[f"{queue}Url"],
+            Entries=[
+                {"Id": str(n), "ReceiptHandle": message["ReceiptHandle"]}
+                for n, message in enumerate(messages)
+            ],
+        )
 
 
 def move_batch(
@@ -159,12 +212,5 @@ def move_batch(
     for failed in sent.get("Failed", []):
         message = sending.pop(failed["Id"])
         kept[message["MessageId"]] = (f"not sent: {failed['Code']}", message["ReceiptHandle"])
-    if sending:
-        stack.sqs.delete_message_batch(
-            QueueUrl=stack.outputs[f"{queue}Url"],
-            Entries=[
-                {"Id": entry_id, "ReceiptHandle": message["ReceiptHandle"]}
-                for entry_id, message in sending.items()
-            ],
-        )
+    delete(stack, queue, list(sending.values()))
     return len(sending)

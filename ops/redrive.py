@@ -5,7 +5,8 @@ bar on stderr. Ctrl-C cancels the task (CancelMessageMoveTask): what moved stays
 The queues are the stack's DLQs by their outputs (Stack.dead_letter_queues):
 IngestDeadLetterQueue, NotificationDeadLetterQueue, MailDeadLetterQueue (FIFO: its messages go
 back to MailQueue, where the mail sender's claims decide again) and MailEventsDeadLetterQueue
-(SES's sending events MailEventsFunction failed on; recording them is idempotent) always, and in
+(SES's sending events MailEventsFunction failed on: ops/delivery_redrive.py records them itself)
+always, and in
 fan-out modes pipe and router each consumer's <X>DeadLetterQueue, whose messages are the stream
 records the consumer failed on: redriven, the consumer gets them again from its queue.
 MailDeliveryDeadLetterQueue (what NotificationsTopic could not deliver to MailQueue) and each
@@ -35,7 +36,7 @@ def redrive(
         )
     if rate is not None and not 1 <= rate <= 500:
         raise OpsError("--rate must be 1-500 messages per second")
-    if queue in stack.delivery_dead_letter_queues:  # no source queue: sent on by hand
+    if delivery_redrive.handles(stack, queue):  # sent on or recorded by hand
         return delivery_redrive.redrive(stack, queue, rate, progress=bar if progress else None)
     source_arn = stack.queue_arn(f"{queue}Url")
     request: dict[str, Any] = {"SourceArn": source_arn}

@@ -51,6 +51,9 @@ FAILURE_QUEUES = (
 )
 # What NotificationsTopic could not deliver to MailQueue: no queue's redrive target.
 MAIL_DELIVERIES = {"MailDeliveryDeadLetterQueue": "MailQueueUrl"}
+# Its SES events are recorded by ops itself, never moved back to MailEventsQueue: on their way
+# there they would be in neither place a sender in doubt looks (ops/delivery_redrive.py).
+MAIL_EVENTS_DLQ = "MailEventsDeadLetterQueue"
 # The stream's consumers (LogicalIds). The fan-out mode (template parameter FanOut, the stack
 # output FanOut: ops/fan_out.py's table) brings them the table's changes.
 CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")

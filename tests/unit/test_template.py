@@ -1895,3 +1895,17 @@ def test_ses_sending_events_of_the_stacks_configuration_set_reach_the_recorder()
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["MailEventsDeadLetterQueue", "Arn"]}
     ([mapping],) = [events("MailEventsFunction", "SQS").values()]
     assert mapping["Queue"] == {"Fn::GetAtt": ["MailEventsQueue", "Arn"]}
+
+
+def test_no_one_moves_the_mail_events_dead_letters_back_to_their_queue():
+    """On their way back through MailEventsQueue, Send events would be in neither place a
+    sender in doubt looks: SQS's redrive is denied to everyone, `ops dlq redrive` records them."""
+    statements = RESOURCES["MailEventsDeadLetterQueuePolicy"]["Properties"]["PolicyDocument"]
+    [deny] = [s for s in statements["Statement"] if s["Sid"] == "DenyMoveBack"]
+    assert deny == {
+        "Sid": "DenyMoveBack",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "sqs:StartMessageMoveTask",
+        "Resource": {"Fn::GetAtt": ["MailEventsDeadLetterQueue", "Arn"]},
+    }

@@ -11,13 +11,16 @@ import contextlib
 import json
 from collections.abc import Iterator
 
+import boto3
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from shared import gift_cards, idempotency, notifications
 
 from emulator.services import ses
 from harness.events import contact, failed_ids, sqs_bodies_event
-from harness.in_process import ACCOUNT, cold_start
+from harness.in_process import ACCOUNT, REGION, cold_start
+from ops import delivery_redrive
+from ops.stack import MAIL_EVENTS_DLQ, Stack
 from tests.faults import Crash, record_calls
 from tests.unit.fanout.helpers import MAIL_STACK, Mail, create_mail, queue_arn
 
@@ -185,8 +188,9 @@ def test_a_send_event_held_in_the_dead_letter_queue_holds_a_send_in_doubt_past_t
     """The sender dies after SendEmail, and SES's Send event ends in MailEventsDeadLetterQueue
     (the recorder gave up on it, or the rule could not deliver it). Past the wait there is no
     MAIL_SENT, yet the e-mail went out: the sender stays in doubt while that queue holds anything,
-    and the queue's redrive (`ops dlq redrive`: its bodies back to MailEventsQueue) settles the
-    claim without a second e-mail."""
+    and the queue's redrive (`ops dlq redrive`, which records the events itself: moved back to
+    MailEventsQueue they would be in neither place the sender looks) settles the claim without a
+    second e-mail."""
     if held_back is rule_refused:
         held_back(stack, mail)
     first = cold_start("mail_sender", monkeypatch)
@@ -201,10 +205,19 @@ def test_a_send_event_held_in_the_dead_letter_queue_holds_a_send_in_doubt_past_t
     refused(retry, delivered(mail, SURVEY), lambda_context, "dead-letter queue")
     assert inbox_ids() == ["SURVEY-c-1"]
 
-    stack.sqs.set_queue_attributes(QueueUrl=mail.events_queue_url, Attributes={"Policy": ""})
-    for message in stack.drain(mail.events_dead_letter_queue_url):
-        stack.sqs.send_message(QueueUrl=mail.events_queue_url, MessageBody=message["Body"])
-    assert "Send" in record_sending_events(stack, mail, recorder, lambda_context)
+    operator = Stack(
+        "unit",
+        boto3.session.Session(region_name=REGION),
+        {
+            "ContactsTableName": stack.contacts_table,
+            "MailEventsDeadLetterQueueUrl": mail.events_dead_letter_queue_url,
+        },
+        {},
+    )
+    data, _, done = delivery_redrive.redrive(operator, MAIL_EVENTS_DLQ, None, progress=None)
+    assert (done, data["moved"], data["to"]) == (True, 2, "ContactsTable")  # Send, Delivery
+    assert stack.drain(mail.events_dead_letter_queue_url) == []
+    assert stack.drain(mail.events_queue_url) == []  # recorded, not moved back
     assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
 
     assert inbox_ids() == ["SURVEY-c-1"]

@@ -975,8 +975,9 @@ class Pipeline:
     def _move_back(self, stack, queue: str, rate, *, progress: bool):
         """ops.redrive.redrive, as moto can run it (the local stack's move tasks run on their
         own thread, on the real clock): the dead-letter queue output ``queue`` names, back to
-        its source; a delivery dead-letter queue's, sent on by ops itself (no move task)."""
-        if queue in stack.delivery_dead_letter_queues:
+        its source; a delivery dead-letter queue's sent on and MailEventsDeadLetterQueue's
+        recorded by ops itself (no move task)."""
+        if ops_delivery_redrive.handles(stack, queue):
             return REDRIVE(stack, queue, rate, progress=progress)
         dead = stack.outputs[f"{queue}Url"]
         [url] = [source for source, target in self.dead_letters.items() if target == dead]
@@ -1196,7 +1197,11 @@ class Pipeline:
         readers = [f for f in VISIBILITY_SECONDS if f not in CONSUMERS or self.change_queues]
         timeouts = {self.queue_url(f): VISIBILITY_SECONDS[f] for f in readers}
         timeouts |= dict.fromkeys(self.dead_letters.values(), ops_records.LOOK_SECONDS)
-        timeouts[self.mail.delivery_dead_letter_queue_url] = ops_delivery_redrive.VISIBILITY_SECONDS
+        for by_hand in (
+            self.mail.delivery_dead_letter_queue_url,
+            self.mail.events_dead_letter_queue_url,
+        ):
+            timeouts[by_hand] = ops_delivery_redrive.VISIBILITY_SECONDS
         waiting = []
         for url, timeout in timeouts.items():
             attributes = self.stack.sqs.get_queue_attributes(

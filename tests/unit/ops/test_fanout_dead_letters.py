@@ -2,12 +2,14 @@
 each consumer's ChangeDeliveryDeadLetterQueue, holding what EventBridge (the event itself) or SNS
 (the raw message) puts there, redriven into the consumer's queue as the rule's InputPath or the
 raw subscription would have delivered it, and taken by the consumer from there. And what
-NotificationsTopic could not deliver to MailQueue (every mode): MailDeliveryDeadLetterQueue."""
+NotificationsTopic could not deliver to MailQueue (every mode): MailDeliveryDeadLetterQueue; and
+SES's sending events MailEventsFunction gave up on, which ops records itself."""
 
 import json
 
 import pytest
-from shared import keys, notifications
+from shared import keys, mail, notifications
+from shared.aws import mail as ses_mail
 
 from harness.events import contact, failed_ids, sqs_event, stream_record
 from harness.in_process import ACCOUNT, REGION, load_handler
@@ -236,3 +238,45 @@ def test_a_notification_the_topic_could_not_deliver_goes_to_the_mail_queue_as_pu
         "MessageGroupId": "c-mail-1",
         "MessageDeduplicationId": survey["notification_id"],
     }
+
+
+def send_event(notification_id: str) -> dict:
+    """SES's Send event of a notification's e-mail as MailEventsRule delivers it (EventBridge's
+    envelope, SES's event in ``detail``, the notification id in the send's tag)."""
+    return {
+        "source": "aws.ses",
+        "detail-type": "Email Sent",
+        "detail": {
+            "eventType": mail.SEND,
+            "mail": {
+                "messageId": f"ses-{notification_id}",
+                "timestamp": "2026-12-07T10:00:00.000Z",
+                "tags": {mail.NOTIFICATION_TAG: [mail.tag_value(notification_id)]},
+            },
+        },
+    }
+
+
+def test_a_send_event_the_recorder_gave_up_on_is_recorded_by_the_redrive_not_moved_back(
+    ops_stack,
+):
+    """Moved back to MailEventsQueue, the event would be in neither place a sender in doubt
+    looks until the recorder took it: ops records it (MAIL_SENT), then deletes it."""
+    stack = with_fan_out(ops_stack, "lambda")
+    dead_letters = stack.sqs.create_queue(QueueName="MailEventsDeadLetterQueue")["QueueUrl"]
+    stack.outputs["MailEventsDeadLetterQueueUrl"] = dead_letters
+    notification_id = keys.notification_id(keys.SURVEY, "c-mail-9")
+    stack.sqs.send_message(
+        QueueUrl=dead_letters, MessageBody=json.dumps(send_event(notification_id))
+    )
+    not_one = stack.sqs.send_message(QueueUrl=dead_letters, MessageBody="{}")["MessageId"]
+
+    data, text, ok = redrive.redrive(stack, "MailEventsDeadLetterQueue", None, progress=False)
+
+    assert not ok and (data["moved"], data["to"]) == (1, "ContactsTable"), text
+    assert [(k["message_id"], k["reason"]) for k in data["kept"]] == [
+        (not_one, "not an SES sending event")
+    ]
+    assert ses_mail.sent_record(stack.dynamodb, stack.contacts_table, notification_id)
+    assert stack.queue_depth("MailEventsQueueUrl") == 0  # recorded, not moved back
+    assert [m["MessageId"] for m in stack.peek("MailEventsDeadLetterQueueUrl")] == [not_one]
