@@ -194,6 +194,19 @@ RECEIVES = {
 }
 # The most messages a batch of the function's queue holds (its mapping's BatchSize), when below 10
 BATCH_SIZES = {SENDER: resources()["MailQueueMapping"]["Properties"]["BatchSize"]}
+# One contact row due a survey: the upload of the runs that drive a hard case for sure.
+SURVEY_DUE = {
+    "contact_id": "c-1",
+    "caller": "+15550000001",
+    "agent_id": "agent-1",
+    "started_at": "2026-11-29T09:00:00Z",
+    "ended_at": "2026-11-29T10:00:00Z",
+    "updated_at": "2026-11-29T11:00:00Z",
+    "disposition": "RESOLVED",
+    "wait_seconds": 5,
+    "email": "someone@example.com",
+    "survey_opt_in": True,
+}
 RELEASE = ops_records.release  # ops' own, which the model wraps
 REDRIVE = ops_redrive.redrive  # ops' own, which the model runs as moto can
 # SNS FIFO drops a publish whose deduplication id was accepted less than 5 minutes before.

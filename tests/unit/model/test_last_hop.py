@@ -10,8 +10,7 @@ from shared import idempotency, ingest
 from emulator.services import ses
 from ops import records as ops_records
 from tests.unit.model.design import check_final_state
-from tests.unit.model.pipeline import RECORDER, SEND_EMAIL_CALL, SENDER, Pipeline
-from tests.unit.model.test_operator_horizons import SURVEY_DUE
+from tests.unit.model.pipeline import RECORDER, SEND_EMAIL_CALL, SENDER, SURVEY_DUE, Pipeline
 from tests.unit.support import moto_stack
 
 NOTIFICATION = "SURVEY#c-1"

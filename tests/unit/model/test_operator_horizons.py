@@ -4,21 +4,8 @@ shows it: the operator's command, the time that passes, what the subscriber rece
 from shared import ingest
 
 from tests.unit.model.design import check_final_state
-from tests.unit.model.pipeline import Pipeline
+from tests.unit.model.pipeline import SURVEY_DUE, Pipeline
 from tests.unit.support import moto_stack
-
-SURVEY_DUE = {
-    "contact_id": "c-1",
-    "caller": "+15550000001",
-    "agent_id": "agent-1",
-    "started_at": "2026-11-29T09:00:00Z",
-    "ended_at": "2026-11-29T10:00:00Z",
-    "updated_at": "2026-11-29T11:00:00Z",
-    "disposition": "RESOLVED",
-    "wait_seconds": 5,
-    "email": "someone@example.com",
-    "survey_opt_in": True,
-}
 
 
 def test_purging_a_young_claim_never_recorded_does_not_send_the_survey_twice(
