@@ -167,8 +167,12 @@ class Operator:
         moments = list(range(1, len(steps)))
         before: dict[int, list[Callable[[], None]]] = collections.defaultdict(list)
         after: dict[int, list[Callable[[], None]]] = collections.defaultdict(list)
-        kinds = (self.consumers_outage, self.notifier_outage, self.ingest_outage)
-        kinds += (self.delivery_outage,)
+        kinds = (
+            self.consumers_outage,
+            self.notifier_outage,
+            self.ingest_outage,
+            self.delivery_outage,
+        )
         outages = dict(
             zip(self.random.sample(moments, min(len(kinds), len(moments))), kinds, strict=False)
         )

@@ -6,9 +6,9 @@ The queues are the stack's DLQs by their outputs (Stack.dead_letter_queues):
 IngestDeadLetterQueue, NotificationDeadLetterQueue, MailDeadLetterQueue (FIFO: its messages go
 back to MailQueue, where the mail sender's claims decide again) and MailEventsDeadLetterQueue
 (SES's sending events MailEventsFunction failed on: ops/delivery_redrive.py records them itself)
-always, and in
-fan-out modes pipe and router each consumer's <X>DeadLetterQueue, whose messages are the stream
-records the consumer failed on: redriven, the consumer gets them again from its queue.
+always, and in fan-out modes pipe and router each consumer's <X>DeadLetterQueue, whose messages
+are the stream records the consumer failed on: redriven, the consumer gets them again from its
+queue.
 MailDeliveryDeadLetterQueue (what NotificationsTopic could not deliver to MailQueue) and each
 consumer's <X>ChangeDeliveryDeadLetterQueue (what the bus or the topic could not deliver to that
 queue) are no queue's redrive target: ops/delivery_redrive.py sends their messages on by hand."""

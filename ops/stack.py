@@ -252,7 +252,7 @@ class Stack:
         in pipe, router and pipe-topic mode each consumer's (LastAgentChangeDeliveryDeadLetterQueue
         -> LastAgentQueueUrl)."""
         if not self.fan_out_dead_letters:
-            return MAIL_DELIVERIES
+            return dict(MAIL_DELIVERIES)  # a caller's copy: the module's table stays as it is
         return MAIL_DELIVERIES | {
             self.consumer_delivery_dead_letter_queue(f).removesuffix("Url"): self.consumer_queue(f)
             for f in CONSUMERS
