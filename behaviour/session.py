@@ -35,6 +35,12 @@ NOT_SERVED_CODES = frozenset(
 )
 NOT_SERVED_STATUS = frozenset({404, 501})
 # What the emulators accept; against AWS, run with a profile's credentials instead.
+# The function's timeout (Lambda's default) and its source queues' visibility timeout, twice
+# it: Lambda refuses a mapping whose queue's is the shorter, and with the two equal, an
+# invocation slowed by a busy machine ended after its messages reappeared, so a message the
+# function had processed was delivered again (a CI run of sqs_partial_batch_response_with_filter).
+FUNCTION_TIMEOUT = 3
+VISIBILITY = 2 * FUNCTION_TIMEOUT
 DUMMY_CREDENTIALS = dict.fromkeys(("aws_access_key_id", "aws_secret_access_key"), "testing")
 
 # The function every mapping and pipe invokes: it sends each event it gets to the queue
@@ -160,13 +166,13 @@ class Session:
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
         return url, arn["Attributes"]["QueueArn"]
 
-    def queue_with_dlq(self, max_receive_count: int, visibility: int = 2) -> tuple[str, str, str]:
+    def queue_with_dlq(self, max_receive_count: int) -> tuple[str, str, str]:
         """A queue whose messages move to a dead-letter queue after ``max_receive_count``
         receives: (url, arn, dlq url)."""
         dlq_url, dlq_arn = self.queue("dlq")
         redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count}
         url, arn = self.queue(
-            "src", VisibilityTimeout=str(visibility), RedrivePolicy=json.dumps(redrive)
+            "src", VisibilityTimeout=str(VISIBILITY), RedrivePolicy=json.dumps(redrive)
         )
         return url, arn, dlq_url
 
@@ -238,7 +244,7 @@ class Session:
                     "Properties": {
                         "Runtime": "python3.13",
                         "Handler": "index.handler",
-                        "Timeout": 2,  # no more than the queues' visibility timeout
+                        "Timeout": FUNCTION_TIMEOUT,
                         "Role": {"Fn::GetAtt": ["Role", "Arn"]},
                         "Code": {"S3Bucket": bucket, "S3Key": "function.zip"},
                         "Environment": {

@@ -31,7 +31,9 @@ def sqs_partial_batch_response_returns_only_failed_messages(session: Session) ->
     url, arn, dlq = session.queue_with_dlq(max_receive_count=2)
     _send(session, url, "ok-1", "fail-2", "ok-3")
     session.mapping(function, EventSourceArn=arn, BatchSize=10, FunctionResponseTypes=REPORT)
-    dead = session.messages(dlq, 1, "the failed message in the dead-letter queue", settle=3)
+    dead = session.messages(
+        dlq, 1, "the failed message in the dead-letter queue", timeout=45, settle=3
+    )
     assert [m["Body"] for m in dead] == ["fail-2"], dead
     bodies = _bodies(session.observed(function, lambda e: True, "the deliveries"))
     assert bodies.count("ok-1") == 1 and bodies.count("ok-3") == 1, bodies
@@ -97,7 +99,9 @@ def sqs_partial_batch_response_with_filter(session: Session) -> None:
         FunctionResponseTypes=REPORT,
         FilterCriteria={"Filters": [{"Pattern": pattern}]},
     )
-    dead = session.messages(dlq, 1, "the failed message in the dead-letter queue", settle=3)
+    dead = session.messages(
+        dlq, 1, "the failed message in the dead-letter queue", timeout=45, settle=3
+    )
     assert [m["Body"] for m in dead] == [keep_fail], dead
     bodies = _bodies(session.observed(function, lambda e: True, "the deliveries"))
     assert drop not in bodies and bodies.count(keep_ok) == 1, bodies
