@@ -3,8 +3,9 @@
 `make behaviour`'s, not this module's: they need their own installs.
 
 The cases run at once (behaviour.runner), once for the module; each test reports one case.
-A case the stack is known to fail is marked xfail(strict): it fails here until the stack
-does what AWS does, and then its mark must go (docs/local-stack.md, "Behaviour suite")."""
+A case the stack is known to fail (behaviour.targets.KNOWN_GAPS) is marked xfail(strict): it
+fails here until the stack does what AWS does, and then its entry must go (docs/local-stack.md,
+"Behaviour suite")."""
 
 from __future__ import annotations
 
@@ -15,20 +16,10 @@ import pytest
 from behaviour import cases as _cases  # noqa: F401 - registers the cases
 from behaviour.case import CASES
 from behaviour.runner import PASS, Outcome, run_all
+from behaviour.targets import KNOWN_GAPS
 from tests.session_stack import empty_stack
 
 PORTS = range(4990, 5020)
-# What the stack does not do yet, by case: the reason.
-KNOWN_GAPS = {
-    "pipe_batch_size_bounds_each_invocation": (
-        "CreatePipe refuses a Lambda function target (event buses, SNS topics and state "
-        "machines only)"
-    ),
-    "pipe_stream_retries_then_dead_letter_queue": (
-        "CreatePipe refuses a Lambda function target (event buses, SNS topics and state "
-        "machines only)"
-    ),
-}
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """The behaviour suite's own parts: every case cites the AWS documentation, a case's outcome
-says whether the target failed it or does not serve it, and the table lands in its section."""
+says whether the target failed it or does not serve it, the table lands in its section, and
+`make behaviour` fails on what the local stack newly fails."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from behaviour import cases as _cases  # noqa: F401 - registers the cases
+from behaviour.__main__ import local_problems
 from behaviour.case import CASES, Case, Unsupported
 from behaviour.runner import FAIL, PASS, UNSUPPORTED, Outcome, run_case
 from behaviour.session import _Client
 from behaviour.table import END, START, markdown, publish
+from behaviour.targets import KNOWN_GAPS
 
 
 def test_every_case_cites_an_aws_documentation_page() -> None:
@@ -80,3 +83,13 @@ def test_the_table_has_a_row_per_case_and_a_column_per_target(tmp_path) -> None:
     doc.write_text(f"before\n{START}\nold\n{END}\nafter\n")
     publish(doc, table)
     assert doc.read_text() == f"before\n{START}\n{table}\n{END}\nafter\n"
+
+
+def test_make_behaviour_fails_on_a_new_failure_and_on_a_closed_gap_not_on_a_known_one() -> None:
+    [gap, *_] = KNOWN_GAPS
+    other = next(c.name for c in CASES if c.name not in KNOWN_GAPS)
+    assert local_problems({gap: Outcome(FAIL, "x", 1.0), other: Outcome(PASS, "", 1.0)}) == []
+    assert local_problems({other: Outcome(FAIL, "x", 1.0)}) == [f"the local stack fails {other}"]
+    assert local_problems({gap: Outcome(PASS, "", 1.0)}) == [
+        f"the local stack passes {gap}: take it out of KNOWN_GAPS"
+    ]
