@@ -13,8 +13,8 @@ line number. Outcomes, in the file's PROCESSING_LOG item:
   header without the contract's columns, corrupt gzip, past the size bounds); rows read before
   it stay stored.
 - SKIPPED_MISSING: deleted before it was read.
-- STALE: a newer version of the same key was applied first (S3 delivered this event late); it
-  changes nothing.
+- STALE: a newer version of the same key claimed it first (applied, or rejected: S3 delivered
+  this event late); it changes nothing.
 - IN_PROGRESS: too big for one invocation so far. The progress (next line, counts, report) is
   kept in the log and the file is resumed by a continuation message (s3_events.continuation).
 

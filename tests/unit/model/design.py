@@ -1,8 +1,10 @@
 """The final state the design defines for a set of uploaded files, whatever the deliveries:
 checked by the model-based tests once everything has been delivered.
 
-- every file has a final outcome: applied, or STALE because a newer version of its key was
-  applied first (a stale file changes nothing); a file whose processing began after a newer
+- every file has a final outcome: applied, or STALE because a newer version of its key claimed
+  it first (applied, or rejected as no contacts file: the key's newest upload is what it holds,
+  and docs/operations.md's IngestFilesStaleAlarm says to upload again what only the older one
+  held), and a stale file changes nothing; a file whose processing began after a newer
   version's did is STALE; a file once applied stays applied (a reprocess that finds a newer
   version ends it STALE, its rows stay as they were stored);
 - one CONTACT item per contact_id, holding the newest copy of it among the applied files (by the
@@ -55,14 +57,15 @@ def check_final_state(pipeline: Pipeline) -> None:
     assert set(pipeline.quiet().values()) == {0}, pipeline.quiet()
 
     items = items_by_type(pipeline)
-    # Files: each applied, or stale behind a newer version of its key that was applied, or (an
-    # object of contact records in which no record starts) not a contacts file.
+    # Files: each applied, or stale behind a newer version of its key that claimed it (applied or
+    # rejected), or (an object in which no record starts) not a contacts file.
     logs = {log["file_id"]: log for log in items.get(keys.PROCESSING_LOG, [])}
-    applied = []
+    applied, rejected = [], []
     for upload in pipeline.uploads:
         log = logs[upload.file_id]
         if log["outcome"] == ingest.REJECTED_FILE:
             assert not any(isinstance(r, dict) or r.startswith("{") for r in upload.rows), log
+            rejected.append(upload)
             continue
         assert log["outcome"] in (ingest.PROCESSED, ingest.STALE), log
         # applied: PROCESSED now, or once (a reprocess that found a newer version ends STALE)
@@ -73,7 +76,8 @@ def check_final_state(pipeline: Pipeline) -> None:
     for upload in pipeline.uploads:
         if logs[upload.file_id]["outcome"] == ingest.STALE:
             assert any(
-                other.key == upload.key and other.sequencer > upload.sequencer for other in applied
+                other.key == upload.key and other.sequencer > upload.sequencer
+                for other in applied + rejected
             ), upload.file_id
 
     # Contacts: the newest copy of each contact among the applied files, by the instant its own
