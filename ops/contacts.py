@@ -4,11 +4,12 @@ would deliver its change, without writing it (its version stays what it is).
 Since a contact's version is the record's own (LastUpdateTimestamp, updated_at), re-uploading
 an old export changes nothing; this is how a change the consumers never got (a stream batch past
 its 24 hours, a delivery DLQ that refused it) reaches them. The CONTACT item is read as stored
-and shaped as an INSERT (its first copy: a survey or a gift card may be due) or a MODIFY with
-the same image on both sides (a later copy: the last agent is checked, nothing is sent), then
-delivered to the stack's stream readers (the consumers' mappings, RouterFunction or ChangePipe)
-that admit it, as `ops stream replay` delivers a batch. Every consumer is idempotent: the last
-agent converges, the gift card and the notification ids are the interaction's.
+and shaped as the INSERT of its interaction's first copy, whichever copy it is: the lost change
+may be the first copy's, which a correction has replaced since, so what the stored copy makes
+due (a survey, a gift card) may still start, under the interaction's ids, which the consumers
+and the notifier dedupe (one already issued or published is not again). A contact past its
+`expires_at` is refused, as if DynamoDB's TTL, which deletes within days of it, had: the
+notifier's and the mail sender's records of it may have expired too.
 
 What could reach the customer is said first. A notification the notifier recorded as published
 is not published again; one it claimed and never recorded (the publish may have happened:
@@ -78,6 +79,12 @@ def current_item(stack: Stack, contact_id: str) -> dict[str, dict]:
     item = ref and stack.get_item({"pk": ref["item_pk"]["S"], "sk": ref["item_sk"]["S"]})
     if not item:
         raise OpsError(f"no contact {canonical} in the table (never stored, or expired)")
+    expires = datetime.fromtimestamp(int(item["expires_at"]["N"]), UTC)
+    if expires <= datetime.now(UTC):
+        raise OpsError(
+            f"contact {canonical} expired at {expires:%Y-%m-%dT%H:%M:%SZ} (its retention: "
+            "DynamoDB's TTL deletes it); nothing sent"
+        )
     return item
 
 
@@ -86,10 +93,8 @@ def plain(item: dict[str, dict]) -> dict[str, Any]:
 
 
 def notifications_due(stack: Stack, contact: dict[str, Any]) -> dict[str, str]:
-    """The notifications a redrive could send (a first copy's, by the rules) and what the
+    """The notifications a redrive could send (the stored copy's, by the rules) and what the
     notifier's records say of each."""
-    if contact.get("first_export") is not True:
-        return {}
     due = []
     if rules.survey_due(contact):
         due.append(notifications.survey(contact)["notification_id"])
@@ -108,7 +113,11 @@ def notifications_due(stack: Stack, contact: dict[str, Any]) -> dict[str, str]:
 
 def describe(contact: dict[str, Any], due: dict[str, str]) -> str:
     """What the redrive means, in ids and outcomes (never the caller or the e-mail)."""
-    copy = "its first copy" if contact.get("first_export") is True else "a later copy"
+    copy = (
+        "its first copy"
+        if contact.get("first_export") is True
+        else "a later copy, sent as the first"
+    )
     lines = [
         f"contact {contact['contact_id']} (interaction {keys.interaction_id(contact)}, "
         f"version {contact.get('updated_at', 'before versions')}, {copy})"
@@ -121,25 +130,22 @@ def describe(contact: dict[str, Any], due: dict[str, str]) -> str:
 
 
 def stream_record(stack: Stack, item: dict[str, dict]) -> dict:
-    """The item's change as the stream gives it: an INSERT for a first copy, else a MODIFY with
-    the same image on both sides; shaped as Lambda delivers it."""
+    """The item's change as the stream gives its interaction's first copy (an INSERT, marked
+    first_export), shaped as Lambda delivers it."""
     stream_arn = stack.dynamodb.describe_table(TableName=stack.contacts_table)["Table"][
         "LatestStreamArn"
     ]
-    first = item.get("first_export", {}).get("BOOL") is True
     change: dict[str, Any] = {
         "ApproximateCreationDateTime": datetime.now(UTC),
         "Keys": {"pk": item["pk"], "sk": item["sk"]},
-        "NewImage": item,
+        "NewImage": item | {"first_export": {"BOOL": True}},
         "SequenceNumber": "0",
         "SizeBytes": len(str(item)),
         "StreamViewType": "NEW_AND_OLD_IMAGES",
     }
-    if not first:
-        change["OldImage"] = item
     raw = {
         "eventID": uuid.uuid4().hex,
-        "eventName": "INSERT" if first else "MODIFY",
+        "eventName": "INSERT",
         "eventVersion": "1.1",
         "eventSource": "aws:dynamodb",
         "awsRegion": parse_arn(stream_arn)["region"],

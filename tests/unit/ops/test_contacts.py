@@ -5,6 +5,7 @@ shaped as the stream gives it, and what could reach the customer is said before 
 from datetime import UTC, datetime
 
 import pytest
+from boto3.dynamodb.types import TypeSerializer
 from shared import keys, model
 from shared.aws import table
 
@@ -35,18 +36,40 @@ def store(ops_stack, row: dict) -> dict:
     return item
 
 
-def test_a_first_copy_is_sent_as_its_insert_and_a_later_one_as_an_unchanged_modify(ops_stack):
+def test_any_copy_is_sent_as_the_insert_of_its_interactions_first_copy(ops_stack):
     store(ops_stack, SURVEY_DUE)
     first = contacts.stream_record(ops_stack, contacts.current_item(ops_stack, "c-7"))
     assert first["eventName"] == "INSERT" and "OldImage" not in first["dynamodb"]
     assert first["dynamodb"]["NewImage"]["first_export"] == {"BOOL": True}
     assert first["eventSourceARN"].startswith("arn:aws:dynamodb:")
 
+    # A correction replaced the first copy, perhaps before the consumers got its INSERT (a batch
+    # past the stream's 24 hours): the later copy goes as the first, so what it makes due may
+    # still start, under the interaction's ids, which the consumers dedupe.
     store(ops_stack, SURVEY_DUE | {"agent_id": "agent-2", "updated_at": "2026-11-29T10:00:00Z"})
-    later = contacts.stream_record(ops_stack, contacts.current_item(ops_stack, "c-7"))
-    assert later["eventName"] == "MODIFY"
-    assert later["dynamodb"]["OldImage"] == later["dynamodb"]["NewImage"]
+    item = contacts.current_item(ops_stack, "c-7")
+    assert item["first_export"] == {"BOOL": False}
+    later = contacts.stream_record(ops_stack, item)
+    assert later["eventName"] == "INSERT" and "OldImage" not in later["dynamodb"]
+    assert later["dynamodb"]["NewImage"]["first_export"] == {"BOOL": True}
     assert later["dynamodb"]["NewImage"]["agent_id"] == {"S": "agent-2"}
+    data, text, _ = contacts.redrive(ops_stack, "c-7", dry_run=True, resend=False, confirm=None)
+    assert data["notifications"] == {"SURVEY#c-7": contacts.UNSENT}
+    assert "a later copy, sent as the first" in text
+
+
+def test_a_contact_past_its_retention_is_refused_though_ttl_has_not_deleted_it(ops_stack):
+    """DynamoDB's TTL deletes within days of `expires_at`; by then the notifier's and the mail
+    sender's records of the contact's notifications may have expired, so a redrive could mail
+    the customer again."""
+    item = store(ops_stack, SURVEY_DUE)
+    expired = item | {"expires_at": int(datetime(2026, 12, 1, tzinfo=UTC).timestamp()) - 1}
+    ops_stack.dynamodb.put_item(
+        TableName=ops_stack.contacts_table,
+        Item={name: TypeSerializer().serialize(value) for name, value in expired.items()},
+    )
+    with pytest.raises(OpsError, match="c-7 expired at 2026-11-30T23:59:59Z"):
+        contacts.redrive(ops_stack, "c-7", dry_run=True, resend=False, confirm=None)
 
 
 def test_a_dry_run_says_which_notifications_could_follow_and_sends_nothing(ops_stack):
