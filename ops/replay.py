@@ -230,11 +230,17 @@ def pipe_name(arn: str) -> str | None:
     return None
 
 
-def read_range(stack: Stack, info: dict) -> list[dict]:
-    first, last = int(info["startSequenceNumber"]), int(info["endSequenceNumber"])
+def check_retention(info: dict) -> None:
+    """PastRetention when the batch's first record arrived longer ago than the stream keeps
+    records."""
     arrival = info.get("approximateArrivalOfFirstRecord")
     if arrival and datetime.fromisoformat(arrival) < datetime.now(UTC) - RETENTION:
         raise PastRetention(f"first record arrived {arrival}, more than 24 h ago")
+
+
+def read_range(stack: Stack, info: dict) -> list[dict]:
+    first, last = int(info["startSequenceNumber"]), int(info["endSequenceNumber"])
+    check_retention(info)
     streams = stack.client("dynamodbstreams")
     try:
         iterator = streams.get_shard_iterator(

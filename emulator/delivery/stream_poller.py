@@ -125,6 +125,11 @@ def lambda_record_json(record: dict[str, Any], stream_arn: str, region: str) -> 
         if isinstance(created, int | float):
             # DynamoDB Streams rounds down to the second; Lambda sends it as a JSON number.
             change["ApproximateCreationDateTime"] = float(int(created))
+    identity = shaped.get("userIdentity")
+    if isinstance(identity, dict):
+        # GetRecords' Identity (a TTL delete's: Type "Service", PrincipalId
+        # "dynamodb.amazonaws.com") as Lambda's event spells it
+        shaped["userIdentity"] = {"type": identity["Type"], "principalId": identity["PrincipalId"]}
     shaped["awsRegion"] = region
     shaped["eventSourceARN"] = stream_arn
     return json.dumps(shaped, default=_json_value).encode()

@@ -24,10 +24,25 @@ checked by the model-based tests once everything has been delivered.
   without an address, whose claim records it so; every notification's mail claim COMPLETED, none
   left in doubt;
 - nothing left undelivered: no message in any queue or dead-letter queue, no batch in
-  StreamFailureQueue (the operator has redriven and replayed what failed).
+  StreamFailureQueue (the operator has redriven and replayed what failed, or redriven the
+  contacts of a batch past the stream's 24 hours).
+
+Once the contacts' retention has passed (check_after_retention: the state above checked and
+remembered when it began, then TTL's deletes, the old exports uploaded again, the operator's
+commands, and TTL has deleted every expired item):
+
+- every file has a final outcome as above (one uploaded since stores nothing: its contacts
+  ended more than 399 days before the ingest);
+- the CONTACT, CONTACT_REF and GIFT_CARD items are those the table held then, less the expired
+  ones, unchanged; LAST_AGENT as above, over the CONTACT items left;
+- no item holding a caller's number or an e-mail is past its expires_at (or lacks one);
+- nothing the old exports hold produced an effect since: no message at the subscriber but one
+  more per --resend release of a notification it had received, no e-mail.
 """
 
+import json
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from boto3.dynamodb.types import TypeDeserializer
@@ -51,12 +66,14 @@ def items_by_type(pipeline: Pipeline) -> dict[str, list[dict]]:
     return found
 
 
-def check_final_state(pipeline: Pipeline) -> None:
+def check_delivered(pipeline: Pipeline) -> None:
     assert pipeline.stream_caught_up()
     assert pipeline.stream_failures == []
     assert set(pipeline.quiet().values()) == {0}, pipeline.quiet()
 
-    items = items_by_type(pipeline)
+
+def check_files(pipeline: Pipeline, items: dict[str, list[dict]]) -> list:
+    """The uploads applied, once each file's final outcome is checked."""
     # Files: each applied, or stale behind a newer version of its key that claimed it (applied or
     # rejected), or (an object in which no record starts) not a contacts file.
     logs = {log["file_id"]: log for log in items.get(keys.PROCESSING_LOG, [])}
@@ -79,6 +96,13 @@ def check_final_state(pipeline: Pipeline) -> None:
                 other.key == upload.key and other.sequencer > upload.sequencer
                 for other in applied + rejected
             ), upload.file_id
+    return applied
+
+
+def check_final_state(pipeline: Pipeline) -> None:
+    check_delivered(pipeline)
+    items = items_by_type(pipeline)
+    applied = check_files(pipeline, items)
 
     # Contacts: the newest copy of each contact among the applied files, by the instant its own
     # version names (read here, not by the contract's ordering code); of copies of one instant,
@@ -111,26 +135,7 @@ def check_final_state(pipeline: Pipeline) -> None:
         # Which export was stored first depends on the order of delivery; one alone was first.
         assert first_export or len(found) > 1
 
-    # Last agents: the newest current contact of each caller that reached an agent, and its agent.
-    expected_agents = {}
-    for item in current.values():
-        if rules.sets_last_agent(item):
-            newest = expected_agents.get(item["caller"])
-            if newest is None or (item["ended_at"], item["contact_id"]) > newest[:2]:
-                expected_agents[item["caller"]] = (
-                    item["ended_at"],
-                    item["contact_id"],
-                    item["agent_id"],
-                )
-    last_agents = {
-        item["pk"].removeprefix("LAST_AGENT#"): (
-            item["ended_at"],
-            item["contact_id"],
-            item["agent_id"],
-        )
-        for item in items.get(keys.LAST_AGENT, [])
-    }
-    assert last_agents == expected_agents
+    check_last_agents(current.values(), items)
 
     # Gift cards and notifications: at most once per interaction, from whichever copy of a leg
     # was stored first; so exactly once when every applied copy of one of its legs is due, never
@@ -150,7 +155,7 @@ def check_final_state(pipeline: Pipeline) -> None:
     surveys_every, surveys_some = due(rules.survey_due)
     cards = Counter(item["contact_id"] for item in items.get(keys.GIFT_CARD, []))
     assert all(count == 1 for count in cards.values())
-    assert cards_every <= set(cards) <= cards_some
+    assert cards_every <= set(cards) <= cards_some, (cards_every, set(cards), cards_some)
     # Once each, or once more for each time the operator sent it again on purpose (--resend):
     # the design's one way to a second message (docs/design.md's guarantee table).
     published = pipeline.received_by_subscriber()
@@ -163,6 +168,30 @@ def check_final_state(pipeline: Pipeline) -> None:
     assert sent[keys.GIFT_CARD] == set(cards)
     assert surveys_every <= sent[keys.SURVEY] <= surveys_some
     check_mail(pipeline)
+
+
+def check_last_agents(current, items: dict[str, list[dict]]) -> None:
+    """Each caller's LAST_AGENT names the newest of the current CONTACT items that reached an
+    agent, and its agent; none when there is none."""
+    expected_agents = {}
+    for item in current:
+        if rules.sets_last_agent(item):
+            newest = expected_agents.get(item["caller"])
+            if newest is None or (item["ended_at"], item["contact_id"]) > newest[:2]:
+                expected_agents[item["caller"]] = (
+                    item["ended_at"],
+                    item["contact_id"],
+                    item["agent_id"],
+                )
+    last_agents = {
+        item["pk"].removeprefix("LAST_AGENT#"): (
+            item["ended_at"],
+            item["contact_id"],
+            item["agent_id"],
+        )
+        for item in items.get(keys.LAST_AGENT, [])
+    }
+    assert last_agents == expected_agents
 
 
 def check_mail(pipeline: Pipeline) -> None:
@@ -188,3 +217,66 @@ def check_mail(pipeline: Pipeline) -> None:
         if addressed == {False}:
             outcome = record.response_json_as_dict()["outcome"]
             assert outcome == mail.MailOutcome.NO_ADDRESS, (notification_id, outcome)
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What the table held, the subscriber had received and SES had mailed when the contacts'
+    retention began to pass (everything delivered, the final state checked)."""
+
+    items: dict[str, list[dict]]
+    received: Counter
+    resent: Counter
+    mailed: int
+
+    @classmethod
+    def of(cls, pipeline: Pipeline) -> "Remembered":
+        return cls(
+            items_by_type(pipeline),
+            Counter(pipeline.received_by_subscriber()),
+            Counter(pipeline.resent),
+            len(ses.inbox()),
+        )
+
+
+def personal_data(pipeline: Pipeline) -> set[str]:
+    """The callers' numbers and e-mails the uploads carried."""
+    found = set()
+    for upload in pipeline.uploads:
+        for row in upload.rows:
+            if isinstance(row, dict):
+                endpoint = row.get("CustomerEndpoint") or {}
+                attributes = row.get("Attributes") or {}
+                found |= {row.get("caller"), row.get("email"), endpoint.get("Address")}
+                found.add(attributes.get("email"))
+    return found - {None, ""}
+
+
+def check_after_retention(pipeline: Pipeline, remembered: Remembered) -> None:
+    """The state once the contacts' retention has passed and TTL has deleted every expired item
+    (this module's docstring)."""
+    check_delivered(pipeline)
+    items = items_by_type(pipeline)
+    check_files(pipeline, items)
+    now = int(pipeline.clock.time())
+
+    def by_key(found: list[dict]) -> dict[tuple[str, str], dict]:
+        return {(item["pk"], item["sk"]): item for item in found}
+
+    for kind in (keys.CONTACT, keys.CONTACT_REF, keys.GIFT_CARD):
+        left = [item for item in remembered.items.get(kind, []) if item["expires_at"] >= now]
+        assert by_key(items.get(kind, [])) == by_key(left), kind
+    check_last_agents(items.get(keys.CONTACT, []), items)
+    personal = personal_data(pipeline)
+    for item in (item for found in items.values() for item in found):
+        if any(value in json.dumps(item, default=str) for value in personal):
+            assert item.get("expires_at", 0) >= now, (item["type"], item["sk"])
+
+    released = pipeline.resent - remembered.resent
+    for sent, count in pipeline.received_by_subscriber().items():
+        allowed = remembered.received[sent] + released[pipeline.subscriber.ids[sent]]
+        assert remembered.received[sent] and count <= allowed, (sent, count, allowed)
+    assert len(ses.inbox()) == remembered.mailed, (
+        "e-mails since",
+        len(ses.inbox()) - remembered.mailed,
+    )

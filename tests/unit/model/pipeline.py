@@ -6,10 +6,16 @@ operator's commands, run whenever the test says.
 
 Every fan-out mode (template parameter FanOut):
 - lambda: each consumer reads the table's stream through its own mapping (its FilterCriteria
-  from template.yaml), in stream order per shard; a batch that keeps failing is given up (retries
-  exhausted or the record too old) to StreamFailureQueue, and `ops stream replay` invokes the
-  consumer again with its records, later, whatever came in between. Bisection is covered by the
-  batch sizes the test picks.
+  from template.yaml), in stream order per shard; a batch that keeps failing is given up to
+  StreamFailureQueue (the test says when: retries exhausted), and so are the records older than
+  the mapping's MaximumRecordAgeInSeconds when a batch is read (an hour: the model's clock says
+  how old a record is, as it does for the record's ApproximateCreationDateTime); `ops stream
+  replay` invokes the consumer again with a batch's records, later, whatever came in between,
+  and refuses a batch whose first record is more than 24 h old as ops refuses it (ops.replay's
+  own check, by the model's clock): the operator then follows docs/operations.md ("Stream
+  failures", step 2): `ops contact redrive` of each contact of the batch, with or without
+  --resend, then the failure record deleted. Bisection is covered by the batch sizes the test
+  picks.
 - pipe: one stream reader (ChangePipe, its filter) puts each record on the bus; each consumer's
   rule (its EventPattern, matched on the bus event) sends the record to the consumer's queue.
 - router: the real RouterFunction reads the stream and publishes to ChangeTopic (moto SNS); the
@@ -28,16 +34,29 @@ a message can be held in flight and come back after its visibility timeout (behi
 and after 5 receives it moves to the consumer's dead-letter queue. A given-up stream batch of
 the pipe or the router is replayed as in lambda mode.
 
-Time is the model's (ModelClock): it moves only when the test lets it (seconds to hours), and
-everything that decides by time reads it: SQS's visibility timeouts (a failed or crashed
-message comes back after its queue's: IngestQueue 720 s, the others 60 s) and retention,
-Powertools' claims, the notifier's 270 s to adopt a claim, ops' "may have been published", and
-SNS FIFO's 5-minute deduplication (FifoSubscriber: the oracle counts what a subscriber
-received, so a publish repeated past the window is a duplicate it sees). An invocation's claims
-are held for the time it has left: a duplicate delivered at once meets the claim in progress and
-is retried after the visibility timeout. Two invocations of a queue's function overlap: after the
-first one's k-th call, a second one gets the same messages and runs to its end, then the first
-goes on.
+Time is the model's (ModelClock): it moves only when the test lets it (seconds to a day, and
+once about 400 days), and everything that decides by time reads it: SQS's visibility timeouts
+(a failed or crashed message comes back after its queue's: IngestQueue 720 s, the others 60 s)
+and retention, Powertools' claims, the notifier's 270 s to adopt a claim, ops' "may have been
+published" and the stream's 24 hours, the stream records' creation times, the ingest's "now"
+(what the table remembers), and SNS FIFO's 5-minute deduplication (FifoSubscriber: the oracle
+counts what a subscriber received, so a publish repeated past the window is a duplicate it
+sees). An invocation's claims are held for the time it has left: a duplicate delivered at once
+meets the claim in progress and is retried after the visibility timeout. Two invocations of a
+queue's function overlap: after the first one's k-th call, a second one gets the same messages
+and runs to its end, then the first goes on.
+
+The contacts' retention: once everything is delivered (a message waiting in a queue through the
+jump would be lost past its queue's retention, which is past the design's horizon, not a fault
+of it), the clock jumps past the expiry (expires_at, 400 days after the contact ended) of the
+first day's contacts, of every contact, or of the notifier's and mail sender's claims too.
+moto's DynamoDB has no TTL sweeper: the model deletes
+expired items of ContactsTable itself, some at a time in any order (TTL deletes up to days after
+the expiry), each only while still expired, with the stream record TTL writes (a REMOVE whose
+userIdentity is the service's), among the other steps: uploads of the old exports again and
+their S3 events late or twice, file reprocess, contact redrive, DLQ redrives, crashes, throttles.
+IdempotencyTable's TTL is not modelled: Powertools reads an expired record as EXPIRED whether or
+not it is deleted.
 
 SQS semantics kept from AWS (IngestQueue, NotificationQueue, the consumer queues and the last
 hop's): a batch of received messages; those the function did not report as failed are deleted;
@@ -63,8 +82,10 @@ says; nothing else is.
 Not modelled: the fan-out's delivery dead-letter queues (what the bus or the topic could not
 deliver to a consumer's queue: the model's bus and topic always deliver) and their redrive;
 SES refusing a send other than by a throttle, bounces and complaints (every address is good);
-DynamoDB TTL's removes and the stream's 24-hour trim (both need the ingest's own clock 400 days
-on); two stream invocations of one shard at once (Lambda never does that).
+the stream's own trim of records past 24 hours (no reader reads a record that old: its maximum
+age, an hour, gives it up first, and a replay past 24 hours is refused as ops refuses it);
+IdempotencyTable's TTL deletes (above); a jump past the retention while messages wait in a
+queue; two stream invocations of one shard at once (Lambda never does that).
 """
 
 from __future__ import annotations
@@ -99,9 +120,12 @@ from moto.core import utils as moto_utils
 from moto.sqs import models as moto_sqs
 from shared import ingest, keys
 from shared.aws import batch_claims, send_claims
+from shared.aws import mail as shared_mail
 
 from emulator.core.filters import FilterCriteria
+from emulator.delivery.stream_poller import created_at
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
+from emulator.services import dynamodbstreams as emulator_streams
 from emulator.services import sqs as emulator_sqs
 from harness.events import sqs_event
 from harness.in_process import ACCOUNT, REGION, ShrinkingClock, client, load_handler
@@ -113,6 +137,7 @@ from ops import fan_out
 from ops import files as ops_files
 from ops import records as ops_records
 from ops import redrive as ops_redrive
+from ops import replay as ops_replay
 from ops.errors import OpsError
 from tests.faults import CallLog, Crash, Throttle, record_calls, throttle
 from tests.unit.fanout import fanout_template
@@ -211,6 +236,9 @@ RELEASE = ops_records.release  # ops' own, which the model wraps
 REDRIVE = ops_redrive.redrive  # ops' own, which the model runs as moto can
 # SNS FIFO drops a publish whose deduplication id was accepted less than 5 minutes before.
 DEDUPLICATION_SECONDS = 300
+# DynamoDB's TTL deletes an expired item as the service, and its stream record says so (GetRecords'
+# Identity; Lambda's event spells it {"type": "Service", "principalId": "dynamodb.amazonaws.com"}).
+TTL_IDENTITY = {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}
 # What the operator's commands call (a throttle may strike them too).
 OPS_OPERATIONS = (
     "dynamodb:GetItem",
@@ -224,15 +252,32 @@ OPS_OPERATIONS = (
 
 
 class ModelClock:
-    """The test's clock: the real one plus the time the test let pass (seconds to hours). Whatever
-    decides by time reads it: Powertools' claims (their in-progress expiry), the notifier's
-    adoption of a claim (shared.aws.batch_claims), the mail sender's wait for SES's Send event
-    (shared.aws.send_claims), ops' "may have been published", SNS FIFO's deduplication
-    (FifoSubscriber) and SQS (moto's and the local stack's fidelity patches: visibility timeouts,
-    retention, FIFO queues' deduplication)."""
+    """The test's clock: the real one plus the time the test let pass (seconds to hours, or a
+    jump past the contacts' retention). Whatever decides by time reads it: Powertools' claims
+    (their in-progress expiry), the notifier's adoption of a claim (shared.aws.batch_claims), the
+    mail sender's wait for SES's Send event (shared.aws.send_claims), MAIL_SENT's expiry
+    (shared.aws.mail), the ingest's "now" (what the table remembers) and LastAgentFunction's, ops'
+    "may have been published", a step's claim held (ops.files) and the stream's 24 hours
+    (ops.replay), SNS FIFO's deduplication (FifoSubscriber), the stream records' creation times
+    (the local stack's DynamoDB Streams: their age) and SQS (moto's and the local stack's
+    fidelity patches: visibility timeouts, retention, FIFO queues' deduplication)."""
 
     def __init__(self) -> None:
         self.passed = 0.0
+        clock = self
+
+        class AnyDatetime(type):
+            """isinstance(x, Now) of every datetime (ops' JSON of a record checks it)."""
+
+            def __instancecheck__(cls, instance) -> bool:
+                return isinstance(instance, dt.datetime)
+
+        class Now(dt.datetime, metaclass=AnyDatetime):
+            @classmethod
+            def now(cls, tz=None):
+                return dt.datetime.now(tz) + dt.timedelta(seconds=clock.passed)
+
+        self.datetime = Now
 
     def time(self) -> float:
         return time.time() + self.passed
@@ -242,19 +287,20 @@ class ModelClock:
 
     def install(self, monkeypatch) -> None:
         clock = self
-
-        class Now(dt.datetime):
-            @classmethod
-            def now(cls, tz=None):
-                return dt.datetime.now(tz) + dt.timedelta(seconds=clock.passed)
-
         shifted = types.ModuleType("datetime")
         shifted.__dict__.update(vars(dt))
-        shifted.datetime = Now
+        shifted.datetime = self.datetime
         for module in (powertools_base, powertools_dynamodb, powertools_datarecord):
             monkeypatch.setattr(module, "dt", shifted)
-        for module in (batch_claims, send_claims, ops_records):
+        for module in (batch_claims, send_claims, shared_mail, ops_records, ops_files):
             monkeypatch.setattr(module, "time", types.SimpleNamespace(time=self.time))
+        for module in (shared_mail, ops_files, ops_replay, ops_contacts):
+            monkeypatch.setattr(module, "datetime", self.datetime)
+        monkeypatch.setattr(
+            emulator_streams,
+            "time",
+            types.SimpleNamespace(time=self.time, monotonic=time.monotonic),
+        )
 
         def unix_time(at=None) -> float:
             return moto_utils.unix_time(at) if at else moto_utils.unix_time() + clock.passed
@@ -262,6 +308,11 @@ class ModelClock:
         monkeypatch.setattr(moto_sqs, "unix_time", unix_time)
         monkeypatch.setattr(moto_sqs, "unix_time_millis", lambda at=None: unix_time(at) * 1000)
         monkeypatch.setattr(emulator_sqs, "now_ms", lambda: unix_time() * 1000)
+
+    def install_in_handler(self, module: ModuleType, monkeypatch) -> None:
+        """A handler module's own `datetime.now` (the ingest's, LastAgentFunction's) reads it."""
+        if getattr(module, "datetime", None) is dt.datetime:
+            monkeypatch.setattr(module, "datetime", self.datetime)
 
 
 class FifoSubscriber:
@@ -328,6 +379,39 @@ def stream_readers(mode: str) -> dict[str, FilterCriteria]:
     return {"RouterFunction": router_filter()}
 
 
+def max_record_age(reader: str) -> int:
+    """The reader's MaximumRecordAgeInSeconds (template.yaml): Lambda and the pipe give an older
+    record to their OnFailure destination instead of delivering it."""
+    found = resources()
+    if reader == PIPE:
+        stream = found[PIPE]["Properties"]["SourceParameters"]["DynamoDBStreamParameters"]
+        return stream["MaximumRecordAgeInSeconds"]
+    prefix = "Router" if reader == "RouterFunction" else fanout_template.CONSUMERS[reader]
+    return found[f"{prefix}StreamMapping"]["Properties"]["MaximumRecordAgeInSeconds"]
+
+
+def past_retention(records: list[dict]) -> bool:
+    """ops' own decision (ops.replay.check_retention, by the model's clock) on a failed batch:
+    its failure record's first arrival is its first record's creation time."""
+    first = dt.datetime.fromtimestamp(created_at(records[0]), dt.UTC)
+    try:
+        ops_replay.check_retention({"approximateArrivalOfFirstRecord": first.isoformat()})
+    except ops_replay.PastRetention:
+        return True
+    return False
+
+
+def contacts_of(records: list[dict]) -> list[str]:
+    """The contact ids of a batch's changes (its CONTACT items' images)."""
+    found = {
+        image["contact_id"]["S"]
+        for record in records
+        for image in (record["dynamodb"].get("NewImage"), record["dynamodb"].get("OldImage"))
+        if image and image["type"]["S"] == keys.CONTACT
+    }
+    return sorted(found)
+
+
 def deployed_properties(consumer: str, resource: str, mode: str) -> dict:
     """The properties of the consumer's <X><resource> as a stack of FanOut ``mode`` deploys them
     (plain JSON values)."""
@@ -380,6 +464,7 @@ class Pipeline:
         self.mode = mode
         self.envs: dict[str, Environment] = {}
         self.filters = stream_readers(mode)
+        self.max_ages = {reader: max_record_age(reader) for reader in self.filters}
         self.topic_arn: str | None = None  # ChangeTopic, in router and pipe-topic mode
         # consumer -> (its queue's URL, its dead-letter queue's URL), in the modes with queues
         self.change_queues = self._change_queues() if mode != "lambda" else {}
@@ -397,7 +482,9 @@ class Pipeline:
         self.dead_letters = self._dead_letter_queues()
         # (stream reader, records): batches the mapping gave up on, in StreamFailureQueue
         self.stream_failures: list[tuple[str, list[dict]]] = []
-        self.operator: Counter = Counter()  # operator commands run (and refused)
+        # what the example reached: operator commands run (and refused), records given up for
+        # their age, TTL's deletes
+        self.operator: Counter = Counter()
         self.operator_throttles: list[Throttle] = []
         # the order a round of deliveries follows: ingest, the stream's readers, the consumers
         self.order = [
@@ -442,6 +529,17 @@ class Pipeline:
         # the pipe's targets or the topic): the model's readers, filtered as their mappings are
         monkeypatch.setattr(ops_contacts, "deliver", self._deliver_change)
         monkeypatch.setattr(ops_records, "release", self._release)
+        # the stream records of TTL's deletes carry the service's identity, as DynamoDB's do
+        self._ttl_deleting = False
+        build_record = emulator_streams.build_record
+
+        def ttl_build_record(*args) -> dict:
+            record = build_record(*args)
+            if self._ttl_deleting:
+                record["userIdentity"] = dict(TTL_IDENTITY)
+            return record
+
+        monkeypatch.setattr(emulator_streams, "build_record", ttl_build_record)
 
     def _dead_letter_queues(self) -> dict[str, str]:
         """IngestQueue's and NotificationQueue's dead-letter queues (redrive after MAX_RECEIVES,
@@ -577,6 +675,7 @@ class Pipeline:
         if env is None:
             self.monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", FUNCTION_DIRS[function])
             module = load_handler(FUNCTION_DIRS[function], self.monkeypatch)
+            self.clock.install_in_handler(module, self.monkeypatch)
             if function == "NotifierFunction":
                 self.subscriber.watch(module.sns)
             env = self.envs[name] = Environment(function, module, record_calls(module))
@@ -763,6 +862,59 @@ class Pipeline:
             self.clock.advance(moving)
             left -= moving
             self._recorder_polls()
+
+    def expired(self) -> list[dict[str, dict]]:
+        """The keys of ContactsTable's items whose expires_at has passed by the model's clock,
+        which DynamoDB's TTL may delete from now on (moto has no TTL sweeper)."""
+        pages = self.stack.dynamodb.get_paginator("scan").paginate(
+            TableName=self.stack.contacts_table,
+            FilterExpression="expires_at < :now",
+            ExpressionAttributeValues={":now": {"N": str(int(self.clock.time()))}},
+            ProjectionExpression="pk, sk",
+        )
+        return [item for page in pages for item in page["Items"]]
+
+    def ttl_deletes(self, expired: list[dict[str, dict]]) -> None:
+        """DynamoDB's TTL deletes these items, in this order, each one only if it is still
+        expired (as TTL checks): a REMOVE on the stream, with the service's identity."""
+        self._ttl_deleting = True
+        try:
+            for key in expired:
+                try:
+                    self.stack.dynamodb.delete_item(
+                        TableName=self.stack.contacts_table,
+                        Key=key,
+                        ConditionExpression="expires_at < :now",
+                        ExpressionAttributeValues={":now": {"N": str(int(self.clock.time()))}},
+                    )
+                except self.stack.dynamodb.exceptions.ConditionalCheckFailedException:
+                    continue
+                self.operator["TTL deleted an expired item"] += 1
+        finally:
+            self._ttl_deleting = False
+
+    def ttl_deletes_every_expired_item(self) -> None:
+        """TTL gets to every expired item, and what its deletes change is delivered, until no
+        item is expired."""
+        while expired := self.expired():
+            self.ttl_deletes(expired)
+            self.drain()
+
+    def a_day_passes(self, max_rounds: int = 20) -> None:
+        """25 hours on, the mappings polling their queues meanwhile: what the queues hold is
+        delivered (the faults armed strike; a message failing at every receive ends in its
+        dead-letter queue), as time passes each visibility timeout, so that no message waits
+        unreceived for days (past its queue's retention, 4 days: the design's horizon)."""
+        left = 25 * 3600
+        for _ in range(max_rounds):
+            self.settle()
+            waiting = self.in_flight()
+            if not waiting:
+                break
+            step = min(left, min(waiting) + 1)
+            self.time_passes(step)
+            left -= step
+        self.time_passes(left)
 
     def _recorder_polls(self) -> None:
         """MailEventsFunction gets every batch its queue shows (the faults armed strike)."""
@@ -1000,14 +1152,46 @@ class Pipeline:
     def stream_replay(self, crash_after: int | None = None) -> bool:
         """`ops stream replay`: the oldest batch in StreamFailureQueue, its records invoked again
         (filtered as the mapping filters them: the batch holds only those); a replay that fails
-        leaves the batch there for the next one."""
+        leaves the batch there for the next one. A batch whose first record is more than 24 h old
+        is refused as ops refuses it (`past retention`) and kept (False): the stream no longer
+        holds it, the runbook takes over (redrive_past_retention)."""
         if not self.stream_failures:
             return False
         reader, records = self.stream_failures.pop(0)
+        if past_retention(records):
+            self.stream_failures.append((reader, records))
+            self.operator["stream replay refused (past retention)"] += 1
+            return False
         outcome = self.run_reader(reader, records, crash_after)
         if outcome is None or outcome:
             self.stream_failures.append((reader, records))
         self.operator["stream replay"] += 1
+        return True
+
+    def redrive_past_retention(self, resend: bool) -> bool:
+        """docs/operations.md "Stream failures", step 2, for the oldest batch past the stream's
+        24 hours: `ops contact redrive` of each contact it holds (with or without --resend), then
+        its failure record deleted; kept while a contact still stored was not redriven (refused,
+        or throttled): the operator tries again. False when no batch is past retention."""
+        for index, (_, records) in enumerate(self.stream_failures):
+            if not past_retention(records):
+                continue
+            left = [
+                contact_id
+                for contact_id in contacts_of(records)
+                if not self.contact_redrive(contact_id, resend) and self.stored(contact_id)
+            ]
+            if not left:
+                del self.stream_failures[index]
+                self.operator["stream batch past retention, its contacts redriven"] += 1
+            return True
+        return False
+
+    def stored(self, contact_id: str) -> bool:
+        try:
+            ops_contacts.current_item(self.ops_stack, contact_id)
+        except OpsError:
+            return False
         return True
 
     def _watch_new_files(self) -> None:
@@ -1071,6 +1255,15 @@ class Pipeline:
             elif not batch:
                 position += 1  # filtered out before the batch: skipped without an invocation
         positions[shard] = position
+        now = self.clock.time()
+        aged = list(
+            itertools.takewhile(lambda r: now - created_at(r) > self.max_ages[reader], batch)
+        )
+        if aged:  # given to StreamFailureQueue undelivered (Lambda's RecordAgeExceeded)
+            self.stream_failures.append((reader, aged))
+            positions[shard] = records.index(aged[-1], position) + 1
+            batch = batch[len(aged) :]
+            self.operator["stream records past their maximum age"] += 1
         if not batch:
             return True
         if give_up:
@@ -1179,8 +1372,9 @@ class Pipeline:
     def drain(self, max_rounds: int = 400) -> None:
         """Deliver everything left, without faults, until nothing moves: held events come
         back, time passes until every message in flight is visible again, and the operator
-        replays what StreamFailureQueue holds and redrives the dead-letter queues, sending again
-        on purpose (--resend) what may have been published (the design leaves that to them)."""
+        replays what StreamFailureQueue holds (a batch past the stream's 24 hours by the runbook:
+        its contacts redriven) and redrives the dead-letter queues, sending again on purpose
+        (--resend) what may have been published (the design leaves that to them)."""
         self.release_held()
         self.armed.clear()
         self.subscriber.refused = 0
@@ -1196,7 +1390,11 @@ class Pipeline:
             if waiting := self.in_flight():
                 self.time_passes(min(waiting) + 1)
                 continue
-            if not (self.stream_replay() or self.dlq_redrive(resend=True)):
+            if not (
+                self.stream_replay()
+                or self.redrive_past_retention(resend=True)
+                or self.dlq_redrive(resend=True)
+            ):
                 return
         raise AssertionError(
             f"the pipeline did not settle in {max_rounds} rounds; still failing: "

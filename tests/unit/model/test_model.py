@@ -5,14 +5,24 @@ disposition changed, ended_at moved, agent removed) in JSON lines, CSV and Conne
 records (transfers; re-deliveries with older, equal and newer LastUpdateTimestamp), timestamps in
 UTC or at an offset, over two days; stream and queue deliveries that are duplicated, reordered,
 held in flight past their visibility timeout, overlapping, dead-lettered or given up; crashes
-after any AWS call of any invocation and throttled calls; time passing (seconds to hours: claims
-age and expire, SNS FIFO's 5-minute deduplication closes); and the operator's commands at any
-moment, through ops' own code and on clients a throttle may strike (`ops stream replay`,
-`ops dlq redrive` of every DLQ with and without --resend, `ops file reprocess`,
-`ops idempotency purge` of a file's or a notification's records with and without --resend,
-`ops contact redrive` with and without --resend). Then everything is delivered without faults,
-and the final state must be the one the design defines for the same files
-(tests/unit/model/design.py).
+after any AWS call of any invocation and throttled calls; time passing (seconds to hours:
+claims age and expire, SNS FIFO's 5-minute deduplication closes, stream records unread for an
+hour are given up; a day, a few times, the queues delivered meanwhile: a failed stream batch
+outlives the stream's 24 hours); and the operator's commands at any moment, through ops' own
+code and on clients a throttle may strike (`ops stream replay`, refused past 24 hours, then the
+runbook's `ops contact redrive` of the batch's contacts; `ops dlq redrive` of every DLQ with and
+without --resend, `ops file reprocess`, `ops idempotency purge` of a file's or a notification's
+records with and without --resend, `ops contact redrive` with and without --resend). Then
+everything is delivered without faults, and the final state must be the one the design defines
+for the same files (tests/unit/model/design.py).
+
+Once in an example the contacts' retention passes: everything is delivered and the final state
+checked, then the clock of everything jumps about 400 days (past the first day's contacts'
+expiry, every contact's, or the notifier's claims' too), and from then on DynamoDB's TTL
+deletes expired items in any order among the steps above (the old exports uploaded again, their
+S3 events late or twice, the operator's commands, faults); at the end TTL deletes every expired
+item, and nothing the old exports hold may have produced an effect since (design.py's
+check_after_retention).
 
 `make test` runs MODEL_EXAMPLES=6 examples of up to MODEL_STEPS=30 steps per mode; larger
 MODEL_EXAMPLES (and MODEL_STEPS) search deeper.
@@ -31,9 +41,9 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from shared import idempotency, ingest, keys, rules
+from shared import idempotency, ingest, keys, model, rules
 
-from tests.unit.model.design import check_final_state
+from tests.unit.model.design import Remembered, check_after_retention, check_final_state
 from tests.unit.model.pipeline import (
     MODES,
     OPERATIONS,
@@ -43,6 +53,7 @@ from tests.unit.model.pipeline import (
     SEND_EMAIL_CALL,
     SENDER,
     Pipeline,
+    past_retention,
 )
 from tests.unit.support import moto_stack
 
@@ -66,6 +77,21 @@ MAIL_WAIT = idempotency.MAIL_SEND_EVENT_WAIT_SECONDS  # the template's MailSendE
 # interaction.
 INITIAL_CONTACT = {"r-1": "r-0", "r-3": "r-2"}
 AGENT_ARN = "arn:aws:connect:us-east-1:111122223333:instance/i-1/agent/"
+# At most so many days pass in an example besides the retention's jump: a dead-letter queue keeps
+# its messages 14 days, and what waits longer than that is past the design's horizon.
+DAYS = 3
+# The contacts' retention passing: to where the first day's contacts have expired and the
+# second's not, past every contact's expiry, or past the notifier's and the mail sender's claims
+# too (400 days after the notification: TTL may not have deleted every contact by then).
+RETENTION_PASSES = {
+    "the first day's contacts expired": lambda now: (
+        datetime(2026, 11, 28, 10, 4, tzinfo=UTC) + model.CONTACT_RETENTION + timedelta(hours=12)
+    ).timestamp(),
+    "every contact expired": lambda now: (
+        datetime(2026, 11, 29, 10, 4, tzinfo=UTC) + model.CONTACT_RETENTION + timedelta(hours=1)
+    ).timestamp(),
+    "the claims expired too": lambda now: now + idempotency.ONCE_PER_NOTIFICATION_SECONDS + 3600,
+}
 
 
 def is_record(key: str) -> bool:
@@ -211,6 +237,8 @@ class PipelineMachine(RuleBasedStateMachine):
     def __init__(self, pipeline: Pipeline):
         super().__init__()
         self.pipeline = pipeline
+        self.remembered: Remembered | None = None  # once the contacts' retention passes
+        self.days = 0  # days passed in a_day_passes
 
     def may_fail_part_way(self, reader: str) -> bool:
         """A function, or pipe-sfn's pipe (its machine's execution fails after some sends); the
@@ -369,8 +397,42 @@ class PipelineMachine(RuleBasedStateMachine):
         """Visibility timeouts end (a queue's messages come back after theirs: 60 s, IngestQueue's
         720 s), crashed invocations' claims expire, SNS's 5-minute deduplication window closes,
         the notifier's 270 s to adopt a claim and the mail sender's wait for SES's Send event run
-        out; a backlog of hours."""
+        out; a backlog of hours: stream records unread for more than an hour are given up to
+        StreamFailureQueue (MaximumRecordAgeInSeconds)."""
         self.pipeline.time_passes(seconds)
+
+    @precondition(lambda self: self.days < DAYS)
+    @rule()
+    def a_day_passes(self):
+        """A failed stream batch outlives the stream's 24 hours; the queues' mappings deliver
+        meanwhile (a message does not wait a day unreceived)."""
+        self.pipeline.a_day_passes()
+        self.days += 1
+
+    @precondition(lambda self: self.remembered is None)
+    @rule(until=st.sampled_from(sorted(RETENTION_PASSES)))
+    def the_contacts_retention_passes(self, until):
+        """Everything is delivered and checked (tests/unit/model/design.py), then the clock of
+        everything that decides by time, the ingest's included, jumps about 400 days on. Only
+        once all is delivered: a message waiting in a queue would be lost past its retention (4
+        days; a dead-letter queue's 14), which is past the design's horizon, not a fault of it."""
+        self.pipeline.drain()
+        check_final_state(self.pipeline)
+        self.remembered = Remembered.of(self.pipeline)
+        now = self.pipeline.clock.time()
+        self.pipeline.time_passes(max(0.0, RETENTION_PASSES[until](now) - now))
+        self.pipeline.operator[f"the contacts' retention passed: {until}"] += 1
+
+    @precondition(lambda self: self.remembered is not None)
+    @rule(data=st.data())
+    def ttl_deletes_expired_items(self, data):
+        """DynamoDB's TTL deletes some of the expired items, in any order (up to days after they
+        expired): each a REMOVE on the stream, as the service's."""
+        expired = self.pipeline.expired()
+        if expired:
+            order = data.draw(st.permutations(expired))
+            self.pipeline.ttl_deletes(order[: data.draw(st.integers(1, len(order)))])
+            self.pipeline.operator["TTL deleted items between the other steps"] += 1
 
     @rule(data=st.data(), function=st.sampled_from(sorted(OPERATIONS)), times=st.integers(1, 3))
     def throttle(self, data, function, times):
@@ -386,6 +448,13 @@ class PipelineMachine(RuleBasedStateMachine):
     @rule(crash_after=crash_points)
     def operator_replays_a_failed_stream_batch(self, crash_after):
         self.pipeline.stream_replay(crash_after)
+
+    @precondition(lambda self: any(past_retention(r) for _, r in self.pipeline.stream_failures))
+    @rule(resend=st.booleans())
+    def operator_redrives_the_contacts_of_a_batch_past_retention(self, resend):
+        """docs/operations.md's runbook for a batch `ops stream replay` refuses: each contact it
+        holds through `ops contact redrive`, then the failure record deleted."""
+        self.pipeline.redrive_past_retention(resend)
 
     @precondition(lambda self: self.pipeline.dead_letters_held())
     @rule(resend=st.booleans())
@@ -426,7 +495,11 @@ class PipelineMachine(RuleBasedStateMachine):
 
     def teardown(self):
         self.pipeline.drain()
-        check_final_state(self.pipeline)
+        if self.remembered is None:
+            check_final_state(self.pipeline)
+        else:
+            self.pipeline.ttl_deletes_every_expired_item()
+            check_after_retention(self.pipeline, self.remembered)
         # what the example reached (pytest --hypothesis-show-statistics)
         for reached in self.pipeline.operator:
             event(reached)

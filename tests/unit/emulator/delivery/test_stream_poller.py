@@ -615,3 +615,31 @@ def test_an_s3_on_failure_destination_gets_an_object_per_discarded_batch(aws, ru
     assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
     [change] = json.loads(record["payload"])["Records"]
     assert change["dynamodb"]["Keys"] == {"pk": {"S": "0"}}
+
+
+def test_a_ttl_deletes_identity_reaches_the_function_as_lambda_spells_it():
+    # GetRecords' Record.userIdentity is an Identity {PrincipalId, Type}; Lambda's event, as
+    # Powertools' model of it reads it, {type, principalId}
+    removed = {
+        "eventID": "1",
+        "eventName": "REMOVE",
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": REGION,
+        "dynamodb": {
+            "ApproximateCreationDateTime": 1700000000.0,
+            "Keys": {"pk": {"S": "customer-1"}},
+            "OldImage": {"pk": {"S": "customer-1"}},
+            "SequenceNumber": "100",
+            "SizeBytes": 20,
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        },
+        "userIdentity": {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"},
+    }
+    arn = f"arn:aws:dynamodb:{REGION}:123456789012:table/t/stream/2026-01-01T00:00:00.000"
+
+    record = stream_poller.lambda_record(removed, arn, REGION)
+
+    assert record["userIdentity"] == {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    [parsed] = parse(event={"Records": [record]}, model=DynamoDBStreamModel).Records
+    assert parsed.userIdentity.type == "Service"

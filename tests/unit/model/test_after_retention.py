@@ -1,0 +1,35 @@
+"""What the model-based search found once the contacts' retention has passed (test_model.py's
+the_contacts_retention_passes), as the run that shows it."""
+
+from shared import idempotency, ingest
+
+from tests.unit.model.design import Remembered, check_after_retention, check_final_state
+from tests.unit.model.pipeline import SURVEY_DUE, Pipeline
+from tests.unit.support import moto_stack
+
+
+def test_a_contact_redriven_after_its_claims_expired_is_not_mailed_again(
+    aws_env, monkeypatch, capsys
+):
+    """A survey is published and mailed. 400 days on the contact has expired, but DynamoDB's TTL
+    has not deleted it yet (TTL deletes within days), while the notifier's and the mail sender's
+    claims (400 days after the notification, which came after the contact ended) have expired
+    too. `ops contact redrive` reads the notifier's expired record as "claimed, never recorded"
+    and asks for --resend; with it, the survey reaches the mail sender again, whose own claim
+    has expired: the customer gets a second e-mail, which docs/design.md rules out even under
+    --resend."""
+    monkeypatch.setattr(ingest, "CONTACTS_PER_WRITE", 2)
+    with moto_stack(monkeypatch) as stack:
+        pipeline = Pipeline(stack, monkeypatch)
+        pipeline.upload("incoming/a.jsonl", [SURVEY_DUE])
+        pipeline.drain()
+        check_final_state(pipeline)
+        remembered = Remembered.of(pipeline)
+        pipeline.time_passes(idempotency.ONCE_PER_NOTIFICATION_SECONDS + 3600)
+
+        pipeline.contact_redrive("c-1", resend=True)
+        pipeline.drain()
+        pipeline.ttl_deletes_every_expired_item()
+
+        check_after_retention(pipeline, remembered)
+        capsys.readouterr()
