@@ -50,11 +50,11 @@ The contacts' retention: once everything is delivered (a message waiting in a qu
 jump would be lost past its queue's retention, which is past the design's horizon, not a fault
 of it), the clock jumps past the expiry (expires_at, 400 days after the contact ended) of the
 first day's contacts, of every contact, or of the notifier's and mail sender's claims too.
-moto's DynamoDB has no TTL sweeper: the model deletes
-expired items of ContactsTable itself, some at a time in any order (TTL deletes up to days after
-the expiry), each only while still expired, with the stream record TTL writes (a REMOVE whose
-userIdentity is the service's), among the other steps: uploads of the old exports again and
-their S3 events late or twice, file reprocess, contact redrive, DLQ redrives, crashes, throttles.
+moto's DynamoDB has no TTL sweeper: the model deletes expired items of ContactsTable itself,
+some at a time in any order (TTL deletes up to days after the expiry), each only while still
+expired, with the stream record TTL writes (a REMOVE whose userIdentity is the service's), among
+the other steps: uploads of the old exports again and their S3 events late or twice, file
+reprocess, contact redrive, DLQ redrives, crashes, throttles.
 IdempotencyTable's TTL is not modelled: Powertools reads an expired record as EXPIRED whether or
 not it is deleted.
 
