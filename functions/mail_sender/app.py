@@ -8,7 +8,9 @@ after the claim, before or after SendEmail) is completed without sending if SES'
 the notification was recorded (MAIL_SENT, written by MailEventsFunction), waits for it for
 MAIL_SEND_EVENT_WAIT_SECONDS after the claim (template parameter MailSendEventWaitSeconds), and
 only then sends again, unless SES events wait unrecorded in MailEventsDeadLetterQueue (one may be
-this notification's Send event). docs/design.md says what this holds.
+this notification's Send event). A SendEmail whose answer is lost (a 5xx, a timeout) is in doubt
+the same way: never retried by the SDK, its claim kept. A 4xx is SES's refusal: nothing was sent,
+the claim is released. docs/design.md says what this holds.
 
 A notification without an address, or to an address that bounced for good, complained or that SES
 suppresses (MAIL_UNDELIVERABLE), is recorded under its claim and counted, never sent nor retried.
@@ -23,6 +25,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from shared import idempotency, mail, notifications
 from shared.aws import mail as ses_mail
@@ -31,7 +34,9 @@ from shared.mail import MailOutcome
 
 logger = Logger()
 metrics = Metrics()
-sesv2 = boto3.client("sesv2")
+# SES has no idempotency token: the SDK's own retry of a SendEmail whose answer was lost (a 5xx,
+# a timeout, a dropped connection) may send it twice. One attempt; the claim decides the next.
+sesv2 = boto3.client("sesv2", config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
 dynamodb = boto3.client("dynamodb")
 sqs = boto3.client("sqs")
 CONTACTS_TABLE_NAME = os.environ["CONTACTS_TABLE_NAME"]
@@ -95,8 +100,10 @@ def record_handler(record: SQSRecord) -> None:
                 configuration_set=MAIL_CONFIGURATION_SET,
                 template_prefix=MAIL_TEMPLATE_PREFIX,
             )
-        except ClientError as refused:  # SES answered no: nothing sent, the next try claims anew
-            claims.release(notification, refused)
+        except ClientError as error:
+            if error.response["ResponseMetadata"]["HTTPStatusCode"] >= 500:
+                raise  # SES may have sent it: the claim stays in doubt, its Send event decides
+            claims.release(notification, error)  # SES answered no: nothing sent, claimed anew
             raise
         result["message_id"] = message_id
     claims.done(notification, result)

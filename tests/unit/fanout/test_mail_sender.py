@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from moto.sesv2.responses import SESV2Response
 from shared import gift_cards, idempotency, notifications
 
 from emulator.services import ses
@@ -316,3 +317,30 @@ def test_a_crash_at_any_call_of_the_sender_ends_in_exactly_one_e_mail(
     assert stack.dynamodb.scan(TableName=stack.idempotency_table)["Items"][0]["status"] == {
         "S": "COMPLETED"
     }
+
+
+def test_a_send_whose_answer_is_lost_is_in_doubt_not_sent_again(
+    stack, mail, monkeypatch, recorder, lambda_context
+):
+    """SES accepts the e-mail, and the answer that reaches the sender is a 5xx: it may have been
+    sent. Neither the SDK's retry nor the next delivery sends it again; SES's Send event settles
+    the claim. (With the SDK's default retries, this was two e-mails; released as a refusal, the
+    next delivery sent a third.)"""
+    accept = SESV2Response.send_email
+
+    def accepted_then_lost(self):
+        accept(self)
+        raise ses._error("InternalFailure", "the answer was lost", 500)
+
+    monkeypatch.setattr(SESV2Response, "send_email", accepted_then_lost)
+    losing = cold_start("mail_sender", monkeypatch)
+    refused(losing, delivered(mail, SURVEY), lambda_context, "InternalFailure")
+    assert inbox_ids() == ["SURVEY-c-1"]
+
+    monkeypatch.setattr(SESV2Response, "send_email", accept)
+    retry = cold_start("mail_sender", monkeypatch)
+    refused(retry, delivered(mail, SURVEY), lambda_context, "no evidence of the call yet")
+    record_sending_events(stack, mail, recorder, lambda_context)
+    assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
+
+    assert inbox_ids() == ["SURVEY-c-1"]
