@@ -21,7 +21,8 @@ Gaps in moto (moto/sesv2/responses.py, moto/ses/models.py) and what this module 
   (``bounce@``, ``complaint@``, ``suppressionlist@simulator.amazonses.com``, each with an optional
   ``+label``: a permanent bounce, a delivery and a complaint, a bounce
   ``OnAccountSuppressionList``); any other address is delivered. The
-  events are put before SendEmail answers (on AWS they follow within seconds: docs/design.md).
+  events are put before SendEmail answers (on AWS they follow within seconds: docs/design.md);
+  a failure to put them is logged, never the send's answer (a 500 for a message SES kept).
 - CloudFormation has no AWS::SES::* resources in moto. Here AWS::SES::ConfigurationSet,
   AWS::SES::ConfigurationSetEventDestination (EventBridge destinations only: any other is
   refused, not silently dropped), AWS::SES::Template and AWS::SES::EmailIdentity (verified at
@@ -144,7 +145,10 @@ def _send_email(self: SESV2Response) -> str:
     with _lock:
         _inbox.append(sent)
     if config_set:
-        _publish(account, region, config_set, sent, identity_arn)
+        try:
+            _publish(account, region, config_set, sent, identity_arn)
+        except Exception:  # SES answers a send it accepted, whatever becomes of its events
+            log.exception("ses: the sending events of message %s were not published", message.id)
     return json.dumps({"MessageId": message.id})
 
 

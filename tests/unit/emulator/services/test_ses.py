@@ -158,3 +158,21 @@ def test_a_send_ses_would_refuse_is_refused_and_nothing_is_sent(sesv2, overrides
 
     assert refused.value.response["Error"]["Code"] == code
     assert ses.inbox() == []
+
+
+def test_a_send_is_answered_as_accepted_though_its_events_cannot_be_published(
+    sesv2, events_queue, monkeypatch, caplog
+):
+    """SES's answer to SendEmail does not wait on its event publishing: a 500 for a message the
+    inbox holds would tell the sender it may resend an e-mail the customer has."""
+
+    def unavailable(*args):
+        raise RuntimeError("the bus is unavailable")
+
+    monkeypatch.setattr(ses, "_publish", unavailable)
+
+    message_id = send(sesv2, "ann@example.org")["MessageId"]
+
+    assert [kept["message_id"] for kept in ses.inbox()] == [message_id]
+    assert f"the sending events of message {message_id} were not published" in caplog.text
+    assert published(events_queue) == []
