@@ -34,13 +34,13 @@ NOT_SERVED_CODES = frozenset(
     }
 )
 NOT_SERVED_STATUS = frozenset({404, 501})
-# What the emulators accept; against AWS, run with a profile's credentials instead.
 # The function's timeout (Lambda's default) and its source queues' visibility timeout, twice
 # it: Lambda refuses a mapping whose queue's is the shorter, and with the two equal, an
 # invocation slowed by a busy machine ended after its messages reappeared, so a message the
 # function had processed was delivered again (a CI run of sqs_partial_batch_response_with_filter).
 FUNCTION_TIMEOUT = 3
 VISIBILITY = 2 * FUNCTION_TIMEOUT
+# What the emulators accept; against AWS, run with a profile's credentials instead.
 DUMMY_CREDENTIALS = dict.fromkeys(("aws_access_key_id", "aws_secret_access_key"), "testing")
 
 # The function every mapping and pipe invokes: it sends each event it gets to the queue

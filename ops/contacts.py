@@ -79,8 +79,9 @@ def current_item(stack: Stack, contact_id: str) -> dict[str, dict]:
     item = ref and stack.get_item({"pk": ref["item_pk"]["S"], "sk": ref["item_sk"]["S"]})
     if not item:
         raise OpsError(f"no contact {canonical} in the table (never stored, or expired)")
-    expires = datetime.fromtimestamp(int(item["expires_at"]["N"]), UTC)
-    if expires <= datetime.now(UTC):
+    expires_at = item.get("expires_at")  # absent on an item stored before contacts expired
+    expires = expires_at and datetime.fromtimestamp(int(expires_at["N"]), UTC)
+    if expires and expires <= datetime.now(UTC):
         raise OpsError(
             f"contact {canonical} expired at {expires:%Y-%m-%dT%H:%M:%SZ} (its retention: "
             "DynamoDB's TTL deletes it); nothing sent"

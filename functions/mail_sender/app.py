@@ -101,7 +101,7 @@ def record_handler(record: SQSRecord) -> None:
                 template_prefix=MAIL_TEMPLATE_PREFIX,
             )
         except ClientError as error:
-            if error.response["ResponseMetadata"]["HTTPStatusCode"] >= 500:
+            if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500) >= 500:
                 raise  # SES may have sent it: the claim stays in doubt, its Send event decides
             claims.release(notification, error)  # SES answered no: nothing sent, claimed anew
             raise

@@ -324,8 +324,8 @@ def test_a_send_whose_answer_is_lost_is_in_doubt_not_sent_again(
 ):
     """SES accepts the e-mail, and the answer that reaches the sender is a 5xx: it may have been
     sent. Neither the SDK's retry nor the next delivery sends it again; SES's Send event settles
-    the claim. (With the SDK's default retries, this was two e-mails; released as a refusal, the
-    next delivery sent a third.)"""
+    the claim. (With the SDK's default retries and the claim released as a refusal, the inbox
+    held it more than once.)"""
     accept = SESV2Response.send_email
 
     def accepted_then_lost(self):

@@ -106,3 +106,13 @@ def test_the_operator_is_asked_before_an_unsent_notification_goes(ops_stack):
 def test_an_unknown_contact_is_refused(ops_stack, contact_id, message):
     with pytest.raises(OpsError, match=message):
         contacts.current_item(ops_stack, contact_id)
+
+
+def test_a_contact_stored_before_contacts_expired_is_redriven(ops_stack):
+    item = store(ops_stack, SURVEY_DUE)
+    unexpiring = {name: value for name, value in item.items() if name != "expires_at"}
+    ops_stack.dynamodb.put_item(
+        TableName=ops_stack.contacts_table,
+        Item={name: TypeSerializer().serialize(value) for name, value in unexpiring.items()},
+    )
+    assert "expires_at" not in contacts.current_item(ops_stack, "c-7")
