@@ -203,11 +203,13 @@ run: setup build ## demo: local stack, demo files in, summary out (FANOUT=lambda
 
 CHAOS_CONTACTS ?= 10000
 # Each chaos run keeps its stack's logs (DEMO_LOGS) for the trace checker (harness.trace: every
-# record's transitions against docs/design.md's), which fails the run on a forbidden one.
+# record's transitions against docs/design.md's), which fails the run on a forbidden one; a run
+# that fails leaves them where it says (a failure whose logs were gone could not be read).
 CHAOS_RUN = logs=$$(mktemp -d) && status=0 && \
 	{ DEMO_LOGS=$$logs $(UV) run python -m harness.demo --chaos --contacts $(CHAOS_CONTACTS) --fan-out $(1) || status=$$?; } && \
 	{ $(UV) run python -m harness.trace $$logs || status=$$((status ? status : 1)); } ; \
-	rm -rf $$logs; exit $$status
+	if [ $$status -eq 0 ]; then rm -rf $$logs; else echo "chaos $(1): the functions' logs are in $$logs"; fi; \
+	exit $$status
 chaos: setup build ## exactly-once under duplicates, reorders, crashes, throttles and an operator's recovery, each record's trace checked (CHAOS_CONTACTS=10000, FANOUT=lambda|pipe|router|pipe-topic|pipe-sfn)
 	$(call CHAOS_RUN,$(FANOUT))
 
