@@ -23,6 +23,9 @@ and standard retry modes: botocore/data/_retry.json, botocore/retries/standard.p
   ``ThrottledException`` (code ``Throttled``, HTTP 429) belongs to the SMS actions only, not to
   Publish / PublishBatch.
 - S3 (REST XML): HTTP 503 ``SlowDown`` (no body for HEAD).
+- SES API v2 (REST JSON): HTTP 429 ``TooManyRequestsException`` in ``x-amzn-ErrorType``, its
+  modeled throttling error (an XML body, the query protocol's, reached botocore as an
+  unparsed "400").
 - Any other JSON service: HTTP 400 ``ThrottlingException``; any other query service: HTTP 400
   ``Throttling``.
 """
@@ -89,7 +92,7 @@ def operation(environ: dict[str, Any], service: str) -> str | None:
     if service == "s3":
         name = s3_operation(environ)
         return f"s3:{name}" if name else None
-    if service == "ses" and environ.get("PATH_INFO", "").startswith("/v2/"):
+    if _is_sesv2(environ, service):
         return "ses:SendEmail" if _is_sesv2_send(environ) else None
     action = _action(environ)
     return f"{service}:{action}" if action else None
@@ -262,10 +265,39 @@ def _s3_error(environ: dict[str, Any], status: str, code: str, message: str) -> 
     return status, headers, body
 
 
+# The query protocol's throttling errors that are not the default (HTTP 400 ``Throttling``).
+_QUERY_THROTTLES = {
+    "sqs": ("403 Forbidden", "RequestThrottled", "Request is throttled."),
+    "sns": ("400 Bad Request", "ThrottlingException", "Rate exceeded"),
+}
+
+
+def _rest_json_error(status: str, code: str, message: str) -> Response:
+    """A REST JSON service's error (SES API v2): its code in ``x-amzn-ErrorType``."""
+    body = json.dumps({"message": message}).encode()
+    headers = [
+        ("Content-Type", "application/json"),
+        ("x-amzn-RequestId", str(uuid.uuid4())),
+        ("x-amzn-ErrorType", code),
+        ("Content-Length", str(len(body))),
+    ]
+    return status, headers, body
+
+
+def _is_sesv2(environ: dict[str, Any], service: str) -> bool:
+    return service == "ses" and environ.get("PATH_INFO", "").startswith("/v2/")
+
+
 def throttle_response(environ: dict[str, Any], service: str) -> Response:
     """(status line, headers, body) of the service's throttling error for this request."""
     if service == "s3":
         return _s3_error(environ, "503 Slow Down", "SlowDown", "Please reduce your request rate.")
+    if _is_sesv2(environ, service):
+        return _rest_json_error(
+            "429 Too Many Requests",
+            "TooManyRequestsException",
+            "Too many requests have been made to the operation.",
+        )
     if "HTTP_X_AMZ_TARGET" in environ:
         if service == "dynamodb":
             return _json_error(
@@ -283,10 +315,10 @@ def throttle_response(environ: dict[str, Any], service: str) -> Response:
                 "RequestThrottled;Sender",
             )
         return _json_error("400 Bad Request", "ThrottlingException", "Rate exceeded", None)
-    if service == "sqs":
-        return _query_error(service, "403 Forbidden", "RequestThrottled", "Request is throttled.")
-    code = "ThrottlingException" if service == "sns" else "Throttling"
-    return _query_error(service, "400 Bad Request", code, "Rate exceeded")
+    status, code, message = _QUERY_THROTTLES.get(
+        service, ("400 Bad Request", "Throttling", "Rate exceeded")
+    )
+    return _query_error(service, status, code, message)
 
 
 def access_denied_response(environ: dict[str, Any], service: str, message: str) -> Response:
@@ -297,6 +329,8 @@ def access_denied_response(environ: dict[str, Any], service: str, message: str) 
     other query services 403 ``AccessDenied``."""
     if service == "s3":
         return _s3_error(environ, "403 Forbidden", "AccessDenied", message)
+    if _is_sesv2(environ, service):
+        return _rest_json_error("403 Forbidden", "AccessDeniedException", message)
     if "HTTP_X_AMZ_TARGET" in environ:
         code = "com.amazon.coral.service#AccessDeniedException"
         if service == "sqs":
