@@ -9,7 +9,9 @@ may be the first copy's, which a correction has replaced since, so what the stor
 due (a survey, a gift card) may still start, under the interaction's ids, which the consumers
 and the notifier dedupe (one already issued or published is not again). A contact past its
 `expires_at` is refused, as if DynamoDB's TTL, which deletes within days of it, had: the
-notifier's and the mail sender's records of it may have expired too.
+notifier's and the mail sender's records of it may have expired too; and one whose notification
+the notifier's record has expired is refused even with `--resend` (a correction that moved the
+contact's end later keeps the contact past its first notification's 400 days).
 
 What could reach the customer is said first. A notification the notifier recorded as published
 is not published again; one it claimed and never recorded (the publish may have happened:
@@ -33,6 +35,7 @@ from ops.stream_filter import UnsupportedFilter
 
 _deserializer = TypeDeserializer()
 PUBLISHED, CLAIMED, UNSENT = "already published", "claimed, never recorded", "not yet sent"
+FORGOTTEN = "record expired"
 
 
 def redrive(
@@ -51,6 +54,12 @@ def redrive(
     }
     if dry_run:
         return data, f"dry run: nothing sent\n{listing}", True
+    forgotten = [n for n, state in due.items() if state == FORGOTTEN]
+    if forgotten:  # not even with --resend: the design allows no second e-mail
+        raise OpsError(
+            f"{listing}\nrefused: the notifier's record of {', '.join(forgotten)} has expired "
+            "(its 400 days), so nothing would stop it reaching the customer again"
+        )
     if claimed and not resend:
         raise OpsError(
             f"{listing}\nrefused: the notifier claimed {', '.join(claimed)} and never recorded "
@@ -106,9 +115,11 @@ def notifications_due(stack: Stack, contact: dict[str, Any]) -> dict[str, str]:
     for notification_id in due:
         record = records.lookup(layer, {"notification_id": notification_id})
         status = record.status if record is not None else None
-        states[notification_id] = (
-            PUBLISHED if status == records.COMPLETED else CLAIMED if status else UNSENT
-        )
+        states[notification_id] = {
+            None: UNSENT,
+            records.COMPLETED: PUBLISHED,
+            records.EXPIRED: FORGOTTEN,
+        }.get(status, CLAIMED)
     return states
 
 

@@ -33,6 +33,7 @@ from ops.stack import Stack
 CLAIMS = {"IngestFunction": idempotency.FILE_STEPS, "NotifierFunction": idempotency.NOTIFICATIONS}
 COMPLETED = STATUS_CONSTANTS["COMPLETED"]  # the record of a function that finished
 INPROGRESS = STATUS_CONSTANTS["INPROGRESS"]  # claimed: running, or crashed before its record
+EXPIRED = STATUS_CONSTANTS["EXPIRED"]  # past its expiry: Powertools claims the key afresh
 
 
 class Purged(Exception):

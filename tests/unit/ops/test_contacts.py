@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from boto3.dynamodb.types import TypeSerializer
-from shared import keys, model
+from shared import idempotency, keys, model
 from shared.aws import table
 
 from ops import contacts, records
@@ -116,3 +116,16 @@ def test_a_contact_stored_before_contacts_expired_is_redriven(ops_stack):
         Item={name: TypeSerializer().serialize(value) for name, value in unexpiring.items()},
     )
     assert "expires_at" not in contacts.current_item(ops_stack, "c-7")
+
+
+def test_a_notification_whose_record_expired_is_refused_even_with_resend(stack, ops_stack):
+    """A correction that moved a contact's end later keeps it current past its notification's
+    400 days: the notifier's record has expired, and nothing would stop a second e-mail."""
+    store(ops_stack, SURVEY_DUE)
+    layer = records.persistence(ops_stack, records.CLAIMS["NotifierFunction"])
+    layer.save_success({"notification_id": "SURVEY#c-7"}, result={"published": True})
+    stack.age_idempotency_records(idempotency.ONCE_PER_NOTIFICATION_SECONDS + 1)
+    with pytest.raises(OpsError, match="SURVEY#c-7 has expired"):
+        contacts.redrive(ops_stack, "c-7", dry_run=False, resend=True, confirm=None)
+    data, _, _ = contacts.redrive(ops_stack, "c-7", dry_run=True, resend=False, confirm=None)
+    assert data["notifications"] == {"SURVEY#c-7": contacts.FORGOTTEN}

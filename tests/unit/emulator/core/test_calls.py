@@ -4,7 +4,7 @@ sees, and for a throttle, whether botocore counts it as throttling."""
 import botocore.session
 from botocore.parsers import create_parser
 from botocore.retries.standard import ThrottledRetryableChecker
-from urllib3._collections import HTTPHeaderDict
+from urllib3 import HTTPHeaderDict
 
 from emulator.core import calls
 
