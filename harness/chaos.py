@@ -577,6 +577,8 @@ def verdict(demo: Run, operator: Operator) -> int:
         f"{injected.get('throttle', 0):,} throttled calls; {stack.failed_invocations():,} "
         "failed invocations, each retried by its event source"
     )
+    for line in last_hop.mailed_twice(stack, messages):
+        say(f"  mailed twice: {line}")
     say(last_hop.send_event_window(stack, messages))
     show_operator(operator)
     bad = [label for label, found in rows.items() if found]

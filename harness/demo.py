@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             args.port or free_port(PORTS),
             up_args=["--log-dir", log_dir, *fan_out_args(args.fan_out)],
             echo=echo,
+            # beside the functions' logs, kept with them (a failed chaos run's, for reading)
+            log_path=Path(log_dir) / "stack-output.txt",
         )
         say(f"Starting the local stack on {local.endpoint} ...")
         began = time.monotonic()

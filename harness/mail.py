@@ -26,6 +26,29 @@ def e_mails(stack: StackClient, notifications: Iterable[Mapping[str, Any]]) -> c
     return collections.Counter(n for n in tagged if n in wanted)
 
 
+def mailed_twice(stack: StackClient, notifications: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A line per notification that became more than one e-mail: its id, each e-mail's SES
+    message id and time, and the Send event MailEventsFunction recorded (ids and times only)."""
+    sent = e_mails(stack, notifications)
+    twice = sorted(n for n, count in sent.items() if count > 1)
+    if not twice:
+        return []
+    by_id = collections.defaultdict(list)
+    for message in stack.inbox():
+        notification = mail.notification_id_of_tag(message["tags"].get(mail.NOTIFICATION_TAG, ""))
+        by_id[notification].append(f"{message['message_id']} at {message['sent_at']}")
+    recorded = stack.mail_sent(twice)
+    return [
+        f"{n}: e-mails {', '.join(by_id[n])}; Send event recorded: "
+        + (
+            f"{recorded[n]['message_id']['S']} at {recorded[n]['recorded_at']['S']}"
+            if n in recorded
+            else "none"
+        )
+        for n in twice
+    ]
+
+
 def with_address(notifications: Iterable[Mapping[str, Any]]) -> set[str]:
     return {n["notification_id"] for n in notifications if n.get("email")}
 
