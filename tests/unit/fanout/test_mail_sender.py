@@ -344,3 +344,32 @@ def test_a_send_whose_answer_is_lost_is_in_doubt_not_sent_again(
     assert failed_ids(retry.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
 
     assert inbox_ids() == ["SURVEY-c-1"]
+
+
+def test_a_retry_past_the_wait_that_dies_after_send_email_holds_the_next_delivery_in_doubt(
+    stack, mail, monkeypatch, recorder, lambda_context
+):
+    """The first sender dies after its claim, before SendEmail; past the wait a retry sends and
+    dies right after SendEmail (SES sent it, its Send event not yet recorded); the batch's next
+    delivery comes at once. The retry's send restarted the wait: the next delivery waits for
+    that send's event instead of sending again. (With the claim's first time kept, a chaos run
+    mailed a notification twice: its 1st, 2nd and 3rd deliveries, 84 s after the claim.)"""
+    first = cold_start("mail_sender", monkeypatch)
+    record_calls(first, crash_after=2)  # the claim taken, SendEmail never made
+    with pytest.raises(Crash):
+        first.lambda_handler(delivered(mail, SURVEY), lambda_context)
+    stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
+
+    retry = cold_start("mail_sender", monkeypatch)
+    calls = record_calls(retry, crash_after=5)
+    with pytest.raises(Crash):
+        retry.lambda_handler(delivered(mail, SURVEY), lambda_context)
+    assert calls.calls[-1] == "email:SendEmail"
+    assert inbox_ids() == ["SURVEY-c-1"]
+
+    again = cold_start("mail_sender", monkeypatch)
+    refused(again, delivered(mail, SURVEY), lambda_context, "no evidence of the call yet")
+    record_sending_events(stack, mail, recorder, lambda_context)
+    assert failed_ids(again.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
+
+    assert inbox_ids() == ["SURVEY-c-1"]
