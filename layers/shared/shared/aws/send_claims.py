@@ -14,6 +14,11 @@ some evidence is held back where ``confirmed`` cannot see it (``evidence_held``:
 events its recorder gave up on, in their dead-letter queue): then the item stays in doubt until
 that evidence is recorded, since it may be this item's. ``wait_seconds`` must therefore cover the
 time the evidence takes to be recorded or held back (docs/design.md).
+
+Calling again retakes the claim first: its time becomes now, in one conditional write on the
+claim time it found, so the wait starts again for this call's evidence (a retry that dies right
+after its call leaves a claim the next delivery waits on, not one it calls again at once), and of
+two deliveries past the wait at once only one calls.
 """
 
 import time
@@ -21,11 +26,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
 
-from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer, IdempotencyConfig
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemAlreadyExistsError,
 )
-from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
+    STATUS_CONSTANTS,
+    DataRecord,
+)
 
 from shared.aws.batch_claims import claim_time
 
@@ -54,7 +62,7 @@ class SendClaims:
 
     def __init__(
         self,
-        persistence: BasePersistenceLayer,
+        persistence: DynamoDBPersistenceLayer,
         config: IdempotencyConfig,
         *,
         key_prefix: str,
@@ -88,8 +96,35 @@ class SendClaims:
             if self._evidence_held():
                 until = "the evidence in the dead-letter queue is recorded"
                 raise SendUnconfirmed(key, claimed_at, until) from None
+            if not self._retake(record):
+                until = f"{self._wait:.0f} s after another delivery's retry"
+                raise SendUnconfirmed(key, claimed_at, until) from None
             return Claim.RETRIED
         return Claim.NEW
+
+    def _retake(self, record: DataRecord) -> bool:
+        """The claim in doubt, taken again now; False when another delivery retook or settled it
+        since it was read (IdempotencyTable's key is the idempotency key alone: template.yaml)."""
+        store = self._store
+        try:
+            store.client.update_item(
+                TableName=store.table_name,
+                Key={store.key_attr: {"S": record.idempotency_key}},
+                UpdateExpression="SET #expiry = :expiry",
+                ConditionExpression="#status = :in_progress AND #expiry = :found",
+                ExpressionAttributeNames={
+                    "#expiry": store.expiry_attr,
+                    "#status": store.status_attr,
+                },
+                ExpressionAttributeValues={
+                    ":expiry": {"N": str(int(time.time()) + self._life)},
+                    ":found": {"N": str(record.expiry_timestamp)},
+                    ":in_progress": {"S": STATUS_CONSTANTS["INPROGRESS"]},
+                },
+            )
+        except store.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def done(self, item: dict, result: dict) -> None:
         self._store.save_success(data=item, result=result)
