@@ -51,16 +51,18 @@ def say(message: str = "") -> None:
 def wait_until(
     check: Callable[[], bool], timeout: float, progress: Callable[[], str], every: float = 2.0
 ) -> bool:
-    """Poll ``check`` (bounded); print ``progress()`` when it changes, at most every ``every`` s."""
+    """Poll ``check`` (bounded); print ``progress()`` when it changes, at most every ``every`` s
+    (asked only then: a progress line reads the stack too)."""
     deadline = time.monotonic() + timeout
-    last_line, last_print = "", 0.0
+    last_line, last_asked = "", 0.0
     while True:
         done = check()
-        line = progress()
         now = time.monotonic()
-        if line != last_line and (now - last_print >= every or done):
-            say("  " + line)
-            last_line, last_print = line, now
+        if now - last_asked >= every or done:
+            last_asked, line = now, progress()
+            if line != last_line:
+                say("  " + line)
+                last_line = line
         if done:
             return True
         if now > deadline:
