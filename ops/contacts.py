@@ -9,7 +9,9 @@ may be the first copy's, which a correction has replaced since, so what the stor
 due (a survey, a gift card) may still start, under the interaction's ids, which the consumers
 and the notifier dedupe (one already issued or published is not again). A contact past its
 `expires_at` is refused, as if DynamoDB's TTL, which deletes within days of it, had: the
-notifier's and the mail sender's records of it may have expired too; and one whose notification
+notifier's and the mail sender's records of it may have expired too; so is one that ended more
+than 399 days ago, past what the table remembers, as the ingest refuses its copies (its redrive
+would start, after the retention, what a correction made due); and one whose notification
 the notifier's record has expired is refused even with `--resend` (a correction that moved the
 contact's end later keeps the contact past its first notification's 400 days).
 
@@ -90,10 +92,18 @@ def current_item(stack: Stack, contact_id: str) -> dict[str, dict]:
         raise OpsError(f"no contact {canonical} in the table (never stored, or expired)")
     expires_at = item.get("expires_at")  # absent on an item stored before contacts expired
     expires = expires_at and datetime.fromtimestamp(int(expires_at["N"]), UTC)
-    if expires and expires <= datetime.now(UTC):
+    now = datetime.now(UTC)
+    if expires and expires <= now:
         raise OpsError(
             f"contact {canonical} expired at {expires:%Y-%m-%dT%H:%M:%SZ} (its retention: "
             "DynamoDB's TTL deletes it); nothing sent"
+        )
+    ended = datetime.fromisoformat(item["ended_at"]["S"])
+    if ended < now - model.REMEMBERED:  # as the ingest refuses a copy of it
+        raise OpsError(
+            f"contact {canonical} ended at {ended:%Y-%m-%dT%H:%M:%SZ}, more than "
+            f"{model.REMEMBERED.days} days ago: past what the table remembers of a contact "
+            "(the ingest refuses its copies too); nothing sent"
         )
     return item
 

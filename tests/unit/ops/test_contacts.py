@@ -2,7 +2,7 @@
 shaped as the stream gives it, and what could reach the customer is said before anything moves
 (its delivery to each fan-out mode's readers: tests/integration/test_contact_redrive.py)."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from boto3.dynamodb.types import TypeSerializer
@@ -129,3 +129,18 @@ def test_a_notification_whose_record_expired_is_refused_even_with_resend(stack, 
         contacts.redrive(ops_stack, "c-7", dry_run=False, resend=True, confirm=None)
     data, _, _ = contacts.redrive(ops_stack, "c-7", dry_run=True, resend=False, confirm=None)
     assert data["notifications"] == {"SURVEY#c-7": contacts.FORGOTTEN}
+
+
+def test_a_contact_that_ended_past_what_the_table_remembers_is_refused(ops_stack):
+    """The ingest refuses a copy of a contact that ended more than 399 days before it arrives;
+    a redrive of one still stored, in its last day, would start after the retention what a
+    correction made due (a gift card for a call corrected to abandoned: the model's search)."""
+    item = store(ops_stack, SURVEY_DUE)
+    ended = datetime.now(UTC) - model.REMEMBERED - timedelta(hours=1)
+    old = item | {"ended_at": keys.utc_timestamp(ended)}
+    ops_stack.dynamodb.put_item(
+        TableName=ops_stack.contacts_table,
+        Item={name: TypeSerializer().serialize(value) for name, value in old.items()},
+    )
+    with pytest.raises(OpsError, match="more than 399 days ago: past what the table remembers"):
+        contacts.redrive(ops_stack, "c-7", dry_run=True, resend=False, confirm=None)
