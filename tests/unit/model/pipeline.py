@@ -1483,11 +1483,12 @@ class Pipeline:
         back, time passes until every message in flight is visible again, and the operator
         replays what StreamFailureQueue holds (a batch past the stream's 24 hours by the runbook:
         its contacts redriven) and redrives the dead-letter queues, sending again on purpose
-        (--resend) what may have been published (the design leaves that to them)."""
+        (--resend) what may have been published (the design leaves that to them). A change
+        queue's refusals not yet used still strike (each is one delivery, and ops' redrive sends
+        to the queue itself: the drain ends), so the changes only the drain delivers meet them."""
         self.release_held()
         self.armed.clear()
         self.subscriber.refused = 0
-        self.refusing.clear()
         for throttled in self.operator_throttles:
             throttled.clear()
         for env in self.envs.values():

@@ -203,6 +203,8 @@ def with_outcome(record: dict, draw) -> dict:
 
 # After any call of an invocation: its first few (claims, reads) most often, any later one too.
 crash_points = st.one_of(st.none(), st.integers(1, 6), st.integers(7, 40))
+# A consumer's queue refusing the next 1-3 changes of the bus or the topic.
+change_queue_refusals = st.tuples(st.sampled_from(CONSUMERS), st.integers(1, 3))
 # How a correction changes an exported contact (the design's corrections: any field may change).
 CORRECTIONS = (
     "agent changed",
@@ -387,13 +389,20 @@ class PipelineMachine(RuleBasedStateMachine):
         holds them until the operator's redrive."""
         self.pipeline.mail_queue_refuses_the_topic(deliveries)
 
+    @initialize(refusal=st.one_of(st.none(), change_queue_refusals))
+    def a_change_queue_may_refuse_from_the_start(self, refusal):
+        """The refusal below, armed before the first upload's changes pass the bus or the topic
+        (most examples' later changes are few: armed later, it rarely strikes)."""
+        if refusal and self.pipeline.change_delivery_dead_letters:
+            self.pipeline.change_queue_refuses_the_fan_out(*refusal)
+
     @precondition(lambda self: self.pipeline.change_delivery_dead_letters)
-    @rule(consumer=st.sampled_from(CONSUMERS), deliveries=st.integers(1, 3))
-    def a_change_queue_refuses_the_fan_out(self, consumer, deliveries):
+    @rule(refusal=change_queue_refusals)
+    def a_change_queue_refuses_the_fan_out(self, refusal):
         """The bus (pipe) or the topic (router, pipe-topic) cannot deliver the next changes to
         the consumer's queue: <X>ChangeDeliveryDeadLetterQueue holds them until the operator's
         redrive."""
-        self.pipeline.change_queue_refuses_the_fan_out(consumer, deliveries)
+        self.pipeline.change_queue_refuses_the_fan_out(*refusal)
 
     @rule()
     def the_mail_events_fail_until_dead_lettered(self):
