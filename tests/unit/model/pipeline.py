@@ -492,7 +492,8 @@ class Pipeline:
         # consumer -> how many of the next deliveries of the bus or the topic its queue refuses
         self.refusing: Counter = Counter()
         self._consumer_of_queue = {
-            _arn(stack.sqs, url): consumer for consumer, (url, _) in self.change_queues.items()
+            _arn(stack.sqs, self.change_queues[consumer][0]): consumer
+            for consumer in self.change_delivery_dead_letters
         }
         self.queue_filters = queue_filters(mode) if mode != "lambda" else {}
         self.clock = ModelClock()
