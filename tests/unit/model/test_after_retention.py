@@ -37,39 +37,27 @@ def test_a_contact_redriven_after_its_claims_expired_is_not_mailed_again(
         capsys.readouterr()
 
 
-HANDLED = {
-    "contact_id": "c-1",
-    "caller": "+15550000001",
-    "agent_id": "agent-1",
-    "started_at": "2026-11-29T09:00:00Z",
-    "ended_at": "2026-11-29T10:00:00Z",
-    "updated_at": "2026-11-29T11:00:00Z",
-    "disposition": "RESOLVED",
-    "wait_seconds": 5,
-}
-
-
 def test_a_contact_redriven_past_what_the_table_remembers_issues_no_gift_card(
     aws_env, monkeypatch, capsys
 ):
-    """A call is stored as handled (its first copy: no gift card), then corrected to abandoned
-    (a later copy: no gift card either, by design). Past the 399 days after which the ingest
-    refuses any copy of it, but before its 400 days' expiry, `ops contact redrive` sends the
-    stored copy as the interaction's first: GoodwillFunction issues the gift card and it is
+    """A call is stored as handled (its first copy: a survey, no gift card), then corrected to
+    abandoned (a later copy: no gift card either, by design). Past the 399 days after which the
+    ingest refuses any copy of it, but before its 400 days' expiry, `ops contact redrive` sends
+    the stored copy as the interaction's first: GoodwillFunction issues the gift card and it is
     published, an effect of the old export after its retention (found by test_model.py's search:
     the_contacts_retention_passes, "the first day's contacts expired", then a contact of the
     second day redriven)."""
     monkeypatch.setattr(ingest, "CONTACTS_PER_WRITE", 2)
     with moto_stack(monkeypatch) as stack:
         pipeline = Pipeline(stack, monkeypatch)
-        pipeline.upload("incoming/a.jsonl", [HANDLED])
+        pipeline.upload("incoming/a.jsonl", [SURVEY_DUE])
         pipeline.drain()
-        abandoned = HANDLED | {"disposition": "ABANDONED", "updated_at": "2026-11-29T11:01:00Z"}
+        abandoned = SURVEY_DUE | {"disposition": "ABANDONED", "updated_at": "2026-11-29T11:01:00Z"}
         pipeline.upload("incoming/a.jsonl", [abandoned])
         pipeline.drain()
         check_final_state(pipeline)
         remembered = Remembered.of(pipeline)
-        ended = datetime.fromisoformat(HANDLED["ended_at"]).astimezone(UTC)
+        ended = datetime.fromisoformat(SURVEY_DUE["ended_at"]).astimezone(UTC)
         half_a_day_to_expiry = (ended + model.CONTACT_RETENTION).timestamp() - 12 * 3600
         pipeline.time_passes(half_a_day_to_expiry - pipeline.clock.time())
 
