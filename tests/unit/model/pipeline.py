@@ -17,18 +17,25 @@ Every fan-out mode (template parameter FanOut):
   --resend, then the failure record deleted. Bisection is covered by the batch sizes the test
   picks.
 - pipe: one stream reader (ChangePipe, its filter) puts each record on the bus; each consumer's
-  rule (its EventPattern, matched on the bus event) sends the record to the consumer's queue.
+  rule (its EventPattern, matched on the bus event) sends the record (InputPath $.detail) to the
+  consumer's queue, by the local stack's delivery (emulator/services/delivery_failures.py): while
+  the queue refuses (the test says for how many deliveries: its policy changed by hand), the
+  event itself goes to the target's DeadLetterConfig, the consumer's
+  <X>ChangeDeliveryDeadLetterQueue, with EventBridge's attributes (ERROR_CODE, ...).
 - router: the real RouterFunction reads the stream and publishes to ChangeTopic (moto SNS); the
-  subscriptions (the template's filter policies, raw delivery) fill the consumers' queues.
+  subscriptions (the template's filter policies, raw delivery) fill the consumers' queues; while
+  a queue refuses, its subscription's RedrivePolicy puts the raw message (the record) in the
+  consumer's <X>ChangeDeliveryDeadLetterQueue (the local stack's SNS delivery, as for pipe).
 - pipe-topic: the pipe (its filter) publishes each record to ChangeTopic, the record's JSON as the
   message; each subscription's filter policy matches the body, raw delivery fills the consumer's
-  queue, and the consumer's queue mapping admits what its FilterCriteria match on the body (Lambda
-  deletes the others without an invocation).
+  queue (or, while it refuses, its delivery dead-letter queue, as router), and the consumer's
+  queue mapping admits what its FilterCriteria match on the body (Lambda deletes the others
+  without an invocation).
 - pipe-sfn: the pipe (its filter) runs ChangeMachine with each batch: every record to every
   consumer's queue (compact JSON, States.JsonToString), where the consumer's queue mapping admits
   what its FilterCriteria match. An execution may fail part way (the test's crash point: after
   its k-th send), having sent some records to some queues: the pipe's batch fails and is
-  delivered again, or given up and replayed.
+  delivered again, or given up and replayed. No delivery dead-letter queue (as template.yaml).
 In every mode but lambda a consumer's queue is a standard queue: batches are taken in any order,
 a message can be held in flight and come back after its visibility timeout (behind later ones),
 and after 5 receives it moves to the consumer's dead-letter queue. A given-up stream batch of
@@ -73,17 +80,22 @@ receives, within the sender's wait (docs/design.md's horizon).
 The operator's commands run through ops' own code, on ops' own clients (which a throttle may
 strike): `ops file reprocess`, `ops idempotency purge` (a file's records, or a notification's,
 with or without --resend), `ops dlq redrive` (NotificationDeadLetterQueue's listing, refusal
-and --resend are ops.records'; SQS's move task, which moto lacks, and the other queues' redrive
-are the same move done here), `ops contact redrive` (with or without --resend; its delivery to
+and --resend are ops.records'; what the fan-out or NotificationsTopic could not deliver, each
+consumer's <X>ChangeDeliveryDeadLetterQueue and MailDeliveryDeadLetterQueue, is sent on to its
+queue by ops.delivery_redrive, as it would have arrived, and MailEventsDeadLetterQueue recorded
+by it; SQS's move task, which moto lacks, and the other queues' redrive are the same move done
+here), `ops contact redrive` (with or without --resend; its delivery to
 the stream readers is the model's) and `ops stream replay` (the model's replay of a given-up
 batch). What --resend releases is allowed one more message at the subscriber, as docs/design.md
 says; nothing else is.
 
-Not modelled: the fan-out's delivery dead-letter queues (what the bus or the topic could not
-deliver to a consumer's queue: the model's bus and topic always deliver) and their redrive;
-SES refusing a send other than by a throttle, bounces and complaints (every address is good);
-the stream's own trim of records past 24 hours (no reader reads a record that old: its maximum
-age, an hour, gives it up first, and a replay past 24 hours is refused as ops refuses it);
+Not modelled: a delivery of the bus or the topic that fails and is retried (throttling, an
+outage: the model's refusals go to the delivery dead-letter queue at once, as a refusal does; a
+retried one goes there later, or is delivered late), and a delivery dead-letter queue that
+refuses too (the change lost: docs/operations.md's `ops contact redrive` of the period); SES
+refusing a send other than by a throttle, bounces and complaints (every address is good); the
+stream's own trim of records past 24 hours (no reader reads a record that old: its maximum age,
+an hour, gives it up first, and a replay past 24 hours is refused as ops refuses it);
 IdempotencyTable's TTL deletes (above); a jump past the retention while messages wait in a
 queue; two stream invocations of one shard at once (Lambda never does that).
 """
@@ -125,6 +137,7 @@ from shared.aws import mail as shared_mail
 from emulator.core.filters import FilterCriteria
 from emulator.delivery.stream_poller import created_at
 from emulator.delivery.stream_poller import lambda_record as stream_lambda_record
+from emulator.services import delivery_failures
 from emulator.services import dynamodbstreams as emulator_streams
 from emulator.services import sqs as emulator_sqs
 from harness.events import sqs_event
@@ -234,6 +247,7 @@ SURVEY_DUE = {
 }
 RELEASE = ops_records.release  # ops' own, which the model wraps
 REDRIVE = ops_redrive.redrive  # ops' own, which the model runs as moto can
+REFUSAL = delivery_failures.refusal  # the local stack's queue policies, which the model wraps
 # SNS FIFO drops a publish whose deduplication id was accepted less than 5 minutes before.
 DEDUPLICATION_SECONDS = 300
 # DynamoDB's TTL deletes an expired item as the service, and its stream record says so (GetRecords'
@@ -466,8 +480,21 @@ class Pipeline:
         self.filters = stream_readers(mode)
         self.max_ages = {reader: max_record_age(reader) for reader in self.filters}
         self.topic_arn: str | None = None  # ChangeTopic, in router and pipe-topic mode
+        # consumer -> its <X>ChangeDeliveryDeadLetterQueue's URL: what the bus or the topic could
+        # not deliver to its queue (pipe, router, pipe-topic)
+        self.change_delivery_dead_letters = (
+            self._change_delivery_dead_letters() if fan_out.mode(mode).delivery_dead_letters else {}
+        )
         # consumer -> (its queue's URL, its dead-letter queue's URL), in the modes with queues
         self.change_queues = self._change_queues() if mode != "lambda" else {}
+        # pipe: consumer -> its rule on ChangeBus and the rule's target (its queue)
+        self.change_rules = self._change_rules() if mode == "pipe" else {}
+        # consumer -> how many of the next deliveries of the bus or the topic its queue refuses
+        self.refusing: Counter = Counter()
+        self._consumer_of_queue = {
+            _arn(stack.sqs, self.change_queues[consumer][0]): consumer
+            for consumer in self.change_delivery_dead_letters
+        }
         self.queue_filters = queue_filters(mode) if mode != "lambda" else {}
         self.clock = ModelClock()
         self.clock.install(monkeypatch)
@@ -529,6 +556,8 @@ class Pipeline:
         # the pipe's targets or the topic): the model's readers, filtered as their mappings are
         monkeypatch.setattr(ops_contacts, "deliver", self._deliver_change)
         monkeypatch.setattr(ops_records, "release", self._release)
+        # whether a change queue takes what EventBridge or SNS delivers: its policy, or the switch
+        monkeypatch.setattr(delivery_failures, "refusal", self._refusal)
         # the stream records of TTL's deletes carry the service's identity, as DynamoDB's do
         self._ttl_deleting = False
         build_record = emulator_streams.build_record
@@ -564,10 +593,22 @@ class Pipeline:
             }
         )
 
+    def _change_delivery_dead_letters(self) -> dict[str, str]:
+        """Each consumer's <X>ChangeDeliveryDeadLetterQueue: no queue's redrive target, but its
+        rule target's DeadLetterConfig (pipe) or its subscription's RedrivePolicy (router,
+        pipe-topic)."""
+        return {
+            consumer: self.stack.sqs.create_queue(QueueName=f"{consumer}-change-delivery-dlq")[
+                "QueueUrl"
+            ]
+            for consumer in CONSUMERS
+        }
+
     def _change_queues(self) -> dict[str, tuple[str, str]]:
         """Each consumer's queue and its dead-letter queue (redrive after MAX_RECEIVES); in router
         and pipe-topic mode ChangeTopic too, each queue subscribed as template.yaml subscribes it
-        in the mode (its filter policy, the policy's scope, raw delivery)."""
+        in the mode (its filter policy, the policy's scope, raw delivery, its RedrivePolicy to the
+        consumer's delivery dead-letter queue)."""
         sqs, queues = self.stack.sqs, {}
         for consumer in CONSUMERS:
             dead = sqs.create_queue(QueueName=f"{consumer}-dead-letters")["QueueUrl"]
@@ -591,9 +632,33 @@ class Pipeline:
                         "RawMessageDelivery": json.dumps(subscription["RawMessageDelivery"]),
                         "FilterPolicyScope": subscription["FilterPolicyScope"],
                         "FilterPolicy": json.dumps(subscription["FilterPolicy"]),
+                        "RedrivePolicy": json.dumps(
+                            {
+                                "deadLetterTargetArn": _arn(
+                                    sqs, self.change_delivery_dead_letters[consumer]
+                                )
+                            }
+                        ),
                     },
                 )
         return queues
+
+    def _change_rules(self) -> dict[str, tuple[types.SimpleNamespace, dict]]:
+        """pipe: each consumer's rule and its target as template.yaml sets them (InputPath, the
+        RetryPolicy), the target's queue and DeadLetterConfig the model's."""
+        sqs, rules = self.stack.sqs, {}
+        for consumer, (url, _) in self.change_queues.items():
+            [target] = deployed_properties(consumer, "ChangeRule", self.mode)["Targets"]
+            target |= {
+                "Arn": _arn(sqs, url),
+                "DeadLetterConfig": {"Arn": _arn(sqs, self.change_delivery_dead_letters[consumer])},
+            }
+            name = f"{consumer}-changes"
+            rule = types.SimpleNamespace(
+                name=name, arn=f"arn:aws:events:{REGION}:{ACCOUNT}:rule/changes/{name}"
+            )
+            rules[consumer] = (rule, target)
+        return rules
 
     # -- S3 --------------------------------------------------------------------------------------
     def upload(
@@ -830,6 +895,26 @@ class Pipeline:
         changed by hand): they go to MailDeliveryDeadLetterQueue."""
         self.subscriber.refused = deliveries
 
+    def change_queue_refuses_the_fan_out(self, consumer: str, deliveries: int) -> None:
+        """The consumer's queue refuses the next `deliveries` changes of the bus (pipe) or the
+        topic (router, pipe-topic), its policy changed by hand: EventBridge puts the event itself
+        in <X>ChangeDeliveryDeadLetterQueue, SNS the raw message (the local stack's delivery,
+        emulator/services/delivery_failures.py)."""
+        self.refusing[consumer] = deliveries
+
+    def _refusal(
+        self, queue_arn: str, service: str, source_arn: str
+    ) -> delivery_failures.Refusal | None:
+        """delivery_failures.refusal, and a change queue refusing while its switch is on."""
+        consumer = self._consumer_of_queue.get(queue_arn)
+        if consumer is not None and self.refusing[consumer]:
+            self.refusing[consumer] -= 1
+            self.operator["a change queue refused the fan-out: the change in its delivery DLQ"] += 1
+            return delivery_failures.Refusal(
+                "NO_PERMISSIONS", f"the policy of {consumer}'s queue does not let {service} send"
+            )
+        return REFUSAL(queue_arn, service, source_arn)
+
     def recorder_fails_until_dead_lettered(self) -> None:
         """MailEventsFunction's writes are throttled at every receive of what its queue holds,
         until SQS moves it all to MailEventsDeadLetterQueue (a crash after its one write would
@@ -840,9 +925,14 @@ class Pipeline:
 
     @property
     def failure_queues(self) -> list[str]:
-        """Every dead-letter queue: each queue's, and MailDeliveryDeadLetterQueue (no queue's
-        redrive target: what NotificationsTopic could not deliver to MailQueue)."""
-        return [*self.dead_letters.values(), self.mail.delivery_dead_letter_queue_url]
+        """Every dead-letter queue: each queue's, and those of what a topic or the bus could not
+        deliver (no queue's redrive target): MailDeliveryDeadLetterQueue (NotificationsTopic to
+        MailQueue) and each consumer's <X>ChangeDeliveryDeadLetterQueue."""
+        return [
+            *self.dead_letters.values(),
+            self.mail.delivery_dead_letter_queue_url,
+            *self.change_delivery_dead_letters.values(),
+        ]
 
     def dead_letters_held(self) -> bool:
         return any(self._count(dead) for dead in self.failure_queues)
@@ -938,7 +1028,11 @@ class Pipeline:
                     self.stack.notification_queue_url
                 ],
                 "MailQueueUrl": self.mail.queue_url,
-                **{f"{name}Url": dead for dead, name in self.mail_dead_letter_queues.items()},
+                **{f"{name}Url": dead for dead, name in self.redriven_by_ops.items()},
+                **{
+                    StackClient.consumer_queue(consumer): url
+                    for consumer, (url, _) in self.change_queues.items()
+                },
                 "FanOut": self.mode,
             },
             parameters={"GoodwillWaitSeconds": "600"},
@@ -1033,17 +1127,29 @@ class Pipeline:
             self.mail.events_dead_letter_queue_url: "MailEventsDeadLetterQueue",
         }
 
+    @property
+    def redriven_by_ops(self) -> dict[str, str]:
+        """The dead-letter queues the model redrives through ops' command: the last hop's and
+        each consumer's <X>ChangeDeliveryDeadLetterQueue; URL -> their name in ops."""
+        return self.mail_dead_letter_queues | {
+            url: StackClient.consumer_delivery_dead_letter_queue(consumer).removesuffix("Url")
+            for consumer, url in self.change_delivery_dead_letters.items()
+        }
+
     def dlq_redrive(self, resend: bool = False) -> bool:
         """`ops dlq redrive <X>DeadLetterQueue --yes` of every dead-letter queue holding messages:
         NotificationDeadLetterQueue's through ops (ops.records: what was published is listed, what
         was claimed too long ago and never recorded is refused unless `--resend`, which releases
         those claims: each is allowed once more at the subscriber); the last hop's through ops'
-        command (ops.cli: no --resend for them): MailDeadLetterQueue's and
-        MailEventsDeadLetterQueue's SQS's move back to their source queue,
-        MailDeliveryDeadLetterQueue's ops' own sending on to MailQueue (ops.delivery_redrive);
-        the change queues' are SQS's move, all `ops dlq redrive` does for them."""
+        command (ops.cli: no --resend for them): MailDeadLetterQueue's SQS's move back to
+        MailQueue, MailEventsDeadLetterQueue's recorded by ops, MailDeliveryDeadLetterQueue's
+        ops' own sending on to MailQueue (ops.delivery_redrive); each consumer's
+        <X>ChangeDeliveryDeadLetterQueue's through ops' command too, which sends each change to
+        the consumer's queue as it would have arrived (ops.delivery_redrive: the bus event's
+        detail, the topic's raw message); the change queues' own DLQs are SQS's move, all `ops
+        dlq redrive` does for them."""
         moved = False
-        for dead, name in self.mail_dead_letter_queues.items():
+        for dead, name in self.redriven_by_ops.items():
             if not self._count(dead):
                 continue
             args = argparse.Namespace(
@@ -1055,7 +1161,7 @@ class Pipeline:
             )
             moved |= result is not None
         for url, dead in self.dead_letters.items():
-            if dead in self.mail_dead_letter_queues or not self._count(dead):
+            if dead in self.redriven_by_ops or not self._count(dead):
                 continue
             if url != self.stack.notification_queue_url:
                 self._move(dead, url)
@@ -1287,7 +1393,8 @@ class Pipeline:
         self, reader: str, records: list[dict], crash_after: int | None
     ) -> set[str] | None:
         """A batch of stream records to the reader: a function's invocation, or the pipe: each
-        record on the bus, and each rule that matches it sends it to its consumer's queue; or
+        record on the bus, and each rule that matches it sends it to its consumer's queue (the
+        local stack's delivery: a queue that refuses, the event to the target's DLQ); or
         (pipe-topic) each record published to ChangeTopic, its subscriptions deliver it; or
         (pipe-sfn) ChangeMachine's execution, which fails after its ``crash_after``-th send."""
         if reader != PIPE:
@@ -1300,9 +1407,12 @@ class Pipeline:
                 sns.publish(TopicArn=self.topic_arn, Message=json.dumps(record))
             return set()
         for record in records:
-            for consumer, (url, _) in self.change_queues.items():
-                if selections()[consumer].rule.matches(bus_event(record)):
-                    self.stack.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+            event = bus_event(record)
+            for consumer, (rule, target) in self.change_rules.items():
+                if selections()[consumer].rule.matches(event):
+                    # what InputPath $.detail delivers, or the event to the target's DLQ
+                    body = json.dumps(record)
+                    delivery_failures.deliver_to_target(rule, target, event, body, None)
         return set()
 
     def execute_machine(self, records: list[dict], fail_after: int | None) -> set[str] | None:
@@ -1374,7 +1484,9 @@ class Pipeline:
         back, time passes until every message in flight is visible again, and the operator
         replays what StreamFailureQueue holds (a batch past the stream's 24 hours by the runbook:
         its contacts redriven) and redrives the dead-letter queues, sending again on purpose
-        (--resend) what may have been published (the design leaves that to them)."""
+        (--resend) what may have been published (the design leaves that to them). A change
+        queue's refusals not yet used still strike (each is one delivery, and ops' redrive sends
+        to the queue itself: the drain ends), so the changes only the drain delivers meet them."""
         self.release_held()
         self.armed.clear()
         self.subscriber.refused = 0
@@ -1411,6 +1523,7 @@ class Pipeline:
         for by_hand in (
             self.mail.delivery_dead_letter_queue_url,
             self.mail.events_dead_letter_queue_url,
+            *self.change_delivery_dead_letters.values(),
         ):
             timeouts[by_hand] = ops_delivery_redrive.VISIBILITY_SECONDS
         waiting = []

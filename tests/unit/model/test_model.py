@@ -4,8 +4,9 @@ versions (their event times in any order); exports and corrections of every kind
 disposition changed, ended_at moved, agent removed) in JSON lines, CSV and Connect's contact
 records (transfers; re-deliveries with older, equal and newer LastUpdateTimestamp), timestamps in
 UTC or at an offset, over two days; stream and queue deliveries that are duplicated, reordered,
-held in flight past their visibility timeout, overlapping, dead-lettered or given up; crashes
-after any AWS call of any invocation and throttled calls; time passing (seconds to hours:
+held in flight past their visibility timeout, overlapping, dead-lettered or given up; a
+consumer's queue refusing the bus or the topic (its change in its delivery dead-letter queue);
+crashes after any AWS call of any invocation and throttled calls; time passing (seconds to hours:
 claims age and expire, SNS FIFO's 5-minute deduplication closes, stream records unread for an
 hour are given up; a day, a few times, the queues delivered meanwhile: a failed stream batch
 outlives the stream's 24 hours); and the operator's commands at any moment, through ops' own
@@ -45,6 +46,7 @@ from shared import idempotency, ingest, keys, model, rules
 
 from tests.unit.model.design import Remembered, check_after_retention, check_final_state
 from tests.unit.model.pipeline import (
+    CONSUMERS,
     MODES,
     OPERATIONS,
     OPS_OPERATIONS,
@@ -201,6 +203,8 @@ def with_outcome(record: dict, draw) -> dict:
 
 # After any call of an invocation: its first few (claims, reads) most often, any later one too.
 crash_points = st.one_of(st.none(), st.integers(1, 6), st.integers(7, 40))
+# A consumer's queue refusing the next 1-3 changes of the bus or the topic.
+change_queue_refusals = st.tuples(st.sampled_from(CONSUMERS), st.integers(1, 3))
 # How a correction changes an exported contact (the design's corrections: any field may change).
 CORRECTIONS = (
     "agent changed",
@@ -384,6 +388,21 @@ class PipelineMachine(RuleBasedStateMachine):
         """SNS cannot deliver the next notifications to MailQueue: MailDeliveryDeadLetterQueue
         holds them until the operator's redrive."""
         self.pipeline.mail_queue_refuses_the_topic(deliveries)
+
+    @initialize(refusal=st.one_of(st.none(), change_queue_refusals))
+    def a_change_queue_may_refuse_from_the_start(self, refusal):
+        """The refusal below, armed before the first upload's changes pass the bus or the topic
+        (most examples' later changes are few: armed later, it rarely strikes)."""
+        if refusal and self.pipeline.change_delivery_dead_letters:
+            self.pipeline.change_queue_refuses_the_fan_out(*refusal)
+
+    @precondition(lambda self: self.pipeline.change_delivery_dead_letters)
+    @rule(refusal=change_queue_refusals)
+    def a_change_queue_refuses_the_fan_out(self, refusal):
+        """The bus (pipe) or the topic (router, pipe-topic) cannot deliver the next changes to
+        the consumer's queue: <X>ChangeDeliveryDeadLetterQueue holds them until the operator's
+        redrive."""
+        self.pipeline.change_queue_refuses_the_fan_out(*refusal)
 
     @rule()
     def the_mail_events_fail_until_dead_lettered(self):
