@@ -42,11 +42,11 @@ def test_a_contact_redriven_past_what_the_table_remembers_issues_no_gift_card(
 ):
     """A call is stored as handled (its first copy: a survey, no gift card), then corrected to
     abandoned (a later copy: no gift card either, by design). Past the 399 days after which the
-    ingest refuses any copy of it, but before its 400 days' expiry, `ops contact redrive` sends
-    the stored copy as the interaction's first: GoodwillFunction issues the gift card and it is
-    published, an effect of the old export after its retention (found by test_model.py's search:
-    the_contacts_retention_passes, "the first day's contacts expired", then a contact of the
-    second day redriven)."""
+    ingest refuses any copy of it, but before its 400 days' expiry, `ops contact redrive` refuses
+    it as the ingest would. (It sent the stored copy as the interaction's first: GoodwillFunction
+    issued the gift card and it was published, an effect of the old export after its retention;
+    found by test_model.py's search: the_contacts_retention_passes, "the first day's contacts
+    expired", then a contact of the second day redriven.)"""
     monkeypatch.setattr(ingest, "CONTACTS_PER_WRITE", 2)
     with moto_stack(monkeypatch) as stack:
         pipeline = Pipeline(stack, monkeypatch)
@@ -61,7 +61,8 @@ def test_a_contact_redriven_past_what_the_table_remembers_issues_no_gift_card(
         half_a_day_to_expiry = (ended + model.CONTACT_RETENTION).timestamp() - 12 * 3600
         pipeline.time_passes(half_a_day_to_expiry - pipeline.clock.time())
 
-        assert pipeline.contact_redrive("c-1", resend=False)
+        assert not pipeline.contact_redrive("c-1", resend=False)
+        assert pipeline.operator["contact redrive refused"] == 1
         pipeline.drain()
         pipeline.ttl_deletes_every_expired_item()
 
