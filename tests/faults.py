@@ -2,8 +2,9 @@
 emulator/core/faults.py). A handler module's calls go through its module-level boto3 clients (the
 Powertools persistence layers are built on them), so hooks on those clients see every call.
 
-- `crash_after_call(module, k)`: the k-th call takes effect, then the execution environment dies
-  before the function sees the response (`Crash`, a BaseException: no handler runs, nothing is
+- `record_calls(module, crash_after=k)`: the k-th call (or, with an operation's IAM name, the
+  first call of it) takes effect, then the execution environment dies before the function sees
+  the response (`Crash`, a BaseException: no handler runs, nothing is
   cleaned up, as when Lambda's process is killed). Any later call of that module fails too.
 - `CallLog.meanwhile`: after the k-th call takes effect, something else runs (another
   invocation, overlapping this one) before the function sees the response.
@@ -44,15 +45,16 @@ class CallLog:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
-        self.crash_after: int | None = None
+        self.crash_after: int | str | None = None  # the k-th call, or an operation's first
         self.crashed = False
         # (k, what runs after the k-th call, before the function goes on), once
         self.meanwhile: tuple[int, Callable[[], object]] | None = None
 
 
-def record_calls(module: ModuleType, crash_after: int | None = None) -> CallLog:
-    """Log every AWS call of the module; with `crash_after` k, the k-th call takes effect and
-    then the environment dies (Crash), and every call after it fails the same way."""
+def record_calls(module: ModuleType, crash_after: int | str | None = None) -> CallLog:
+    """Log every AWS call of the module; with `crash_after` k, the k-th call (with an operation's
+    IAM name, its first call) takes effect and then the environment dies (Crash), and every call
+    after it fails the same way."""
     log = CallLog()
     log.crash_after = crash_after
 
@@ -67,7 +69,7 @@ def record_calls(module: ModuleType, crash_after: int | None = None) -> CallLog:
             if log.meanwhile is not None and len(log.calls) == log.meanwhile[0]:
                 run, log.meanwhile = log.meanwhile[1], None
                 run()
-            if log.crash_after is not None and len(log.calls) == log.crash_after:
+            if log.crash_after in (len(log.calls), log.calls[-1]):
                 log.crashed = True
                 raise Crash(f"after call {len(log.calls)}: {log.calls[-1]}")
 

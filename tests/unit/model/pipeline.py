@@ -179,10 +179,10 @@ FUNCTION_DIRS = {
 CONSUMERS = ("LastAgentFunction", "SurveyFunction", "GoodwillFunction")
 SENDER = "MailSenderFunction"  # MailQueue (FIFO) -> SES
 RECORDER = "MailEventsFunction"  # MailEventsQueue -> MAIL_SENT, the evidence of a send
-# The mail sender's call that sends a notification claimed anew with an address, first in its
-# batch: dynamodb:GetItem (the address's MAIL_UNDELIVERABLE mark), dynamodb:PutItem (the claim),
-# email:SendEmail; a crash after it dies before the claim's save (dynamodb:UpdateItem).
-SEND_EMAIL_CALL = 3
+# The mail sender's call that sends: a crash right after it dies before the claim's save
+# (dynamodb:UpdateItem), whichever call of the invocation it is (a notification claimed anew: the
+# 3rd; one retried past the wait, its claim retaken: the 6th).
+SEND_EMAIL_CALL = "email:SendEmail"
 PIPE = "ChangePipe"  # no function: EventBridge's pipe, bus and rules
 # What each function calls: the operations a throttle may strike.
 OPERATIONS = {
@@ -762,7 +762,7 @@ class Pipeline:
         self,
         function: str,
         event: dict,
-        crash_after: int | None,
+        crash_after: int | str | None,
         meanwhile: tuple[int, Any] | None = None,
         concurrent: bool = False,
     ) -> set[str] | None:
@@ -815,7 +815,7 @@ class Pipeline:
         self,
         function: str,
         max_messages: int,
-        crash_after: int | None,
+        crash_after: int | str | None,
         twice: bool,
         reverse: bool = False,
         overlap_after: int | None = None,

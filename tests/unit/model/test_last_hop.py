@@ -1,8 +1,9 @@
 """The last hop's hard cases, each as one run of the model's pipeline that reaches it for sure
 (the search in test_model.py reaches them by chance): the mail sender dies after SES accepted the
 e-mail and before its claim is saved, then time passes beyond MailSendEventWaitSeconds, with SES's
-Send event recorded late or held in MailEventsDeadLetterQueue; and a notification SNS could not
-deliver to MailQueue. Each ends in exactly one e-mail (tests/unit/model/design.py)."""
+Send event recorded late or held in MailEventsDeadLetterQueue; a retry past the wait that dies
+after its SendEmail, delivered again at once; and a notification SNS could not deliver to
+MailQueue. Each ends in exactly one e-mail (tests/unit/model/design.py)."""
 
 import pytest
 from shared import idempotency, ingest
@@ -109,6 +110,24 @@ def test_a_send_event_redriven_but_not_yet_recorded_still_holds_the_sender(pipel
     assert pipeline.dlq_redrive()
 
     assert pipeline.deliver_queue(SENDER, 10, None, twice=False)
+    assert mailed(pipeline) == 1
+    pipeline.drain()
+    check_final_state(pipeline)
+
+
+def test_a_retry_past_the_wait_dead_after_send_email_is_not_sent_again_by_its_duplicate(pipeline):
+    """The sender dies after its claim, before SendEmail; past the wait its retry retakes the
+    claim, sends, and dies right after SendEmail; the same batch is delivered again at once (the
+    mapping's duplicate). The duplicate waits for the retry's Send event; one e-mail. (With the
+    claim's first time kept, the duplicate sent again: a chaos run's second e-mail.)"""
+    pipeline.upload("incoming/a.jsonl", [SURVEY_DUE])
+    pipeline.flow_up_to(SENDER)
+    assert pipeline.deliver_queue(SENDER, 10, 2, twice=False)  # the claim taken, nothing sent
+    assert mailed(pipeline) == 0
+    pipeline.time_passes(WAIT + 61)
+
+    assert pipeline.deliver_queue(SENDER, 10, SEND_EMAIL_CALL, twice=True)
+    assert pipeline.crashes[-1][1][-1] == "email:SendEmail"
     assert mailed(pipeline) == 1
     pipeline.drain()
     check_final_state(pipeline)

@@ -375,9 +375,10 @@ class PipelineMachine(RuleBasedStateMachine):
     @rule(events_dead_lettered=st.booleans())
     def the_mail_sender_dies_after_send_email(self, events_dead_lettered):
         """What is on its way reaches MailQueue; the sender's batch of one notification dies once
-        SES accepted its e-mail, before its claim is saved (when the notification is new and has
-        an address; otherwise at another call); SES's Send event may then fail at its recorder
-        until MailEventsDeadLetterQueue holds it, so the sender's retries stay in doubt."""
+        SES accepted its e-mail, before its claim is saved (a notification claimed anew, or one
+        retried past the wait; a batch that sends nothing does not die); SES's Send event may
+        then fail at its recorder until MailEventsDeadLetterQueue holds it, so the sender's
+        retries stay in doubt."""
         self.pipeline.flow_up_to(SENDER)
         self.pipeline.deliver_queue(SENDER, 1, SEND_EMAIL_CALL, twice=False)
         if events_dead_lettered:
