@@ -105,19 +105,22 @@ class SendClaims:
     def _retake(self, record: DataRecord) -> bool:
         """The claim in doubt, taken again now; False when another delivery retook or settled it
         since it was read (IdempotencyTable's key is the idempotency key alone: template.yaml)."""
-        store = self._store
+        store, now = self._store, time.time()
         try:
             store.client.update_item(
                 TableName=store.table_name,
                 Key={store.key_attr: {"S": record.idempotency_key}},
-                UpdateExpression="SET #expiry = :expiry",
+                # both expiries, as save_inprogress sets them for a claim held its whole life
+                UpdateExpression="SET #expiry = :expiry, #in_progress_expiry = :in_progress_expiry",
                 ConditionExpression="#status = :in_progress AND #expiry = :found",
                 ExpressionAttributeNames={
                     "#expiry": store.expiry_attr,
+                    "#in_progress_expiry": store.in_progress_expiry_attr,
                     "#status": store.status_attr,
                 },
                 ExpressionAttributeValues={
-                    ":expiry": {"N": str(int(time.time()) + self._life)},
+                    ":expiry": {"N": str(int(now) + self._life)},
+                    ":in_progress_expiry": {"N": str(int((now + self._life) * 1000))},
                     ":found": {"N": str(record.expiry_timestamp)},
                     ":in_progress": {"S": STATUS_CONSTANTS["INPROGRESS"]},
                 },
