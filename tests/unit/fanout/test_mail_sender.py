@@ -373,3 +373,30 @@ def test_a_retry_past_the_wait_that_dies_after_send_email_holds_the_next_deliver
     assert failed_ids(again.lambda_handler(delivered(mail, SURVEY), lambda_context)) == []
 
     assert inbox_ids() == ["SURVEY-c-1"]
+
+
+def test_of_two_deliveries_past_the_wait_at_once_only_one_sends(
+    stack, mail, monkeypatch, lambda_context
+):
+    """The claim is in doubt past the wait (its sender died before SendEmail). Two deliveries
+    of the notification run at once: the second runs whole while the first is between reading
+    the claim and retaking it. The second retakes it and sends; the first finds the claim no
+    longer the one it read and stays in doubt: one e-mail."""
+    first = cold_start("mail_sender", monkeypatch)
+    record_calls(first, crash_after=2)  # the claim taken, SendEmail never made
+    with pytest.raises(Crash):
+        first.lambda_handler(delivered(mail, SURVEY), lambda_context)
+    stack.age_idempotency_records(idempotency.MAIL_SEND_EVENT_WAIT_SECONDS)
+
+    one = cold_start("mail_sender", monkeypatch)
+    other = cold_start("mail_sender", monkeypatch)
+    calls = record_calls(one)
+    # after its 4th call (MailEventsDeadLetterQueue's count), before it retakes the claim
+    calls.meanwhile = (
+        4,
+        lambda: failed_ids(other.lambda_handler(delivered(mail, SURVEY), lambda_context)),
+    )
+    refused(one, delivered(mail, SURVEY), lambda_context, "after another delivery's retry")
+    assert calls.calls[3] == "sqs:GetQueueAttributes"
+
+    assert inbox_ids() == ["SURVEY-c-1"]
